@@ -1,0 +1,127 @@
+"""Documents as columnar batches.
+
+A batch is ids (int64), scalar columns (one numpy array each) and an optional
+float32 vector matrix. Slicing returns views, so splitting a dataset into
+upload batches copies nothing; no Python object exists per document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+Metric = Literal["l2", "ip", "cosine"]
+FieldKind = Literal["int", "float", "bool", "str"]
+
+_KIND_OF_DTYPE = {"i": "int", "u": "int", "f": "float", "b": "bool", "U": "str", "T": "str", "O": "str"}
+
+
+def field_kind(values: np.ndarray) -> FieldKind:
+    kind = _KIND_OF_DTYPE.get(values.dtype.kind)
+    if kind is None:
+        raise TypeError(f"unsupported column dtype {values.dtype}")
+    return kind  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Schema:
+    """What a collection holds: scalar fields by kind, the vector dimension
+    and metric, and which scalar fields should carry an index."""
+
+    fields: Mapping[str, FieldKind] = field(default_factory=dict)
+    dim: int | None = None
+    metric: Metric = "l2"
+    indexed: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in self.indexed:
+            if name not in self.fields:
+                raise ValueError(f"indexed field {name!r} is not in the schema")
+        if self.metric not in ("l2", "ip", "cosine"):
+            raise ValueError(f"unknown metric {self.metric!r} (use l2, ip or cosine)")
+
+
+@dataclass(frozen=True, eq=False)
+class DocBatch:
+    ids: np.ndarray
+    fields: Mapping[str, np.ndarray] = field(default_factory=dict)
+    vectors: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.ids)
+        if self.ids.ndim != 1 or self.ids.dtype != np.int64:
+            raise TypeError("ids must be a 1-d int64 array")
+        for name, col in self.fields.items():
+            if len(col) != n:
+                raise ValueError(f"field {name!r} has {len(col)} values for {n} ids")
+        if self.vectors is not None:
+            if self.vectors.dtype != np.float32 or self.vectors.ndim != 2:
+                raise TypeError("vectors must be a 2-d float32 array")
+            if len(self.vectors) != n:
+                raise ValueError(f"{len(self.vectors)} vectors for {n} ids")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def dim(self) -> int | None:
+        return None if self.vectors is None else int(self.vectors.shape[1])
+
+    def schema(self, metric: Metric = "l2", indexed: tuple[str, ...] = ()) -> Schema:
+        return Schema(
+            fields={k: field_kind(v) for k, v in self.fields.items()},
+            dim=self.dim,
+            metric=metric,
+            indexed=indexed,
+        )
+
+    def slice(self, start: int, stop: int) -> DocBatch:
+        """Rows start..stop as views (no copy)."""
+        return DocBatch(
+            self.ids[start:stop],
+            {k: v[start:stop] for k, v in self.fields.items()},
+            None if self.vectors is None else self.vectors[start:stop],
+        )
+
+    def take(self, rows: np.ndarray) -> DocBatch:
+        """Rows by position (a copy, as numpy fancy indexing is)."""
+        return DocBatch(
+            self.ids[rows],
+            {k: v[rows] for k, v in self.fields.items()},
+            None if self.vectors is None else self.vectors[rows],
+        )
+
+    def select(self, names: Iterable[str] | None, vectors: bool = True) -> DocBatch:
+        """Only the named fields (all if None), with or without vectors."""
+        cols = self.fields if names is None else {k: self.fields[k] for k in names}
+        return DocBatch(self.ids, dict(cols), self.vectors if vectors else None)
+
+    def batches(self, size: int) -> Iterator[DocBatch]:
+        for start in range(0, len(self), size):
+            yield self.slice(start, start + size)
+
+    def sorted_by_id(self) -> DocBatch:
+        return self.take(np.argsort(self.ids, kind="stable"))
+
+    @staticmethod
+    def concat(parts: list[DocBatch]) -> DocBatch:
+        if not parts:
+            return DocBatch(np.empty(0, np.int64))
+        first = parts[0]
+        return DocBatch(
+            np.concatenate([p.ids for p in parts]),
+            {k: np.concatenate([p.fields[k] for p in parts]) for k in first.fields},
+            None if first.vectors is None else np.concatenate([p.vectors for p in parts]),  # type: ignore[misc]
+        )
+
+    @staticmethod
+    def empty(schema: Schema) -> DocBatch:
+        dtypes = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": np.str_}
+        return DocBatch(
+            np.empty(0, np.int64),
+            {k: np.empty(0, dtypes[kind]) for k, kind in schema.fields.items()},
+            None if schema.dim is None else np.empty((0, schema.dim), np.float32),
+        )

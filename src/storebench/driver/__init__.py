@@ -1,0 +1,6 @@
+"""The driver: runs operation streams over N clients and times them."""
+
+from storebench.driver.core import ClientResult, Driver, FnOp, Interrupted, Op, Task
+from storebench.driver.executors import Executor, executor_names
+
+__all__ = ["ClientResult", "Driver", "Executor", "FnOp", "Interrupted", "Op", "Task", "executor_names"]

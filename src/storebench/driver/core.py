@@ -1,0 +1,259 @@
+"""Tasks, the per-client run, and the ``Driver`` that merges clients.
+
+A ``Task`` is a picklable description of one timed operation stream: which
+op (a factory called inside each client, after the client opened its own
+collection), how many clients, count or duration, warm-up, think time or
+open-loop rate. The driver hands the task to an executor (threads,
+processes, or a plug-in), then merges the clients' histograms exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from storebench.driver import loops
+from storebench.errors import StorebenchError, TaskFailed
+from storebench.metrics import Histogram, TaskStats
+from storebench.stores.base import Collection
+
+DURATION_CHUNK = 1 << 16  # latency slots allocated at a time in duration mode
+
+
+class Op:
+    """One client's operation stream: ``op(i)`` performs operation i.
+
+    Built inside the client by the task's factory, so it may hold connections
+    and prepared arguments. ``finish`` returns what the workload needs back
+    from the client (e.g. search results for recall); it runs untimed."""
+
+    def __call__(self, i: int) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> Any:
+        return None
+
+    @property
+    def call(self) -> Callable[[int], Any]:
+        """What the timed loop calls: a bound method, one lookup fewer per op."""
+        return self.__call__
+
+
+class FnOp(Op):
+    """An op from a plain function (called directly by the loop)."""
+
+    def __init__(self, fn: Callable[[int], Any], finish: Callable[[], Any] | None = None):
+        self.fn = fn
+        self._finish = finish
+
+    def __call__(self, i: int) -> None:
+        self.fn(i)
+
+    @property
+    def call(self) -> Callable[[int], Any]:
+        return self.fn
+
+    def finish(self) -> Any:
+        return self._finish() if self._finish else None
+
+
+OpFactory = Callable[[Collection, int, int], Op]  # (collection, client, clients) -> Op
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    factory: OpFactory  # must be picklable for process clients (module-level)
+    clients: int = 1
+    ops: int | None = None  # total over all clients; None with duration_s
+    duration_s: float | None = None
+    warmup_ops: int = 0  # per client
+    warmup_s: float = 0.0
+    think_s: float = 0.0  # pause after each op (closed loop only)
+    client_offset_s: float = 0.0  # client c starts c * offset after the common start
+    rate: float | None = None  # open loop: target ops/s over all clients
+    items_per_op: int = 1
+    executor: str | None = None  # None: the store's declared preference
+    max_errors: int = 0  # failed ops tolerated before the task fails
+
+    def __post_init__(self) -> None:
+        if self.clients < 1:
+            raise ValueError(f"task {self.name}: clients must be >= 1")
+        if (self.ops is None) == (self.duration_s is None):
+            raise ValueError(f"task {self.name}: give exactly one of ops or duration_s")
+        if self.rate is not None and (self.rate <= 0 or self.think_s):
+            raise ValueError(f"task {self.name}: rate must be > 0 and excludes think time")
+
+    def client_ops(self, c: int) -> int | None:
+        """How many measured ops client c runs (None: until the deadline)."""
+        if self.ops is None:
+            return None
+        return max(0, math.ceil((self.ops - c) / self.clients))
+
+
+@dataclass
+class ClientResult:
+    latency: Histogram
+    service: Histogram | None
+    ops: int
+    errors: dict[str, int]
+    start_ns: int
+    end_ns: int
+    cpu_s: float
+    complete: bool
+    payload: Any = None
+    error: str | None = None  # set when the client failed outright
+
+
+@dataclass
+class Controls:
+    """Shared with the clients: a stop flag and one progress slot each."""
+
+    stop: Any  # stop[0] != 0 asks clients to end after their current op
+    progress: Any  # progress[c] = index of client c's op in flight
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _measure(
+    task: Task, op: Callable[[int], Any], c: int, ctl: Controls, start_ns: int
+) -> tuple[np.ndarray, np.ndarray | None, Counter[str], bool]:
+    """Runs client c's measured ops; returns (latencies, service, errors, complete)."""
+    step = task.clients
+    n = task.client_ops(c)
+    deadline = start_ns + int(task.duration_s * 1e9) if task.duration_s is not None else 1 << 62
+    size = n if n is not None else DURATION_CHUNK
+    lat = np.zeros(size, np.int64)
+    svc = np.zeros(size, np.int64) if task.rate is not None else None
+    interval = task.clients * 1e9 / task.rate if task.rate else 0.0
+    origin = start_ns + int(c * interval / task.clients)
+    errors: Counter[str] = Counter()
+    used = 0
+    while True:
+        try:
+            if task.rate is not None:
+                used = loops.open_(op, c, step, lat, used, deadline, ctl.stop, ctl.progress, c, svc, origin, interval)  # type: ignore[arg-type]
+            elif task.think_s:
+                used = loops.thinking(op, c, step, lat, used, deadline, ctl.stop, ctl.progress, c, task.think_s)
+            else:
+                used = loops.closed(op, c, step, lat, used, deadline, ctl.stop, ctl.progress, c)
+        except Exception as exc:  # one op failed: mark it, count it, go on
+            failed = int(ctl.progress[c])
+            lat[failed] = -1
+            errors[f"{type(exc).__name__}: {str(exc)[:200]}"] += 1
+            used = failed + 1
+            if sum(errors.values()) > task.max_errors:
+                raise TaskFailed(
+                    f"task {task.name}: operation {failed} of client {c} failed: {type(exc).__name__}: {exc}"
+                ) from exc
+        if ctl.stop[0] or loops.clock() >= deadline or (n is not None and used >= n):
+            break
+        if used == len(lat):  # duration mode: more room
+            lat = np.concatenate([lat, np.zeros(DURATION_CHUNK, np.int64)])
+            if svc is not None:
+                svc = np.concatenate([svc, np.zeros(DURATION_CHUNK, np.int64)])
+    complete = not ctl.stop[0] and (n is None or used >= n)
+    return lat[:used], (svc[:used] if svc is not None else None), errors, complete
+
+
+def run_client(task: Task, coll: Collection, c: int, ctl: Controls, sync: Callable[[], None]) -> ClientResult:
+    """One client: build the op, warm up, meet the others, measure."""
+    ops = task.factory(coll, c, task.clients)
+    op = ops.call
+    i = -1 - c
+    warm_end = loops.clock() + int(task.warmup_s * 1e9)
+    for _ in range(task.warmup_ops):
+        op(i)
+        i -= task.clients
+    while loops.clock() < warm_end and not ctl.stop[0]:
+        op(i)
+        i -= task.clients
+    sync()  # all clients start measuring together
+    cpu0 = time.process_time()
+    start = loops.clock()
+    if task.client_offset_s and c:
+        time.sleep(c * task.client_offset_s)
+    lat, svc, errors, complete = _measure(task, op, c, ctl, start)
+    end = loops.clock()
+    cpu = time.process_time() - cpu0
+    ok = lat >= 0
+    hist = Histogram()
+    hist.record(lat[ok])
+    shist = None
+    if svc is not None:
+        shist = Histogram()
+        shist.record(svc[ok])
+    payload = ops.finish()
+    return ClientResult(hist, shist, int(ok.sum()), dict(errors), start, end, cpu, complete, payload)
+
+
+class Interrupted(StorebenchError):
+    """The user stopped the run; ``partial`` holds what was measured."""
+
+    def __init__(self, partial: TaskStats | None, signal_name: str = "SIGINT"):
+        self.partial = partial
+        super().__init__(f"interrupted by {signal_name}")
+
+
+def merge(task: Task, results: list[ClientResult]) -> TaskStats:
+    stats = TaskStats(task.name, clients=task.clients)
+    if task.rate is not None:
+        stats.service = Histogram()
+    for r in results:
+        stats.latency.merge(r.latency)
+        if stats.service is not None and r.service is not None:
+            stats.service.merge(r.service)
+        stats.ops += r.ops
+        for k, v in r.errors.items():
+            stats.errors[k] = stats.errors.get(k, 0) + v
+        stats.cpu_s += r.cpu_s
+        stats.complete &= r.complete
+    if results:
+        stats.elapsed_ns = max(r.end_ns for r in results) - min(r.start_ns for r in results)
+    stats.items = stats.ops * task.items_per_op
+    return stats
+
+
+class Driver:
+    """Runs tasks on a store through an executor and returns merged stats."""
+
+    def __init__(self, progress: Any = None, executor: str | None = None):
+        from storebench.progress import NoProgress
+
+        self.progress = progress or NoProgress()
+        self.executor = executor  # overrides the store's preference for every task
+
+    def run(self, task: Task, coll: Collection) -> tuple[TaskStats, list[Any]]:
+        """Time ``task`` on ``coll``; returns the stats and each client's payload."""
+        from storebench.driver.executors import get_executor
+
+        name = task.executor or self.executor or coll.store.client_mode
+        executor = get_executor(name, coll.store)
+        results = executor.run(task, coll, self.progress)
+        failed = [r.error for r in results if r.error]
+        stats = merge(task, [r for r in results if not r.error])
+        if failed:
+            stats.complete = False
+            raise TaskFailed(failed[0])
+        return stats, [r.payload for r in results]
+
+    def once(self, name: str, fn: Callable[[], Any], items: int = 1) -> tuple[TaskStats, Any]:
+        """Time one call (a phase such as an index build or a compaction)."""
+        cpu0 = time.process_time()
+        with self.progress.phase(name):
+            t0 = loops.clock()
+            out = fn()
+            t1 = loops.clock()
+        stats = TaskStats(name, ops=1, items=items, elapsed_ns=t1 - t0, cpu_s=time.process_time() - cpu0)
+        stats.latency.record(np.array([t1 - t0]))
+        return stats, out
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -1,0 +1,125 @@
+"""The timed loops: the only place operations are timed.
+
+Each loop runs ``op(i)`` for one client and writes a latency in ns per
+operation into a preallocated int64 buffer; nothing is allocated per
+operation beyond what the operation itself does. The client's progress slot
+holds the index of the operation in flight, so an operation that raises is
+known by position, its latency marked -1 (not recorded) and the loop resumes.
+
+Op indices interleave over clients: client c of C runs c, c+C, c+2C, ...
+(warm-up runs -1-c, -1-c-C, ...), so ops never repeat across clients.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+clock = time.perf_counter_ns  # CLOCK_MONOTONIC: comparable across processes
+
+
+def closed(
+    op: Callable[[int], Any],
+    first: int,
+    step: int,
+    lat: np.ndarray,
+    start: int,
+    deadline: int,
+    stop: Any,
+    prog: Any,
+    slot: int,
+) -> int:
+    """Back-to-back operations; returns the number of buffer slots used."""
+    buf = memoryview(lat).cast("B").cast("q")
+    i = first + start * step
+    t = clock()
+    for j in range(start, len(lat)):
+        prog[slot] = j
+        op(i)
+        t1 = clock()
+        buf[j] = t1 - t
+        t = t1
+        i += step
+        if t1 >= deadline or stop[0]:
+            return j + 1
+    return len(lat)
+
+
+def thinking(
+    op: Callable[[int], Any],
+    first: int,
+    step: int,
+    lat: np.ndarray,
+    start: int,
+    deadline: int,
+    stop: Any,
+    prog: Any,
+    slot: int,
+    think_s: float,
+) -> int:
+    """Closed loop with a pause after each operation (not part of latency)."""
+    buf = memoryview(lat).cast("B").cast("q")
+    sleep = time.sleep
+    i = first + start * step
+    for j in range(start, len(lat)):
+        prog[slot] = j
+        t0 = clock()
+        op(i)
+        t1 = clock()
+        buf[j] = t1 - t0
+        i += step
+        if t1 >= deadline or stop[0]:
+            return j + 1
+        sleep(think_s)
+    return len(lat)
+
+
+def wait_until(t_ns: int) -> None:
+    """Sleep to just before t_ns, then spin the last stretch (sleep overshoots)."""
+    while True:
+        left = t_ns - clock()
+        if left <= 0:
+            return
+        if left > 200_000:
+            time.sleep((left - 150_000) / 1e9)
+
+
+def open_(
+    op: Callable[[int], Any],
+    first: int,
+    step: int,
+    lat: np.ndarray,
+    start: int,
+    deadline: int,
+    stop: Any,
+    prog: Any,
+    slot: int,
+    svc: np.ndarray,
+    origin: int,
+    interval: float,
+) -> int:
+    """Open loop: op j is due at origin + j*interval whatever happened before.
+
+    Latency runs from the intended start, so time spent queued behind a slow
+    operation counts (coordinated omission corrected); ``svc`` keeps the
+    service time from the actual start."""
+    buf = memoryview(lat).cast("B").cast("q")
+    sbuf = memoryview(svc).cast("B").cast("q")
+    i = first + start * step
+    for j in range(start, len(lat)):
+        prog[slot] = j
+        due = origin + int(j * interval)
+        if clock() < due:
+            wait_until(due)
+        t0 = clock()
+        op(i)
+        t1 = clock()
+        buf[j] = t1 - due
+        sbuf[j] = t1 - t0
+        i += step
+        if t1 >= deadline or stop[0]:
+            return j + 1
+    return len(lat)

@@ -1,0 +1,36 @@
+"""Error types. Every error a user can cause is a ``UserError``: the CLI prints
+its one-line message and exits with status 2, writing nothing half-done."""
+
+from __future__ import annotations
+
+
+class StorebenchError(Exception):
+    """Base of all storebench errors."""
+
+
+class UserError(StorebenchError):
+    """Bad input: wrong config, unknown store, missing or corrupt file.
+
+    ``where`` names the place (file:line, key, URL) so the message is one line
+    that says what and where."""
+
+    def __init__(self, message: str, where: str | None = None):
+        self.where = where
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class NotSupported(StorebenchError):
+    """An operation the engine does not declare among its capabilities."""
+
+    def __init__(self, engine: str, capability: str):
+        self.engine = engine
+        self.capability = capability
+        super().__init__(f"{capability} is not supported by {engine}")
+
+
+class ForeignDataError(StorebenchError):
+    """Refusal to touch data that storebench did not create."""
+
+
+class TaskFailed(StorebenchError):
+    """A measured task ended early because operations failed."""

@@ -1,0 +1,261 @@
+"""The store contract: what every engine adapter implements.
+
+A picklable ``StoreSpec`` names an engine, how to reach it and its index and
+search parameters; ``spec.open()`` gives a live ``Store`` (one per process,
+shared by that process's client threads); a store creates and opens
+``Collection``s. Adapters declare their capabilities; every method they do not
+implement raises ``NotSupported``. Adapters never touch clocks: all timing is
+the driver's.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from importlib import metadata
+from typing import Any, ClassVar, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+
+from storebench.data.batch import DocBatch, Schema
+from storebench.errors import ForeignDataError, NotSupported, UserError
+from storebench.stores.filters import Filter
+
+ENTRY_POINT_GROUP = "storebench.stores"
+ClientMode = Literal["threads", "processes"]
+
+
+class Capability(str, enum.Enum):
+    INSERT = "insert"
+    GET = "get"
+    UPDATE = "update"
+    DELETE = "delete"
+    FIND = "find"  # find(where, limit)
+    ORDER = "order"  # find(..., order=...)
+    SEARCH = "search"  # k nearest neighbours
+    FILTERED_SEARCH = "filtered_search"  # search(..., where=...)
+    INDEX = "index"  # build_index with parameters (ANN index)
+    SEARCH_PARAMS = "search_params"  # set_search_params (ef, nprobe, ...)
+    SIZE = "size"  # size_bytes
+    COMPACT = "compact"
+    SHARED_ACROSS_PROCESSES = "shared_across_processes"  # clients may be processes
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """k nearest neighbours per query: ids padded with -1, distances with inf.
+    Distances are the metric's own: Euclidean for l2, 1-cos for cosine,
+    negative inner product for ip (smaller is nearer in all three)."""
+
+    ids: np.ndarray  # (q, k) int64
+    distances: np.ndarray  # (q, k) float32
+
+
+def redact_url(url: str | None) -> str | None:
+    """The URL with any password replaced, for records and messages."""
+    if not url or "@" not in url:
+        return url
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """Everything needed to open a store, in any process."""
+
+    engine: str
+    url: str | None = None  # a path for embedded engines, a URL for servers
+    options: Mapping[str, Any] = field(default_factory=dict)
+    index: Mapping[str, Any] = field(default_factory=dict)  # build parameters
+    search: Mapping[str, Any] = field(default_factory=dict)  # search parameters
+
+    def open(self) -> Store:
+        return store_class(self.engine)(self)
+
+    def with_(self, **changes: Any) -> StoreSpec:
+        return replace(self, **changes)
+
+    def describe(self) -> dict[str, Any]:
+        """For result records: no credentials."""
+        return {
+            "engine": self.engine,
+            "url": redact_url(self.url),
+            "options": {k: ("***" if "password" in k.lower() else v) for k, v in self.options.items()},
+            "index": dict(self.index),
+            "search": dict(self.search),
+        }
+
+
+class Collection:
+    """One collection (table, index, keyspace) of a store.
+
+    Each method an adapter leaves alone raises ``NotSupported``. Methods take
+    and return columnar data (``DocBatch``, numpy arrays)."""
+
+    def __init__(self, store: Store, name: str, schema: Schema):
+        self.store = store
+        self.name = name
+        self.schema = schema
+
+    def _unsupported(self, cap: Capability) -> NotSupported:
+        return NotSupported(self.store.engine, str(cap))
+
+    def insert(self, docs: DocBatch) -> None:
+        raise self._unsupported(Capability.INSERT)
+
+    def get(self, ids: np.ndarray) -> DocBatch:
+        """Documents with these ids (missing ids are left out), in any order."""
+        raise self._unsupported(Capability.GET)
+
+    def update(self, docs: DocBatch) -> None:
+        """Replace the given fields (and vectors, if present) of existing ids."""
+        raise self._unsupported(Capability.UPDATE)
+
+    def delete(self, ids: np.ndarray) -> None:
+        raise self._unsupported(Capability.DELETE)
+
+    def find(
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
+    ) -> DocBatch:
+        """Documents matching ``where`` (scalar fields, no vectors).
+        ``order`` is (field, descending)."""
+        raise self._unsupported(Capability.ORDER if order else Capability.FIND)
+
+    def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
+        raise self._unsupported(Capability.FILTERED_SEARCH if where is not None else Capability.SEARCH)
+
+    def count(self) -> int:
+        """Live documents, as the engine itself counts them."""
+        raise NotImplementedError
+
+    def build_index(self, params: Mapping[str, Any]) -> None:
+        """Build the vector index and return once the engine says it is ready."""
+        raise self._unsupported(Capability.INDEX)
+
+    def set_search_params(self, params: Mapping[str, Any]) -> None:
+        raise self._unsupported(Capability.SEARCH_PARAMS)
+
+    def size_bytes(self) -> int:
+        raise self._unsupported(Capability.SIZE)
+
+    def compact(self) -> None:
+        raise self._unsupported(Capability.COMPACT)
+
+    def drop(self) -> None:
+        """Remove the collection, only if this store created it."""
+        self.store._check_owned(self.name)
+        self._drop()
+        self.store._created.discard(self.name)
+
+    def _drop(self) -> None:
+        raise NotImplementedError
+
+
+class Store:
+    """A live connection to one engine, opened from a ``StoreSpec``."""
+
+    engine: ClassVar[str]
+    capabilities: ClassVar[frozenset[Capability]]
+    client_mode: ClassVar[ClientMode] = "threads"  # the driver's default for this engine
+    exact: ClassVar[bool] = False  # search is exhaustive: recall must be 1.0
+    index_params: ClassVar[tuple[str, ...]] = ()
+    search_params: ClassVar[tuple[str, ...]] = ()
+    extra: ClassVar[str | None] = None  # the pip extra that brings its client
+
+    def __init__(self, spec: StoreSpec):
+        self.spec = spec
+        self._created: set[str] = set()
+        self._check_params("index", spec.index, self.index_params)
+        self._check_params("search", spec.search, self.search_params)
+
+    def _check_params(self, kind: str, given: Mapping[str, Any], known: tuple[str, ...]) -> None:
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            hint = ", ".join(known) if known else "none"
+            raise UserError(
+                f"unknown {kind} parameter {unknown[0]!r} for store {self.engine} (known: {hint})",
+                where=f"store.{kind}",
+            )
+
+    def supports(self, cap: Capability) -> bool:
+        return cap in self.capabilities
+
+    def require(self, caps: set[Capability]) -> None:
+        missing = sorted(str(c) for c in caps - self.capabilities)
+        if missing:
+            raise NotSupported(self.engine, ", ".join(missing))
+
+    # --- collections -------------------------------------------------------
+    def create_collection(self, name: str, schema: Schema) -> Collection:
+        """Create a new collection; refuses a name that already exists."""
+        if self.has_collection(name):
+            raise ForeignDataError(
+                f"collection {name!r} already exists in {self.engine} "
+                f"({redact_url(self.spec.url) or 'default location'}); storebench "
+                "does not write into data it did not create: choose another name"
+            )
+        coll = self._create(name, schema)
+        self._created.add(name)
+        return coll
+
+    def open_collection(self, name: str, schema: Schema) -> Collection:
+        """Open an existing collection (a client process joining a run)."""
+        return self._open(name, schema)
+
+    def _check_owned(self, name: str) -> None:
+        if name not in self._created:
+            raise ForeignDataError(
+                f"refusing to drop {name!r} in {self.engine}: this run did not create it"
+            )
+
+    def has_collection(self, name: str) -> bool:
+        raise NotImplementedError
+
+    def _create(self, name: str, schema: Schema) -> Collection:
+        raise NotImplementedError
+
+    def _open(self, name: str, schema: Schema) -> Collection:
+        raise NotImplementedError
+
+    def versions(self) -> dict[str, str]:
+        """Engine and client versions, for the result record."""
+        return {}
+
+    def close(self) -> None:
+        """Release connections; the data stays (``drop`` removes it)."""
+
+
+# --- registry ----------------------------------------------------------------
+
+
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def engine_names() -> list[str]:
+    return sorted(_entry_points())
+
+
+def store_class(engine: str) -> type[Store]:
+    eps = _entry_points()
+    if engine not in eps:
+        raise UserError(f"unknown store {engine!r} (known: {', '.join(sorted(eps))})", where="store")
+    try:
+        cls = eps[engine].load()
+    except ImportError as exc:
+        raise UserError(
+            f"store {engine!r} needs its client library: pip install 'storebench[{engine}]' ({exc})",
+            where="store",
+        ) from exc
+    return cls
