@@ -26,7 +26,7 @@ def vector_chunks(
     """float32 vectors in chunks of ``chunk`` rows (the last may be shorter)."""
     if kind not in ("clustered", "uniform"):
         raise ValueError(f"unknown synthetic kind {kind!r} (use clustered or uniform)")
-    centers = np.random.default_rng([seed, -1]).normal(0.0, 1.0, (clusters, dim)).astype(np.float32)
+    centers = np.random.default_rng([seed, 1 << 20]).normal(0.0, 1.0, (clusters, dim)).astype(np.float32)
     for ci, start in enumerate(range(0, n, chunk)):
         rows = min(chunk, n - start)
         rng = _chunk_rng(seed, ci)
@@ -49,4 +49,4 @@ def vectors(n: int, dim: int, kind: Kind = "clustered", seed: int = 0, clusters:
 
 def uniform_ints(n: int, low: int, high: int, seed: int = 0) -> np.ndarray:
     """Uniform integers in [low, high): DocArray's ``tags.i``."""
-    return np.random.default_rng([seed, -2]).integers(low, high, n, dtype=np.int64)
+    return np.random.default_rng([seed, (1 << 20) + 1]).integers(low, high, n, dtype=np.int64)

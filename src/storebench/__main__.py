@@ -1,0 +1,3 @@
+from storebench.cli import main
+
+main()

@@ -1,0 +1,33 @@
+"""The Python API: the same runs as the CLI, returning the result records."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from storebench.runner import run_scenario
+from storebench.scenario import Scenario
+
+
+def run(
+    scenario: str = "crud",
+    stores: Sequence[str] = (),
+    set: Sequence[str] | dict[str, Any] = (),  # noqa: A002  (mirrors the CLI's --set)
+    results_dir: str | Path = "results",
+    resume: bool = False,
+    progress: bool = False,
+) -> list[dict[str, Any]]:
+    """Run a scenario (built-in name or YAML path) and return its records.
+
+    ``set`` takes ``["n=1000"]`` or ``{"n": 1000}``; ``stores`` takes engine
+    names or ``engine=url``. Records are also appended under ``results_dir``."""
+    from storebench.progress import make_progress
+
+    sets = [f"{k}={v}" for k, v in set.items()] if isinstance(set, dict) else list(set)
+    sc = Scenario.load(scenario, sets, list(stores))
+    bar = make_progress(progress)
+    try:
+        return run_scenario(sc, Path(results_dir), bar, resume)
+    finally:
+        bar.close()

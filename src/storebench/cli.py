@@ -1,0 +1,122 @@
+"""The ``storebench`` command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from storebench.errors import StorebenchError, UserError
+from storebench.results import storebench_version
+
+
+class Group(click.Group):
+    """Turns every user error into one line on stderr and exit status 2."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except (UserError, StorebenchError) as exc:
+            click.echo(f"storebench: error: {exc}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(storebench_version(), prog_name="storebench")
+def cli() -> None:
+    """Benchmarks for document, vector and graph stores."""
+
+
+@cli.command()
+@click.argument("scenario")
+@click.option("--store", "stores", multiple=True, metavar="ENGINE[=URL]", help="Run on this store instead of the scenario's (repeatable).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario key, e.g. n=1000 or driver.executor=processes (repeatable).")
+@click.option("--results", "results_dir", default="results", show_default=True, type=click.Path(file_okay=False), help="Directory of result files.")
+@click.option("--resume", is_flag=True, help="Skip runs that already have an ok record.")
+@click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
+def run(scenario: str, stores: tuple[str, ...], sets: tuple[str, ...], results_dir: str, resume: bool, progress: bool | None) -> None:
+    """Run SCENARIO (a built-in name or a YAML file) and print its tables."""
+    from storebench.progress import make_progress
+    from storebench.report.terminal import print_records
+    from storebench.runner import run_scenario
+    from storebench.scenario import Scenario
+
+    from storebench.report.terminal import make_console
+
+    sc = Scenario.load(scenario, list(sets), list(stores))
+    console = make_console()
+    bar = make_progress(progress)
+    try:
+        records = run_scenario(sc, Path(results_dir), bar, resume, on_record=lambda r: print_records([r], console))
+    except KeyboardInterrupt:
+        bar.close()
+        click.echo(f"storebench: interrupted; measurements so far are in {results_dir}/", err=True)
+        sys.exit(130)
+    finally:
+        bar.close()
+    failed = [r for r in records if r["status"] != "ok"]
+    click.echo(f"{len(records)} run(s), {len(failed)} not ok; results in {Path(results_dir) / (sc.file.name + '.jsonl')}", err=True)
+    if failed:
+        sys.exit(1)
+
+
+@cli.command(name="list")
+@click.argument("what", type=click.Choice(["stores", "scenarios", "workloads", "executors"]))
+def list_(what: str) -> None:
+    """List the stores, scenarios, workloads or executors this install has."""
+    from rich.table import Table
+
+    from storebench.report.terminal import make_console
+
+    console = make_console()
+    if what == "stores":
+        from storebench.stores.base import engine_names, store_class
+
+        t = Table("store", "available", "client mode", "search", "capabilities")
+        for name in engine_names():
+            try:
+                cls = store_class(name)
+            except UserError as exc:
+                t.add_row(name, "no", "", "", str(exc).split(": ", 2)[-1])
+                continue
+            caps = ", ".join(sorted(str(c) for c in cls.capabilities))
+            t.add_row(name, "yes", cls.client_mode, "exact" if cls.exact else "approximate", caps)
+        console.print(t)
+    elif what == "scenarios":
+        from storebench.scenario import Scenario, builtin_names
+
+        t = Table("scenario", "workload", "description")
+        for name in builtin_names():
+            sc = Scenario.load(name)
+            t.add_row(name, sc.file.workload, sc.file.description)
+        console.print(t)
+    elif what == "workloads":
+        from storebench.workloads.base import workload_names
+
+        for name in workload_names():
+            console.print(name)
+    else:
+        from storebench.driver import executor_names
+
+        for name in executor_names():
+            console.print(name)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--last", type=int, default=None, help="Only the last N records.")
+def show(paths: tuple[str, ...], last: int | None) -> None:
+    """Print result records (files or directories of *.jsonl) as tables."""
+    from storebench import results
+    from storebench.report.terminal import print_records
+
+    records = [r for p in paths for r in results.read(Path(p))]
+    if last is not None:
+        records = records[-last:]
+    print_records(records)
+
+
+def main() -> None:
+    cli(prog_name="storebench")

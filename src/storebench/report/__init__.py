@@ -1,0 +1,1 @@
+"""Reports: terminal tables now; Markdown, plots and HTML build on the same records."""

@@ -1,0 +1,85 @@
+"""Terminal tables of result records (rich)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+
+def fmt_ns(ns: float | None) -> str:
+    if ns is None:
+        return "-"
+    if ns < 1_000:
+        return f"{ns:.0f}ns"
+    if ns < 1_000_000:
+        return f"{ns / 1e3:.1f}µs"
+    if ns < 1_000_000_000:
+        return f"{ns / 1e6:.2f}ms"
+    return f"{ns / 1e9:.2f}s"
+
+
+def fmt_rate(x: float | None) -> str:
+    if not x:
+        return "-"
+    return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
+
+
+STATUS_STYLE = {"ok": "green", "failed": "bold red", "interrupted": "yellow"}
+
+
+def run_table(rec: dict[str, Any]) -> Table:
+    store = rec["store"]
+    label = store["engine"] + (f" {store['url']}" if store.get("url") and "://" in str(store.get("url")) else "")
+    grid = ", ".join(f"{k}={v}" for k, v in rec.get("grid_point", {}).items())
+    title = Text.assemble(
+        (f"{rec['scenario']} · {label}", "bold"),
+        f"  {grid}  " if grid else "  ",
+        (rec["status"], STATUS_STYLE.get(rec["status"], "")),
+    )
+    t = Table(title=title, title_justify="left")
+    for col in ("task", "clients", "ops", "ops/s", "docs/s", "mean", "p50", "p95", "p99", "max", "note"):
+        t.add_column(col, justify="left" if col in ("task", "note") else "right")
+    for task in rec.get("tasks", []):
+        if "unsupported" in task:
+            t.add_row(task["name"], *["-"] * 9, Text(task["unsupported"], "dim"))
+            continue
+        lat = task.get("latency_ns", {})
+        notes = [f"{k}={v:.3f}" for k, v in task.items() if k.startswith("recall@") and v is not None]
+        if task.get("errors"):
+            notes.append(f"errors={sum(task['errors'].values())}")
+        if not task.get("complete", True):
+            notes.append("partial")
+        t.add_row(
+            task["name"],
+            str(task.get("clients", 1)),
+            f"{task.get('ops', 0):,}",
+            fmt_rate(task.get("ops_per_s")),
+            fmt_rate(task.get("items_per_s")) if task.get("items") != task.get("ops") else "",
+            fmt_ns(lat.get("mean")),
+            fmt_ns(lat.get("p50")),
+            fmt_ns(lat.get("p95")),
+            fmt_ns(lat.get("p99")),
+            fmt_ns(lat.get("max")),
+            " ".join(notes),
+        )
+    if rec.get("error"):
+        t.caption = Text(f"error: {rec['error']}", "red")
+        t.caption_justify = "left"
+    return t
+
+
+def make_console() -> Console:
+    """Wide enough for the tables even when the output is a pipe or a file."""
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
+
+
+def print_records(records: Iterable[dict[str, Any]], console: Console | None = None) -> None:
+    console = console or make_console()
+    for rec in records:
+        console.print(run_table(rec))
+        console.print()

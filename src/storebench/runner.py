@@ -1,0 +1,135 @@
+"""Executes a plan: for each run, open the store, run the workload, write
+the record. Whatever happens (an error, Ctrl-C, SIGTERM), the record is
+written with what was measured and a status that says how the run ended;
+collections the run created are dropped and its temporary files removed."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from storebench import results
+from storebench.driver import Driver, Interrupted
+from storebench.errors import StorebenchError
+from storebench.progress import NoProgress
+from storebench.scenario import Run, Scenario
+from storebench.workloads.base import RunContext, workload_class
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered like Ctrl-C so the same clean-up runs."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _base_record(run: Run, run_id: str) -> dict[str, Any]:
+    return {
+        "record_version": results.RECORD_VERSION,
+        "run_id": run_id,
+        "key": run.key,
+        "scenario": run.scenario,
+        "workload": run.workload,
+        "mode": run.mode,
+        "repeat": run.repeat,
+        "store": run.spec.describe(),
+        "params": run.params.model_dump(),
+        "grid_point": run.grid_point,
+        "status": "running",
+        "error": None,
+        "started_at": results.now_iso(),
+        "versions": {"storebench": results.storebench_version()},
+        "machine": results.machine_facts(),
+    }
+
+
+def execute(run: Run, progress: Any = None) -> dict[str, Any]:
+    """Run one plan point; always returns a complete record (never raises on
+    a failed run; re-raises KeyboardInterrupt after recording it)."""
+    run_id = results.new_run_id()
+    record = _base_record(run, run_id)
+    store = None
+    ctx = None
+    interrupt: KeyboardInterrupt | None = None
+    try:
+        store = run.spec.open()
+        record["versions"].update(store.versions())
+        record["store"] = store.spec.describe()  # with defaults the store filled in
+        ctx = RunContext(run_id, store, Driver(progress, run.executor), run.mode)
+        workload_class(run.workload)().run(ctx, run.params)
+        record["status"] = "ok"
+    except Interrupted as exc:
+        record["status"], record["error"] = "interrupted", str(exc)
+        interrupt = KeyboardInterrupt()
+    except KeyboardInterrupt as exc:
+        name = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
+        record["status"], record["error"] = "interrupted", f"interrupted by {name}"
+        interrupt = exc
+    except StorebenchError as exc:
+        record["status"], record["error"] = "failed", str(exc)
+    except Exception as exc:  # an engine or library error: keep the trace's last line
+        record["status"] = "failed"
+        record["error"] = f"{type(exc).__name__}: {exc}"
+        record["traceback"] = traceback.format_exc(limit=8)
+    finally:
+        if ctx is not None:
+            record["tasks"] = ctx.tasks
+            record["metrics"] = ctx.metrics
+            for coll in ctx.collections:
+                with contextlib.suppress(Exception):
+                    coll.drop()
+            shutil.rmtree(ctx.workdir, ignore_errors=True)
+        if store is not None:
+            with contextlib.suppress(Exception):
+                store.close()
+        record["finished_at"] = results.now_iso()
+    if interrupt is not None:
+        record["_interrupt"] = interrupt
+    return record
+
+
+def run_scenario(
+    scenario: Scenario,
+    results_dir: Path,
+    progress: Any = None,
+    resume: bool = False,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run every point of the plan, appending each record as it completes."""
+    progress = progress or NoProgress()
+    path = Path(results_dir) / f"{scenario.file.name}.jsonl"
+    done: set[str] = set()
+    if resume and path.exists():
+        done = {r["key"] for r in results.read(path) if r.get("status") == "ok"}
+    records = []
+    with sigterm_as_interrupt():
+        for run in scenario.plan():
+            if run.key in done:
+                continue
+            rec = execute(run, progress)
+            interrupt = rec.pop("_interrupt", None)
+            results.append(path, rec)
+            records.append(rec)
+            if on_record:
+                on_record(rec)
+            if interrupt is not None:
+                raise interrupt
+    return records

@@ -1,0 +1,277 @@
+"""Scenario files: YAML, validated, with errors that name the key and line.
+
+A scenario names a workload, the stores to run it on, the workload's
+parameters and an optional grid (each key a list; the plan is their cartesian
+product). ``--set key=value`` overrides any key (``params.`` may be left off
+for workload parameters); values are read as YAML scalars.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from storebench.errors import UserError
+from storebench.stores.base import StoreSpec, store_class
+from storebench.workloads.base import workload_class
+
+BUILTIN_PACKAGE = "storebench.scenarios"
+
+
+class StoreEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    engine: str
+    url: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    index: dict[str, Any] = Field(default_factory=dict)
+    search: dict[str, Any] = Field(default_factory=dict)
+
+    def spec(self) -> StoreSpec:
+        return StoreSpec(self.engine, self.url, self.options, self.index, self.search)
+
+
+class DriverConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    executor: str | None = None  # threads | processes | plug-in; default: the store's preference
+
+
+class ScenarioFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    description: str = ""
+    workload: str
+    mode: Literal["default", "compat"] = "default"
+    repeats: int = Field(1, ge=1)
+    stores: list[StoreEntry] = Field(min_length=1)
+    driver: DriverConfig = Field(default_factory=DriverConfig)
+    params: dict[str, Any] = Field(default_factory=dict)
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
+
+    @field_validator("stores", mode="before")
+    @classmethod
+    def _short_stores(cls, v: Any) -> Any:
+        # "memory" is short for {engine: memory}
+        if isinstance(v, list):
+            return [{"engine": s} if isinstance(s, str) else s for s in v]
+        return v
+
+
+@dataclass(frozen=True)
+class Run:
+    """One point of the plan: a workload on one store with fixed parameters."""
+
+    scenario: str
+    workload: str
+    spec: StoreSpec
+    params: Any  # the workload's validated Params model
+    mode: str
+    repeat: int
+    grid_point: dict[str, Any]
+    executor: str | None
+
+    @property
+    def key(self) -> str:
+        """Stable address of this run's parameters (for --resume)."""
+        blob = json.dumps(
+            [self.scenario, self.workload, self.spec.describe(), self.params.model_dump(), self.mode, self.repeat],
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# --- YAML with line numbers ----------------------------------------------------
+
+
+def _line_map(node: yaml.Node, path: tuple[Any, ...] = (), out: dict[tuple[Any, ...], int] | None = None) -> dict[tuple[Any, ...], int]:
+    out = {} if out is None else out
+    out[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            key = k.value
+            out[(*path, key)] = k.start_mark.line + 1
+            _line_map(v, (*path, key), out)
+            out[(*path, key)] = k.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            _line_map(v, (*path, i), out)
+    return out
+
+
+def _line_for(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int | None:
+    for end in range(len(loc), -1, -1):
+        if loc[:end] in lines:
+            return lines[loc[:end]]
+    return None
+
+
+def _first_error(exc: ValidationError) -> tuple[tuple[Any, ...], str]:
+    err = exc.errors()[0]
+    loc = tuple(err["loc"])
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif "input" in err and not isinstance(err["input"], dict | list):
+        msg = f"{msg} (got {err['input']!r})"
+    return loc, msg
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+# --- loading ---------------------------------------------------------------------
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files(BUILTIN_PACKAGE).iterdir() if p.name.endswith(".yaml"))
+
+
+def resolve(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        if not p.is_file():
+            raise UserError("scenario file not found", where=str(p))
+        return p
+    if name_or_path in builtin_names():
+        return Path(str(resources.files(BUILTIN_PACKAGE) / f"{name_or_path}.yaml"))
+    raise UserError(
+        f"unknown scenario {name_or_path!r} (built-in: {', '.join(builtin_names())}; or give a .yaml path)",
+        where="scenario",
+    )
+
+
+def parse_set(items: list[str]) -> list[tuple[list[str], Any]]:
+    out = []
+    for item in items:
+        if "=" not in item:
+            raise UserError(f"expected key=value, got {item!r}", where="--set")
+        key, raw = item.split("=", 1)
+        try:
+            value = yaml.safe_load(raw) if raw else ""
+        except yaml.YAMLError as exc:
+            raise UserError(f"cannot read value {raw!r}", where=f"--set {key}") from exc
+        out.append((key.strip().split("."), value))
+    return out
+
+
+def parse_store(text: str) -> dict[str, Any]:
+    """``ENGINE`` or ``ENGINE=URL`` (from --store)."""
+    engine, _, url = text.partition("=")
+    return {"engine": engine.strip(), "url": url or None}
+
+
+class Scenario:
+    def __init__(self, source: Path, data: ScenarioFile, lines: dict[tuple[Any, ...], int], overrides: dict[str, str]):
+        self.source = source
+        self.file = data
+        self.lines = lines
+        self.overrides = overrides  # dotted key -> "--set key" for error messages
+
+    @classmethod
+    def load(cls, name_or_path: str, sets: list[str] = (), stores: list[str] = ()) -> Scenario:  # type: ignore[assignment]
+        path = resolve(name_or_path)
+        try:
+            text = path.read_text()
+            node = yaml.compose(text)
+            raw = yaml.safe_load(text)
+        except OSError as exc:
+            raise UserError(f"cannot read: {exc.strerror}", where=str(path)) from exc
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark else str(path)
+            raise UserError(f"not valid YAML: {getattr(exc, 'problem', exc)}", where=where) from exc
+        if not isinstance(raw, dict):
+            raise UserError("a scenario must be a YAML mapping", where=str(path))
+        lines = _line_map(node) if node is not None else {}
+        overrides: dict[str, str] = {}
+        top = set(ScenarioFile.model_fields)
+        for keys, value in parse_set(list(sets)):
+            if keys[0] not in top:
+                keys = ["params", *keys]
+            target = raw
+            for k in keys[:-1]:
+                nxt = target.setdefault(k, {})
+                if not isinstance(nxt, dict):
+                    raise UserError(f"{'.'.join(keys)}: {k} is not a mapping", where="--set")
+                target = nxt
+            target[keys[-1]] = value
+            overrides[".".join(keys)] = f"--set {'.'.join(keys)}"
+        if stores:
+            raw["stores"] = [parse_store(s) for s in stores]
+            overrides["stores"] = "--store"
+        scenario = cls(path, cls._validate(path, raw, lines, overrides), lines, overrides)
+        scenario.plan()  # checks workload params, stores and grid before anything runs
+        return scenario
+
+    @staticmethod
+    def _where(path: Path, lines: dict[tuple[Any, ...], int], overrides: dict[str, str], loc: tuple[Any, ...]) -> str:
+        dotted = _dotted(loc)
+        for key, flag in overrides.items():
+            if dotted == key or dotted.startswith(key + "."):
+                return flag
+        line = _line_for(lines, loc)
+        return f"{path}:{line}" if line else str(path)
+
+    @classmethod
+    def _validate(cls, path: Path, raw: dict[str, Any], lines: dict[tuple[Any, ...], int], overrides: dict[str, str]) -> ScenarioFile:
+        try:
+            return ScenarioFile.model_validate(raw)
+        except ValidationError as exc:
+            loc, msg = _first_error(exc)
+            raise UserError(f"{_dotted(loc)}: {msg}", where=cls._where(path, lines, overrides, loc)) from exc
+
+    def error(self, loc: tuple[Any, ...], msg: str) -> UserError:
+        return UserError(f"{_dotted(loc)}: {msg}", where=self._where(self.source, self.lines, self.overrides, loc))
+
+    def plan(self) -> list[Run]:
+        f = self.file
+        wl = workload_class(f.workload)
+        for i, entry in enumerate(f.stores):
+            try:
+                cls = store_class(entry.engine)
+            except UserError as exc:
+                raise self.error(("stores", i, "engine"), str(exc).split(": ", 1)[-1]) from exc
+            missing = sorted(str(c) for c in wl.requires - cls.capabilities)
+            if missing:
+                raise self.error(("stores", i), f"{entry.engine} cannot run {f.workload}: no {', '.join(missing)}")
+        grid_keys = list(f.grid)
+        for key in grid_keys:
+            head = key.split(".")[0]
+            if head not in ("params", "index", "search") and head not in wl.Params.model_fields:
+                raise self.error(("grid", key), "grid keys are workload parameters, index.X or search.X")
+        runs = []
+        for point in itertools.product(*(f.grid[k] for k in grid_keys)) if grid_keys else [()]:
+            gp = dict(zip(grid_keys, point, strict=True))
+            params = dict(f.params)
+            for k, v in gp.items():
+                if not k.startswith(("index.", "search.")):
+                    params[k.removeprefix("params.")] = v
+            try:
+                model = wl.Params.model_validate(params)
+            except ValidationError as exc:
+                loc, msg = _first_error(exc)
+                raise self.error(("params", *loc), msg) from exc
+            for entry in f.stores:
+                index = dict(entry.index) | {k[6:]: v for k, v in gp.items() if k.startswith("index.")}
+                search = dict(entry.search) | {k[7:]: v for k, v in gp.items() if k.startswith("search.")}
+                spec = StoreSpec(entry.engine, entry.url, entry.options, index, search)
+                cls = store_class(entry.engine)
+                for kind, given, known in (("index", index, cls.index_params), ("search", search, cls.search_params)):
+                    unknown = sorted(set(given) - set(known))
+                    if unknown:
+                        raise self.error(
+                            ("stores", f.stores.index(entry), kind, unknown[0]),
+                            f"unknown {kind} parameter for {entry.engine} (known: {', '.join(known) or 'none'})",
+                        )
+                for r in range(f.repeats):
+                    runs.append(Run(f.name, f.workload, spec, model, f.mode, r, gp, f.driver.executor))
+        return runs

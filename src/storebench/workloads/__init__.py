@@ -1,0 +1,1 @@
+"""Workloads: the phases of a study and the operation streams they time."""

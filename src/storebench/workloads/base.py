@@ -1,0 +1,107 @@
+"""The workload contract and the per-run context a workload works in.
+
+A workload declares its parameters (a pydantic model: unknown or mistyped
+keys are errors), the capabilities it cannot run without, and ``run``, which
+goes through its phases using the context: make collections, time tasks and
+one-shot phases, and add metrics. Everything it records lands in the run's
+result record, even when the run fails or is interrupted part-way."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from storebench.data.batch import Schema
+from storebench.data.shared import Shared
+from storebench.driver import Driver, Task
+from storebench.errors import NotSupported, UserError
+from storebench.metrics import TaskStats
+from storebench.stores.base import Capability, Collection, Store
+
+ENTRY_POINT_GROUP = "storebench.workloads"
+
+
+class Params(BaseModel):
+    """Base of workload parameter models: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Workload:
+    name: ClassVar[str]
+    Params: ClassVar[type[Params]]
+    requires: ClassVar[frozenset[Capability]] = frozenset()
+
+    def run(self, ctx: RunContext, params: Any) -> None:
+        raise NotImplementedError
+
+
+@dataclass
+class RunContext:
+    """What a workload sees during one run."""
+
+    run_id: str
+    store: Store
+    driver: Driver
+    mode: str = "default"
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    collections: list[Collection] = field(default_factory=list)
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="storebench-run-")))
+
+    def collection(self, name: str, schema: Schema) -> Collection:
+        """A new collection whose name marks it as this run's own."""
+        coll = self.store.create_collection(f"storebench_{self.run_id[-8:]}_{name}", schema)
+        self.collections.append(coll)
+        return coll
+
+    def share(self, name: str, array: np.ndarray) -> Shared:
+        return Shared(array, self.workdir / f"{name}.npy")
+
+    def measure(self, task: Task, coll: Collection, **extra: Any) -> tuple[TaskStats, list[Any]]:
+        """Time a task; its stats join the record even if it is interrupted."""
+        from storebench.driver.core import Interrupted
+
+        try:
+            stats, payloads = self.driver.run(task, coll)
+        except Interrupted as exc:
+            if exc.partial is not None:
+                self.add(exc.partial)
+            raise
+        stats.extra.update(extra)
+        self.add(stats)
+        return stats, payloads
+
+    def once(self, name: str, fn: Callable[[], Any], items: int = 1) -> Any:
+        stats, out = self.driver.once(name, fn, items)
+        self.add(stats)
+        return out
+
+    def add(self, stats: TaskStats) -> None:
+        self.tasks.append(stats.to_record())
+
+    def unsupported(self, task: str, exc: NotSupported) -> None:
+        """A task the store cannot do: recorded as such, never silently skipped."""
+        self.tasks.append({"name": task, "unsupported": str(exc)})
+
+
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def workload_names() -> list[str]:
+    return sorted(_entry_points())
+
+
+def workload_class(name: str) -> type[Workload]:
+    eps = _entry_points()
+    if name not in eps:
+        raise UserError(f"unknown workload {name!r} (known: {', '.join(sorted(eps))})", where="workload")
+    return eps[name].load()

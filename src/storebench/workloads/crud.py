@@ -1,0 +1,199 @@
+"""``crud``: the DocArray study's six tasks in their simple form.
+
+Documents ``{id, tags.i: int, embedding: float32[dim]}``. Tasks, in order:
+create (batched inserts), then a count check, index build where the engine
+has one, read by id, update by id, delete by id, find by condition
+(``tags.i == v``), find by vector (k nearest, Recall@k against exact ground
+truth over the documents left after the deletes).
+
+Updates write a new ``tags.i`` and the document's own embedding back, so the
+engine does the full rewrite while the vectors, and so the ground truth, stay
+known. Every task's arguments are prepared before timing starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from storebench.data import synthetic
+from storebench.data.batch import DocBatch
+from storebench.data.shared import Shared
+from storebench.data.truth import GroundTruth, recall_at_k
+from storebench.driver import FnOp, Op, Task
+from storebench.errors import NotSupported, TaskFailed
+from storebench.stores.base import Capability, Collection
+from storebench.stores.filters import Cmp
+from storebench.workloads.base import Params, RunContext, Workload
+
+TAG = "tags.i"
+
+
+class CrudParams(Params):
+    n: int = Field(10_000, ge=1, description="documents created")
+    dim: int = Field(128, ge=1, description="embedding dimension")
+    metric: Literal["l2", "ip", "cosine"] = "l2"
+    data: Literal["clustered", "uniform"] = "clustered"
+    batch_size: int = Field(1_000, ge=1, description="documents per insert call")
+    ops: int = Field(1_000, ge=1, description="operations per task (read, update, ...)")
+    warmup: int = Field(10, ge=0, description="untimed operations per client before each task")
+    clients: int = Field(1, ge=1)
+    k: int = Field(10, ge=1, description="neighbours per find-by-vector")
+    tag_values: int | None = Field(None, ge=1, description="tags.i is uniform in [0, tag_values); default n")
+    seed: int = 0
+
+
+# --- operation factories (module level: picklable for process clients) -------
+
+
+class _Inserts(Op):
+    def __init__(self, ids: Shared, tags: Shared, vecs: Shared, batch: int, coll: Collection):
+        self.insert = coll.insert
+        ids_a, tags_a, vecs_a = ids.array, tags.array, vecs.array
+        self.batches = [
+            DocBatch(ids_a[s : s + batch], {TAG: tags_a[s : s + batch]}, vecs_a[s : s + batch])
+            for s in range(0, len(ids_a), batch)
+        ]
+
+    def __call__(self, i: int) -> None:
+        self.insert(self.batches[i])
+
+
+class InsertFactory:
+    def __init__(self, ids: Shared, tags: Shared, vecs: Shared, batch: int):
+        self.args = (ids, tags, vecs, batch)
+
+    def __call__(self, coll: Collection, c: int, clients: int) -> Op:
+        return _Inserts(*self.args, coll)
+
+
+class PoolFactory:
+    """Op i applies ``method`` to ``pool[i % len(pool)]`` (warm-up i < 0
+    wraps to the pool's end)."""
+
+    def __init__(self, method: str, pool: list[Any]):
+        self.method = method
+        self.pool = pool
+
+    def __call__(self, coll: Collection, c: int, clients: int) -> Op:
+        fn = getattr(coll, self.method)
+        pool = self.pool
+        m = len(pool)
+        return FnOp(lambda i: fn(pool[i % m]))
+
+
+class _Searches(Op):
+    def __init__(self, coll: Collection, queries: Shared, k: int):
+        self.search = coll.search
+        self.q = np.ascontiguousarray(queries.array)
+        self.k = k
+        self.found = np.full((len(self.q), k), -1, np.int64)
+        self.seen = np.zeros(len(self.q), bool)
+
+    def __call__(self, i: int) -> None:
+        j = i % len(self.q)
+        self.found[j] = self.search(self.q[j : j + 1], self.k).ids[0]
+        self.seen[j] = True
+
+    def finish(self) -> Any:
+        return self.found, self.seen
+
+
+class SearchFactory:
+    def __init__(self, queries: Shared, k: int):
+        self.queries = queries
+        self.k = k
+
+    def __call__(self, coll: Collection, c: int, clients: int) -> Op:
+        return _Searches(coll, self.queries, self.k)
+
+
+# --- the workload ------------------------------------------------------------
+
+
+class CrudWorkload(Workload):
+    name = "crud"
+    Params = CrudParams
+    requires = frozenset({Capability.INSERT, Capability.SEARCH})
+
+    def run(self, ctx: RunContext, p: CrudParams) -> None:  # type: ignore[override]
+        rng = np.random.default_rng([p.seed, 7])
+        ids = np.arange(p.n, dtype=np.int64)
+        tags = synthetic.uniform_ints(p.n, 0, p.tag_values or p.n, p.seed)
+        vecs = synthetic.vectors(p.n, p.dim, p.data, p.seed)
+        docs = DocBatch(ids, {TAG: tags}, vecs)
+        coll = ctx.collection("crud", docs.schema(p.metric, indexed=(TAG,)))
+        common = {"clients": p.clients, "warmup_ops": p.warmup}
+        pool = p.ops + p.warmup * p.clients  # distinct arguments for every op
+
+        # create
+        n_batches = -(-p.n // p.batch_size)
+        ctx.measure(
+            Task("create", InsertFactory(ctx.share("ids", ids), ctx.share("tags", tags), ctx.share("vecs", vecs), p.batch_size),
+                 clients=min(p.clients, n_batches), ops=n_batches, items_per_op=p.batch_size),
+            coll,
+        )
+        held = coll.count()
+        if held != p.n:
+            raise TaskFailed(f"count check after create: {ctx.store.engine} holds {held} of {p.n} documents")
+        if ctx.store.supports(Capability.SIZE):
+            ctx.metrics["size_bytes_after_create"] = coll.size_bytes()
+        if ctx.store.supports(Capability.INDEX):
+            ctx.once("build_index", lambda: coll.build_index(ctx.store.spec.index), items=p.n)
+        if ctx.store.supports(Capability.SEARCH_PARAMS) and ctx.store.spec.search:
+            coll.set_search_params(ctx.store.spec.search)
+
+        # read, update, delete by id: one document per op, distinct ids per op
+        order = rng.permutation(p.n)
+        read_ids = [order[j : j + 1] for j in range(min(pool, p.n))]
+        self._task(ctx, coll, "read", "get", read_ids, p, common)
+        upd_rows = order[: min(pool, p.n)]
+        new_tags = rng.integers(0, p.tag_values or p.n, len(upd_rows), dtype=np.int64)
+        updates = [DocBatch(ids[r : r + 1], {TAG: new_tags[j : j + 1]}, vecs[r : r + 1]) for j, r in enumerate(upd_rows)]
+        self._task(ctx, coll, "update", "update", updates, p, common)
+        tags[upd_rows] = new_tags
+        del_rows = order[::-1][: min(pool, p.n - 1)]
+        deleted = self._task(ctx, coll, "delete", "delete", [ids[r : r + 1] for r in del_rows], p, common)
+        live = np.ones(p.n, bool)
+        if deleted:
+            live[del_rows] = False
+            held = coll.count()
+            if held != live.sum():
+                raise TaskFailed(f"count check after delete: {ctx.store.engine} holds {held} of {live.sum()} documents")
+
+        # find by condition: tags.i == a value some live document has
+        values = rng.choice(tags[live], size=min(pool, 10_000))
+        self._task(ctx, coll, "find_by_condition", "find", [Cmp(TAG, "eq", int(v)) for v in values], p, common)
+
+        # find by vector
+        queries = synthetic.vectors(min(p.ops, 10_000), p.dim, p.data, p.seed + 1)
+        truth = GroundTruth.compute(ids[live], vecs[live], queries, min(max(p.k, 100), int(live.sum())), p.metric)
+        stats, payloads = ctx.measure(
+            Task("find_by_vector", SearchFactory(ctx.share("queries", queries), p.k), ops=p.ops, **common), coll
+        )
+        found = np.full((len(queries), p.k), -1, np.int64)
+        seen = np.zeros(len(queries), bool)
+        for f, s in payloads:
+            found[s] = f[s]
+            seen |= s
+        recall = float(recall_at_k(found[seen], _slice_truth(truth, seen), p.k).mean()) if seen.any() else None
+        ctx.tasks[-1][f"recall@{p.k}"] = recall
+        ctx.metrics[f"recall@{p.k}"] = recall
+        if ctx.store.supports(Capability.SIZE):
+            ctx.metrics["size_bytes"] = coll.size_bytes()
+
+    @staticmethod
+    def _task(ctx: RunContext, coll: Collection, name: str, method: str, pool: list[Any], p: CrudParams, common: dict[str, Any]) -> bool:
+        try:
+            ctx.store.require({Capability(method) if method != "get" else Capability.GET})
+        except NotSupported as exc:
+            ctx.unsupported(name, exc)
+            return False
+        ctx.measure(Task(name, PoolFactory(method, pool), ops=min(p.ops, len(pool)), **common), coll)
+        return True
+
+
+def _slice_truth(t: GroundTruth, rows: np.ndarray) -> GroundTruth:
+    return GroundTruth(t.ids[rows], t.distances[rows])
