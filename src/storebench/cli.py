@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from storebench.errors import StorebenchError, UserError
 from storebench.results import storebench_version
@@ -25,31 +25,64 @@ class Group(click.Group):
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(storebench_version(), prog_name="storebench")
-def cli() -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Log each phase and task to stderr.")
+def cli(verbose: bool) -> None:
     """Benchmarks for document, vector and graph stores."""
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="storebench: %(message)s", stream=sys.stderr)
 
 
 @cli.command()
 @click.argument("scenario")
-@click.option("--store", "stores", multiple=True, metavar="ENGINE[=URL]", help="Run on this store instead of the scenario's (repeatable).")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario key, e.g. n=1000 or driver.executor=processes (repeatable).")
-@click.option("--results", "results_dir", default="results", show_default=True, type=click.Path(file_okay=False), help="Directory of result files.")
+@click.option(
+    "--store",
+    "stores",
+    multiple=True,
+    metavar="ENGINE[=URL]",
+    help="Run on this store instead of the scenario's (repeatable).",
+)
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a scenario key, e.g. n=1000 or driver.executor=processes (repeatable).",
+)
+@click.option(
+    "--results",
+    "results_dir",
+    default="results",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Directory of result files.",
+)
 @click.option("--resume", is_flag=True, help="Skip runs that already have an ok record.")
-@click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
-def run(scenario: str, stores: tuple[str, ...], sets: tuple[str, ...], results_dir: str, resume: bool, progress: bool | None) -> None:
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Progress bars (default: when stderr is a terminal).",
+)
+def run(
+    scenario: str,
+    stores: tuple[str, ...],
+    sets: tuple[str, ...],
+    results_dir: str,
+    resume: bool,
+    progress: bool | None,
+) -> None:
     """Run SCENARIO (a built-in name or a YAML file) and print its tables."""
     from storebench.progress import make_progress
-    from storebench.report.terminal import print_records
+    from storebench.report.terminal import make_console, print_records
     from storebench.runner import run_scenario
     from storebench.scenario import Scenario
-
-    from storebench.report.terminal import make_console
 
     sc = Scenario.load(scenario, list(sets), list(stores))
     console = make_console()
     bar = make_progress(progress)
     try:
-        records = run_scenario(sc, Path(results_dir), bar, resume, on_record=lambda r: print_records([r], console))
+        records = run_scenario(
+            sc, Path(results_dir), bar, resume, on_record=lambda r: print_records([r], console)
+        )
     except KeyboardInterrupt:
         bar.close()
         click.echo(f"storebench: interrupted; measurements so far are in {results_dir}/", err=True)
@@ -57,7 +90,10 @@ def run(scenario: str, stores: tuple[str, ...], sets: tuple[str, ...], results_d
     finally:
         bar.close()
     failed = [r for r in records if r["status"] != "ok"]
-    click.echo(f"{len(records)} run(s), {len(failed)} not ok; results in {Path(results_dir) / (sc.file.name + '.jsonl')}", err=True)
+    click.echo(
+        f"{len(records)} run(s), {len(failed)} not ok; results in {Path(results_dir) / (sc.file.name + '.jsonl')}",
+        err=True,
+    )
     if failed:
         sys.exit(1)
 

@@ -34,3 +34,11 @@ class ForeignDataError(StorebenchError):
 
 class TaskFailed(StorebenchError):
     """A measured task ended early because operations failed."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered like Ctrl-C so the same clean-up runs."""
+
+
+def signal_name(exc: BaseException) -> str:
+    return "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"

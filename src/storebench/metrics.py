@@ -36,7 +36,11 @@ class Histogram:
         pow2ceiling = np.frexp((values | h.sub_bucket_mask).astype(np.float64))[1]
         bucket = pow2ceiling - h.unit_magnitude - (h.sub_bucket_half_count_magnitude + 1)
         sub_bucket = values >> (bucket + h.unit_magnitude)
-        return ((bucket + 1) << h.sub_bucket_half_count_magnitude) + sub_bucket - h.sub_bucket_half_count
+        return (
+            ((bucket + 1) << h.sub_bucket_half_count_magnitude)
+            + sub_bucket
+            - h.sub_bucket_half_count
+        )
 
     def record(self, values: np.ndarray) -> None:
         """Add many values (ns) at once."""
@@ -48,7 +52,9 @@ class Histogram:
             self.clamped += int(over.sum())
             v = np.minimum(v, HIGHEST_NS)
         v = np.maximum(v, LOWEST_NS)
-        self._counts += np.bincount(self._index(v), minlength=len(self._counts)).astype(self._counts.dtype)
+        self._counts += np.bincount(self._index(v), minlength=len(self._counts)).astype(
+            self._counts.dtype
+        )
         h = self.hdr
         h.total_count += int(v.size)
         h.min_value = min(h.min_value, int(v.min()))
@@ -91,7 +97,7 @@ class Histogram:
     @staticmethod
     def decode(text: str) -> Histogram:
         h = Histogram()
-        h.hdr.decode_and_add(text)  # type: ignore[attr-defined]
+        h.hdr.decode_and_add(text)
         h._counts = np.ctypeslib.as_array(h.hdr.counts)
         h.sum_ns = int(round(h.hdr.get_mean_value() * h.count))
         return h

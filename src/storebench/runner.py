@@ -6,6 +6,7 @@ collections the run created are dropped and its temporary files removed."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import signal
 import traceback
@@ -15,14 +16,12 @@ from typing import Any
 
 from storebench import results
 from storebench.driver import Driver, Interrupted
-from storebench.errors import StorebenchError
+from storebench.errors import StorebenchError, Terminated, signal_name
 from storebench.progress import NoProgress
 from storebench.scenario import Run, Scenario
 from storebench.workloads.base import RunContext, workload_class
 
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, delivered like Ctrl-C so the same clean-up runs."""
+log = logging.getLogger("storebench")
 
 
 @contextlib.contextmanager
@@ -69,6 +68,7 @@ def execute(run: Run, progress: Any = None) -> dict[str, Any]:
     store = None
     ctx = None
     interrupt: KeyboardInterrupt | None = None
+    log.info("run %s: %s on %s %s", run_id, run.workload, run.spec.engine, run.grid_point or "")
     try:
         store = run.spec.open()
         record["versions"].update(store.versions())
@@ -80,8 +80,7 @@ def execute(run: Run, progress: Any = None) -> dict[str, Any]:
         record["status"], record["error"] = "interrupted", str(exc)
         interrupt = KeyboardInterrupt()
     except KeyboardInterrupt as exc:
-        name = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
-        record["status"], record["error"] = "interrupted", f"interrupted by {name}"
+        record["status"], record["error"] = "interrupted", f"interrupted by {signal_name(exc)}"
         interrupt = exc
     except StorebenchError as exc:
         record["status"], record["error"] = "failed", str(exc)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from storebench.driver.executors import executor_class
 from storebench.errors import UserError
 from storebench.stores.base import StoreSpec, store_class
 from storebench.workloads.base import workload_class
@@ -81,7 +82,14 @@ class Run:
     def key(self) -> str:
         """Stable address of this run's parameters (for --resume)."""
         blob = json.dumps(
-            [self.scenario, self.workload, self.spec.describe(), self.params.model_dump(), self.mode, self.repeat],
+            [
+                self.scenario,
+                self.workload,
+                self.spec.describe(),
+                self.params.model_dump(),
+                self.mode,
+                self.repeat,
+            ],
             sort_keys=True,
             default=str,
         )
@@ -91,7 +99,9 @@ class Run:
 # --- YAML with line numbers ----------------------------------------------------
 
 
-def _line_map(node: yaml.Node, path: tuple[Any, ...] = (), out: dict[tuple[Any, ...], int] | None = None) -> dict[tuple[Any, ...], int]:
+def _line_map(
+    node: yaml.Node, path: tuple[Any, ...] = (), out: dict[tuple[Any, ...], int] | None = None
+) -> dict[tuple[Any, ...], int]:
     out = {} if out is None else out
     out[path] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
@@ -132,7 +142,9 @@ def _dotted(loc: tuple[Any, ...]) -> str:
 
 
 def builtin_names() -> list[str]:
-    return sorted(p.name[:-5] for p in resources.files(BUILTIN_PACKAGE).iterdir() if p.name.endswith(".yaml"))
+    return sorted(
+        p.name[:-5] for p in resources.files(BUILTIN_PACKAGE).iterdir() if p.name.endswith(".yaml")
+    )
 
 
 def resolve(name_or_path: str) -> Path:
@@ -170,7 +182,13 @@ def parse_store(text: str) -> dict[str, Any]:
 
 
 class Scenario:
-    def __init__(self, source: Path, data: ScenarioFile, lines: dict[tuple[Any, ...], int], overrides: dict[str, str]):
+    def __init__(
+        self,
+        source: Path,
+        data: ScenarioFile,
+        lines: dict[tuple[Any, ...], int],
+        overrides: dict[str, str],
+    ):
         self.source = source
         self.file = data
         self.lines = lines
@@ -213,7 +231,12 @@ class Scenario:
         return scenario
 
     @staticmethod
-    def _where(path: Path, lines: dict[tuple[Any, ...], int], overrides: dict[str, str], loc: tuple[Any, ...]) -> str:
+    def _where(
+        path: Path,
+        lines: dict[tuple[Any, ...], int],
+        overrides: dict[str, str],
+        loc: tuple[Any, ...],
+    ) -> str:
         dotted = _dotted(loc)
         for key, flag in overrides.items():
             if dotted == key or dotted.startswith(key + "."):
@@ -222,15 +245,26 @@ class Scenario:
         return f"{path}:{line}" if line else str(path)
 
     @classmethod
-    def _validate(cls, path: Path, raw: dict[str, Any], lines: dict[tuple[Any, ...], int], overrides: dict[str, str]) -> ScenarioFile:
+    def _validate(
+        cls,
+        path: Path,
+        raw: dict[str, Any],
+        lines: dict[tuple[Any, ...], int],
+        overrides: dict[str, str],
+    ) -> ScenarioFile:
         try:
             return ScenarioFile.model_validate(raw)
         except ValidationError as exc:
             loc, msg = _first_error(exc)
-            raise UserError(f"{_dotted(loc)}: {msg}", where=cls._where(path, lines, overrides, loc)) from exc
+            raise UserError(
+                f"{_dotted(loc)}: {msg}", where=cls._where(path, lines, overrides, loc)
+            ) from exc
 
     def error(self, loc: tuple[Any, ...], msg: str) -> UserError:
-        return UserError(f"{_dotted(loc)}: {msg}", where=self._where(self.source, self.lines, self.overrides, loc))
+        return UserError(
+            f"{_dotted(loc)}: {msg}",
+            where=self._where(self.source, self.lines, self.overrides, loc),
+        )
 
     def plan(self) -> list[Run]:
         f = self.file
@@ -242,12 +276,27 @@ class Scenario:
                 raise self.error(("stores", i, "engine"), str(exc).split(": ", 1)[-1]) from exc
             missing = sorted(str(c) for c in wl.requires - cls.capabilities)
             if missing:
-                raise self.error(("stores", i), f"{entry.engine} cannot run {f.workload}: no {', '.join(missing)}")
+                raise self.error(
+                    ("stores", i),
+                    f"{entry.engine} cannot run {f.workload}: no {', '.join(missing)}",
+                )
+            try:
+                executor = executor_class(f.driver.executor or cls.client_mode)
+            except UserError as exc:
+                raise self.error(("driver", "executor"), str(exc).split(": ", 1)[-1]) from exc
+            missing = sorted(str(c) for c in executor.requires - cls.capabilities)
+            if missing:
+                raise self.error(
+                    ("driver", "executor"),
+                    f"{entry.engine} cannot serve {executor.name} clients: no {', '.join(missing)}",
+                )
         grid_keys = list(f.grid)
         for key in grid_keys:
             head = key.split(".")[0]
             if head not in ("params", "index", "search") and head not in wl.Params.model_fields:
-                raise self.error(("grid", key), "grid keys are workload parameters, index.X or search.X")
+                raise self.error(
+                    ("grid", key), "grid keys are workload parameters, index.X or search.X"
+                )
         runs = []
         for point in itertools.product(*(f.grid[k] for k in grid_keys)) if grid_keys else [()]:
             gp = dict(zip(grid_keys, point, strict=True))
@@ -261,11 +310,18 @@ class Scenario:
                 loc, msg = _first_error(exc)
                 raise self.error(("params", *loc), msg) from exc
             for entry in f.stores:
-                index = dict(entry.index) | {k[6:]: v for k, v in gp.items() if k.startswith("index.")}
-                search = dict(entry.search) | {k[7:]: v for k, v in gp.items() if k.startswith("search.")}
+                index = dict(entry.index) | {
+                    k[6:]: v for k, v in gp.items() if k.startswith("index.")
+                }
+                search = dict(entry.search) | {
+                    k[7:]: v for k, v in gp.items() if k.startswith("search.")
+                }
                 spec = StoreSpec(entry.engine, entry.url, entry.options, index, search)
                 cls = store_class(entry.engine)
-                for kind, given, known in (("index", index, cls.index_params), ("search", search, cls.search_params)):
+                for kind, given, known in (
+                    ("index", index, cls.index_params),
+                    ("search", search, cls.search_params),
+                ):
                     unknown = sorted(set(given) - set(known))
                     if unknown:
                         raise self.error(
@@ -273,5 +329,7 @@ class Scenario:
                             f"unknown {kind} parameter for {entry.engine} (known: {', '.join(known) or 'none'})",
                         )
                 for r in range(f.repeats):
-                    runs.append(Run(f.name, f.workload, spec, model, f.mode, r, gp, f.driver.executor))
+                    runs.append(
+                        Run(f.name, f.workload, spec, model, f.mode, r, gp, f.driver.executor)
+                    )
         return runs

@@ -16,7 +16,15 @@ import numpy as np
 Metric = Literal["l2", "ip", "cosine"]
 FieldKind = Literal["int", "float", "bool", "str"]
 
-_KIND_OF_DTYPE = {"i": "int", "u": "int", "f": "float", "b": "bool", "U": "str", "T": "str", "O": "str"}
+_KIND_OF_DTYPE = {
+    "i": "int",
+    "u": "int",
+    "f": "float",
+    "b": "bool",
+    "U": "str",
+    "T": "str",
+    "O": "str",
+}
 
 
 def field_kind(values: np.ndarray) -> FieldKind:
@@ -114,7 +122,9 @@ class DocBatch:
         return DocBatch(
             np.concatenate([p.ids for p in parts]),
             {k: np.concatenate([p.fields[k] for p in parts]) for k in first.fields},
-            None if first.vectors is None else np.concatenate([p.vectors for p in parts]),  # type: ignore[misc]
+            None
+            if first.vectors is None
+            else np.concatenate([p.vectors for p in parts if p.vectors is not None]),
         )
 
     @staticmethod

@@ -21,12 +21,19 @@ def _chunk_rng(seed: int, chunk_index: int) -> np.random.Generator:
 
 
 def vector_chunks(
-    n: int, dim: int, kind: Kind = "clustered", seed: int = 0, clusters: int = 64, chunk: int = CHUNK
+    n: int,
+    dim: int,
+    kind: Kind = "clustered",
+    seed: int = 0,
+    clusters: int = 64,
+    chunk: int = CHUNK,
 ) -> Iterator[np.ndarray]:
     """float32 vectors in chunks of ``chunk`` rows (the last may be shorter)."""
     if kind not in ("clustered", "uniform"):
         raise ValueError(f"unknown synthetic kind {kind!r} (use clustered or uniform)")
-    centers = np.random.default_rng([seed, 1 << 20]).normal(0.0, 1.0, (clusters, dim)).astype(np.float32)
+    centers = (
+        np.random.default_rng([seed, 1 << 20]).normal(0.0, 1.0, (clusters, dim)).astype(np.float32)
+    )
     for ci, start in enumerate(range(0, n, chunk)):
         rows = min(chunk, n - start)
         rng = _chunk_rng(seed, ci)
@@ -38,7 +45,9 @@ def vector_chunks(
             yield centers[which] + noise
 
 
-def vectors(n: int, dim: int, kind: Kind = "clustered", seed: int = 0, clusters: int = 64) -> np.ndarray:
+def vectors(
+    n: int, dim: int, kind: Kind = "clustered", seed: int = 0, clusters: int = 64
+) -> np.ndarray:
     out = np.empty((n, dim), np.float32)
     pos = 0
     for part in vector_chunks(n, dim, kind, seed, clusters):

@@ -48,7 +48,9 @@ def top_k(dist: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     if n == 0 or k == 0:
         return np.full((q, k), -1, np.int64), np.full((q, k), np.inf, np.float32)
     kk = min(k, n)
-    part = np.argpartition(dist, kk - 1, axis=1)[:, :kk] if kk < n else np.tile(np.arange(n), (q, 1))
+    part = (
+        np.argpartition(dist, kk - 1, axis=1)[:, :kk] if kk < n else np.tile(np.arange(n), (q, 1))
+    )
     pd = np.take_along_axis(dist, part, axis=1)
     order = np.argsort(pd, axis=1, kind="stable")
     pos = np.take_along_axis(part, order, axis=1).astype(np.int64)
@@ -115,7 +117,10 @@ def recall_at_k(
     found = np.asarray(found)[:, :k]
     q = len(found)
     if truth.ids.shape[1] < k:
-        raise ValueError(f"ground truth holds {truth.ids.shape[1]} neighbours, fewer than k={k}")
+        raise ValueError(
+            f"ground truth holds {truth.ids.shape[1]} neighbours per query, fewer than k={k}"
+        )
+    # where fewer than k documents exist the k-th distance is inf: all count
     kth = truth.distances[:, k - 1].astype(np.float64)
     allowed = truth.distances <= (kth + np.abs(kth) * rtol + atol)[:, None]  # (q, K)
     allowed &= truth.ids >= 0

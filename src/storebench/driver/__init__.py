@@ -3,4 +3,13 @@
 from storebench.driver.core import ClientResult, Driver, FnOp, Interrupted, Op, Task
 from storebench.driver.executors import Executor, executor_names
 
-__all__ = ["ClientResult", "Driver", "Executor", "FnOp", "Interrupted", "Op", "Task", "executor_names"]
+__all__ = [
+    "ClientResult",
+    "Driver",
+    "Executor",
+    "FnOp",
+    "Interrupted",
+    "Op",
+    "Task",
+    "executor_names",
+]

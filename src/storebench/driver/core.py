@@ -9,13 +9,14 @@ processes, or a plug-in), then merges the clients' histograms exactly.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +24,8 @@ from storebench.driver import loops
 from storebench.errors import StorebenchError, TaskFailed
 from storebench.metrics import Histogram, TaskStats
 from storebench.stores.base import Collection
+
+log = logging.getLogger("storebench")
 
 DURATION_CHUNK = 1 << 16  # latency slots allocated at a time in duration mode
 
@@ -138,9 +141,24 @@ def _measure(
     while True:
         try:
             if task.rate is not None:
-                used = loops.open_(op, c, step, lat, used, deadline, ctl.stop, ctl.progress, c, svc, origin, interval)  # type: ignore[arg-type]
+                used = loops.open_(
+                    op,
+                    c,
+                    step,
+                    lat,
+                    used,
+                    deadline,
+                    ctl.stop,
+                    ctl.progress,
+                    c,
+                    svc,  # type: ignore[arg-type]
+                    origin,
+                    interval,
+                )
             elif task.think_s:
-                used = loops.thinking(op, c, step, lat, used, deadline, ctl.stop, ctl.progress, c, task.think_s)
+                used = loops.thinking(
+                    op, c, step, lat, used, deadline, ctl.stop, ctl.progress, c, task.think_s
+                )
             else:
                 used = loops.closed(op, c, step, lat, used, deadline, ctl.stop, ctl.progress, c)
         except Exception as exc:  # one op failed: mark it, count it, go on
@@ -162,7 +180,9 @@ def _measure(
     return lat[:used], (svc[:used] if svc is not None else None), errors, complete
 
 
-def run_client(task: Task, coll: Collection, c: int, ctl: Controls, sync: Callable[[], None]) -> ClientResult:
+def run_client(
+    task: Task, coll: Collection, c: int, ctl: Controls, sync: Callable[[], Any]
+) -> ClientResult:
     """One client: build the op, warm up, meet the others, measure."""
     ops = task.factory(coll, c, task.clients)
     op = ops.call
@@ -175,6 +195,8 @@ def run_client(task: Task, coll: Collection, c: int, ctl: Controls, sync: Callab
         op(i)
         i -= task.clients
     sync()  # all clients start measuring together
+    if c == 0:
+        log.info("task %s: measuring", task.name)
     cpu0 = time.process_time()
     start = loops.clock()
     if task.client_offset_s and c:
@@ -190,15 +212,18 @@ def run_client(task: Task, coll: Collection, c: int, ctl: Controls, sync: Callab
         shist = Histogram()
         shist.record(svc[ok])
     payload = ops.finish()
-    return ClientResult(hist, shist, int(ok.sum()), dict(errors), start, end, cpu, complete, payload)
+    return ClientResult(
+        hist, shist, int(ok.sum()), dict(errors), start, end, cpu, complete, payload
+    )
 
 
 class Interrupted(StorebenchError):
     """The user stopped the run; ``partial`` holds what was measured."""
 
-    def __init__(self, partial: TaskStats | None, signal_name: str = "SIGINT"):
+    def __init__(self, partial: TaskStats | None, signal: str = "SIGINT"):
         self.partial = partial
-        super().__init__(f"interrupted by {signal_name}")
+        self.signal = signal
+        super().__init__(f"interrupted by {signal}")
 
 
 def merge(task: Task, results: list[ClientResult]) -> TaskStats:
@@ -235,6 +260,14 @@ class Driver:
 
         name = task.executor or self.executor or coll.store.client_mode
         executor = get_executor(name, coll.store)
+        log.info(
+            "task %s: %s on %s, %d client(s) as %s",
+            task.name,
+            task.ops or f"{task.duration_s}s",
+            coll.store.engine,
+            task.clients,
+            name,
+        )
         results = executor.run(task, coll, self.progress)
         failed = [r.error for r in results if r.error]
         stats = merge(task, [r for r in results if not r.error])
@@ -246,11 +279,14 @@ class Driver:
     def once(self, name: str, fn: Callable[[], Any], items: int = 1) -> tuple[TaskStats, Any]:
         """Time one call (a phase such as an index build or a compaction)."""
         cpu0 = time.process_time()
+        log.info("phase %s", name)
         with self.progress.phase(name):
             t0 = loops.clock()
             out = fn()
             t1 = loops.clock()
-        stats = TaskStats(name, ops=1, items=items, elapsed_ns=t1 - t0, cpu_s=time.process_time() - cpu0)
+        stats = TaskStats(
+            name, ops=1, items=items, elapsed_ns=t1 - t0, cpu_s=time.process_time() - cpu0
+        )
         stats.latency.record(np.array([t1 - t0]))
         return stats, out
 

@@ -33,7 +33,9 @@ STATUS_STYLE = {"ok": "green", "failed": "bold red", "interrupted": "yellow"}
 
 def run_table(rec: dict[str, Any]) -> Table:
     store = rec["store"]
-    label = store["engine"] + (f" {store['url']}" if store.get("url") and "://" in str(store.get("url")) else "")
+    label = store["engine"] + (
+        f" {store['url']}" if store.get("url") and "://" in str(store.get("url")) else ""
+    )
     grid = ", ".join(f"{k}={v}" for k, v in rec.get("grid_point", {}).items())
     title = Text.assemble(
         (f"{rec['scenario']} · {label}", "bold"),
@@ -41,14 +43,28 @@ def run_table(rec: dict[str, Any]) -> Table:
         (rec["status"], STATUS_STYLE.get(rec["status"], "")),
     )
     t = Table(title=title, title_justify="left")
-    for col in ("task", "clients", "ops", "ops/s", "docs/s", "mean", "p50", "p95", "p99", "max", "note"):
+    for col in (
+        "task",
+        "clients",
+        "ops",
+        "ops/s",
+        "docs/s",
+        "mean",
+        "p50",
+        "p95",
+        "p99",
+        "max",
+        "note",
+    ):
         t.add_column(col, justify="left" if col in ("task", "note") else "right")
     for task in rec.get("tasks", []):
         if "unsupported" in task:
             t.add_row(task["name"], *["-"] * 9, Text(task["unsupported"], "dim"))
             continue
         lat = task.get("latency_ns", {})
-        notes = [f"{k}={v:.3f}" for k, v in task.items() if k.startswith("recall@") and v is not None]
+        notes = [
+            f"{k}={v:.3f}" for k, v in task.items() if k.startswith("recall@") and v is not None
+        ]
         if task.get("errors"):
             notes.append(f"errors={sum(task['errors'].values())}")
         if not task.get("complete", True):

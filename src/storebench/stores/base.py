@@ -27,7 +27,7 @@ ENTRY_POINT_GROUP = "storebench.stores"
 ClientMode = Literal["threads", "processes"]
 
 
-class Capability(str, enum.Enum):
+class Capability(enum.StrEnum):
     INSERT = "insert"
     GET = "get"
     UPDATE = "update"
@@ -41,9 +41,6 @@ class Capability(str, enum.Enum):
     SIZE = "size"  # size_bytes
     COMPACT = "compact"
     SHARED_ACROSS_PROCESSES = "shared_across_processes"  # clients may be processes
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -88,7 +85,9 @@ class StoreSpec:
         return {
             "engine": self.engine,
             "url": redact_url(self.url),
-            "options": {k: ("***" if "password" in k.lower() else v) for k, v in self.options.items()},
+            "options": {
+                k: ("***" if "password" in k.lower() else v) for k, v in self.options.items()
+            },
             "index": dict(self.index),
             "search": dict(self.search),
         }
@@ -133,7 +132,9 @@ class Collection:
         raise self._unsupported(Capability.ORDER if order else Capability.FIND)
 
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
-        raise self._unsupported(Capability.FILTERED_SEARCH if where is not None else Capability.SEARCH)
+        raise self._unsupported(
+            Capability.FILTERED_SEARCH if where is not None else Capability.SEARCH
+        )
 
     def count(self) -> int:
         """Live documents, as the engine itself counts them."""
@@ -250,7 +251,9 @@ def engine_names() -> list[str]:
 def store_class(engine: str) -> type[Store]:
     eps = _entry_points()
     if engine not in eps:
-        raise UserError(f"unknown store {engine!r} (known: {', '.join(sorted(eps))})", where="store")
+        raise UserError(
+            f"unknown store {engine!r} (known: {', '.join(sorted(eps))})", where="store"
+        )
     try:
         cls = eps[engine].load()
     except ImportError as exc:

@@ -110,7 +110,9 @@ def parse(spec: Any, where: str = "filter") -> Filter:
         if not isinstance(value, Sequence) or isinstance(value, str):
             raise ValueError(f"{where}.{key}.in: expected a list")
         return In(key, tuple(value))
-    raise ValueError(f"{where}.{key}: unknown operator {op!r} (use {', '.join(CMP_OPS)}, range, in)")
+    raise ValueError(
+        f"{where}.{key}: unknown operator {op!r} (use {', '.join(CMP_OPS)}, range, in)"
+    )
 
 
 def evaluate(f: Filter, columns: Mapping[str, np.ndarray]) -> np.ndarray:

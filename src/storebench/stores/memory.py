@@ -13,7 +13,7 @@ import numpy as np
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.truth import distances, top_k
-from storebench.stores.base import Capability, Collection, SearchResult, Store
+from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
 from storebench.stores.filters import Filter, evaluate
 
 _DTYPES = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
@@ -27,7 +27,9 @@ class MemoryCollection(Collection):
         self._row_of: dict[int, int] = {}
         self._ids = np.empty(0, np.int64)
         self._alive = np.empty(0, bool)
-        self._cols = {k: np.empty(0, _DTYPES[kind]) for k, kind in schema.fields.items()}
+        self._cols: dict[str, np.ndarray] = {
+            k: np.empty(0, _DTYPES[kind]) for k, kind in schema.fields.items()
+        }
         dim = schema.dim or 0
         self._vecs = np.empty((0, dim), np.float32)
         self._sq = np.empty(0, np.float32)  # squared norms, for l2
@@ -112,7 +114,10 @@ class MemoryCollection(Collection):
         return mask
 
     def find(
-        self, where: Filter | None = None, order: tuple[str, bool] | None = None, limit: int | None = None
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
     ) -> DocBatch:
         rows = np.flatnonzero(self._mask(where))
         if order is not None:
@@ -144,7 +149,12 @@ class MemoryCollection(Collection):
 
     def size_bytes(self) -> int:
         n = self._n
-        size = self._ids[:n].nbytes + self._alive[:n].nbytes + self._vecs[:n].nbytes + self._sq[:n].nbytes
+        size = (
+            self._ids[:n].nbytes
+            + self._alive[:n].nbytes
+            + self._vecs[:n].nbytes
+            + self._sq[:n].nbytes
+        )
         return size + sum(v[:n].nbytes for v in self._cols.values())
 
     def compact(self) -> None:
@@ -169,7 +179,7 @@ class MemoryStore(Store):
     }
     exact = True
 
-    def __init__(self, spec):  # type: ignore[no-untyped-def]
+    def __init__(self, spec: StoreSpec):
         super().__init__(spec)
         self._collections: dict[str, MemoryCollection] = {}
 

@@ -34,7 +34,10 @@ class NullCollection(Collection):
         pass
 
     def find(
-        self, where: Filter | None = None, order: tuple[str, bool] | None = None, limit: int | None = None
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
     ) -> DocBatch:
         return self._empty
 

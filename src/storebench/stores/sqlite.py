@@ -64,13 +64,13 @@ class SQLiteCollection(Collection):
             empty = DocBatch.empty(self.schema)
             return empty if with_vectors else empty.select(None, vectors=False)
         cols = list(zip(*rows, strict=True))
-        fields = {
+        fields: dict[str, np.ndarray] = {
             f: np.array(cols[i + 1], dtype=_NP_TYPE[self.schema.fields[f]])
             for i, f in enumerate(self._fields)
         }
         vecs = None
         if with_vectors:
-            vecs = np.frombuffer(b"".join(cols[-1]), np.float32).reshape(len(rows), self.schema.dim)
+            vecs = np.frombuffer(b"".join(cols[-1]), np.float32).reshape(len(rows), -1)
         return DocBatch(np.array(cols[0], np.int64), fields, vecs)
 
     def _params(self, docs: DocBatch, fields: list[str]) -> Iterable[tuple]:
@@ -102,7 +102,9 @@ class SQLiteCollection(Collection):
 
     def update(self, docs: DocBatch) -> None:
         fields = list(docs.fields)
-        sets = [f"{quote(f)} = ?" for f in fields] + (["vec = ?"] if docs.vectors is not None else [])
+        sets = [f"{quote(f)} = ?" for f in fields] + (
+            ["vec = ?"] if docs.vectors is not None else []
+        )
         if not sets:
             return
         with self._db as db:
@@ -123,7 +125,10 @@ class SQLiteCollection(Collection):
         return f" WHERE {sql}", params
 
     def find(
-        self, where: Filter | None = None, order: tuple[str, bool] | None = None, limit: int | None = None
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
     ) -> DocBatch:
         sql, params = self._where(where)
         if order is not None:
@@ -131,7 +136,9 @@ class SQLiteCollection(Collection):
         if limit is not None:
             sql += " LIMIT ?"
             params.append(int(limit))
-        rows = self._db.execute(f"SELECT {self._select_scalars} FROM {self._t}{sql}", params).fetchall()
+        rows = self._db.execute(
+            f"SELECT {self._select_scalars} FROM {self._t}{sql}", params
+        ).fetchall()
         return self._rows_to_batch(rows, with_vectors=False)
 
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
@@ -140,7 +147,7 @@ class SQLiteCollection(Collection):
         if rows:
             ids_col, blobs = zip(*rows, strict=True)
             ids = np.array(ids_col, np.int64)
-            data = np.frombuffer(b"".join(blobs), np.float32).reshape(len(rows), self.schema.dim)
+            data = np.frombuffer(b"".join(blobs), np.float32).reshape(len(rows), -1)
         else:
             ids = np.empty(0, np.int64)
             data = np.empty((0, self.schema.dim or 0), np.float32)
@@ -161,7 +168,9 @@ class SQLiteCollection(Collection):
         ]
         marks = ", ".join("?" * len(names))
         try:
-            row = db.execute(f"SELECT sum(pgsize) FROM dbstat WHERE name IN ({marks})", names).fetchone()
+            row = db.execute(
+                f"SELECT sum(pgsize) FROM dbstat WHERE name IN ({marks})", names
+            ).fetchone()
         except sqlite3.OperationalError:  # SQLite built without dbstat: whole file
             page_size = db.execute("PRAGMA page_size").fetchone()[0]
             return int(db.execute("PRAGMA page_count").fetchone()[0]) * int(page_size)
@@ -211,13 +220,17 @@ class SQLiteStore(Store):
         return db
 
     def has_collection(self, name: str) -> bool:
-        row = self.connection().execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
-        ).fetchone()
+        row = (
+            self.connection()
+            .execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+            .fetchone()
+        )
         return row is not None
 
     def _create(self, name: str, schema: Schema) -> Collection:
-        cols = ["id INTEGER PRIMARY KEY"] + [f"{quote(f)} {_SQL_TYPE[k]}" for f, k in schema.fields.items()]
+        cols = ["id INTEGER PRIMARY KEY"] + [
+            f"{quote(f)} {_SQL_TYPE[k]}" for f, k in schema.fields.items()
+        ]
         if schema.dim is not None:
             cols.append("vec BLOB")
         with self.connection() as db:

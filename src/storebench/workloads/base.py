@@ -103,5 +103,7 @@ def workload_names() -> list[str]:
 def workload_class(name: str) -> type[Workload]:
     eps = _entry_points()
     if name not in eps:
-        raise UserError(f"unknown workload {name!r} (known: {', '.join(sorted(eps))})", where="workload")
+        raise UserError(
+            f"unknown workload {name!r} (known: {', '.join(sorted(eps))})", where="workload"
+        )
     return eps[name].load()

@@ -41,7 +41,9 @@ class CrudParams(Params):
     warmup: int = Field(10, ge=0, description="untimed operations per client before each task")
     clients: int = Field(1, ge=1)
     k: int = Field(10, ge=1, description="neighbours per find-by-vector")
-    tag_values: int | None = Field(None, ge=1, description="tags.i is uniform in [0, tag_values); default n")
+    tag_values: int | None = Field(
+        None, ge=1, description="tags.i is uniform in [0, tag_values); default n"
+    )
     seed: int = 0
 
 
@@ -118,26 +120,38 @@ class CrudWorkload(Workload):
     Params = CrudParams
     requires = frozenset({Capability.INSERT, Capability.SEARCH})
 
-    def run(self, ctx: RunContext, p: CrudParams) -> None:  # type: ignore[override]
+    def run(self, ctx: RunContext, p: CrudParams) -> None:
         rng = np.random.default_rng([p.seed, 7])
         ids = np.arange(p.n, dtype=np.int64)
         tags = synthetic.uniform_ints(p.n, 0, p.tag_values or p.n, p.seed)
         vecs = synthetic.vectors(p.n, p.dim, p.data, p.seed)
         docs = DocBatch(ids, {TAG: tags}, vecs)
         coll = ctx.collection("crud", docs.schema(p.metric, indexed=(TAG,)))
-        common = {"clients": p.clients, "warmup_ops": p.warmup}
+        common: dict[str, Any] = {"clients": p.clients, "warmup_ops": p.warmup}
         pool = p.ops + p.warmup * p.clients  # distinct arguments for every op
 
         # create
         n_batches = -(-p.n // p.batch_size)
         ctx.measure(
-            Task("create", InsertFactory(ctx.share("ids", ids), ctx.share("tags", tags), ctx.share("vecs", vecs), p.batch_size),
-                 clients=min(p.clients, n_batches), ops=n_batches, items_per_op=p.batch_size),
+            Task(
+                "create",
+                InsertFactory(
+                    ctx.share("ids", ids),
+                    ctx.share("tags", tags),
+                    ctx.share("vecs", vecs),
+                    p.batch_size,
+                ),
+                clients=min(p.clients, n_batches),
+                ops=n_batches,
+                items_per_op=p.batch_size,
+            ),
             coll,
         )
         held = coll.count()
         if held != p.n:
-            raise TaskFailed(f"count check after create: {ctx.store.engine} holds {held} of {p.n} documents")
+            raise TaskFailed(
+                f"count check after create: {ctx.store.engine} holds {held} of {p.n} documents"
+            )
         if ctx.store.supports(Capability.SIZE):
             ctx.metrics["size_bytes_after_create"] = coll.size_bytes()
         if ctx.store.supports(Capability.INDEX):
@@ -145,53 +159,91 @@ class CrudWorkload(Workload):
         if ctx.store.supports(Capability.SEARCH_PARAMS) and ctx.store.spec.search:
             coll.set_search_params(ctx.store.spec.search)
 
-        # read, update, delete by id: one document per op, distinct ids per op
+        # read, update, delete by id: one document per op; ids cycle through a
+        # random order, and deletes take distinct ids from at most half the set
         order = rng.permutation(p.n)
         read_ids = [order[j : j + 1] for j in range(min(pool, p.n))]
-        self._task(ctx, coll, "read", "get", read_ids, p, common)
+        self._task(ctx, coll, "read", "get", read_ids, p.ops, common)
         upd_rows = order[: min(pool, p.n)]
         new_tags = rng.integers(0, p.tag_values or p.n, len(upd_rows), dtype=np.int64)
-        updates = [DocBatch(ids[r : r + 1], {TAG: new_tags[j : j + 1]}, vecs[r : r + 1]) for j, r in enumerate(upd_rows)]
-        self._task(ctx, coll, "update", "update", updates, p, common)
+        updates = [
+            DocBatch(ids[r : r + 1], {TAG: new_tags[j : j + 1]}, vecs[r : r + 1])
+            for j, r in enumerate(upd_rows)
+        ]
+        self._task(ctx, coll, "update", "update", updates, p.ops, common)
         tags[upd_rows] = new_tags
-        del_rows = order[::-1][: min(pool, p.n - 1)]
-        deleted = self._task(ctx, coll, "delete", "delete", [ids[r : r + 1] for r in del_rows], p, common)
+        del_rows = order[::-1][: min(pool, p.n // 2)]
+        n_del = max(0, len(del_rows) - p.warmup * p.clients)
+        deleted = self._task(
+            ctx, coll, "delete", "delete", [ids[r : r + 1] for r in del_rows], n_del, common
+        )
         live = np.ones(p.n, bool)
         if deleted:
             live[del_rows] = False
             held = coll.count()
             if held != live.sum():
-                raise TaskFailed(f"count check after delete: {ctx.store.engine} holds {held} of {live.sum()} documents")
+                raise TaskFailed(
+                    f"count check after delete: {ctx.store.engine} holds {held} of {live.sum()} documents"
+                )
 
         # find by condition: tags.i == a value some live document has
         values = rng.choice(tags[live], size=min(pool, 10_000))
-        self._task(ctx, coll, "find_by_condition", "find", [Cmp(TAG, "eq", int(v)) for v in values], p, common)
+        self._task(
+            ctx,
+            coll,
+            "find_by_condition",
+            "find",
+            [Cmp(TAG, "eq", int(v)) for v in values],
+            p.ops,
+            common,
+        )
 
         # find by vector
         queries = synthetic.vectors(min(p.ops, 10_000), p.dim, p.data, p.seed + 1)
-        truth = GroundTruth.compute(ids[live], vecs[live], queries, min(max(p.k, 100), int(live.sum())), p.metric)
+        truth = GroundTruth.compute(ids[live], vecs[live], queries, max(p.k, 100), p.metric)
         stats, payloads = ctx.measure(
-            Task("find_by_vector", SearchFactory(ctx.share("queries", queries), p.k), ops=p.ops, **common), coll
+            Task(
+                "find_by_vector",
+                SearchFactory(ctx.share("queries", queries), p.k),
+                ops=p.ops,
+                **common,
+            ),
+            coll,
         )
         found = np.full((len(queries), p.k), -1, np.int64)
         seen = np.zeros(len(queries), bool)
         for f, s in payloads:
             found[s] = f[s]
             seen |= s
-        recall = float(recall_at_k(found[seen], _slice_truth(truth, seen), p.k).mean()) if seen.any() else None
+        recall = (
+            float(recall_at_k(found[seen], _slice_truth(truth, seen), p.k).mean())
+            if seen.any()
+            else None
+        )
         ctx.tasks[-1][f"recall@{p.k}"] = recall
         ctx.metrics[f"recall@{p.k}"] = recall
         if ctx.store.supports(Capability.SIZE):
             ctx.metrics["size_bytes"] = coll.size_bytes()
 
     @staticmethod
-    def _task(ctx: RunContext, coll: Collection, name: str, method: str, pool: list[Any], p: CrudParams, common: dict[str, Any]) -> bool:
+    def _task(
+        ctx: RunContext,
+        coll: Collection,
+        name: str,
+        method: str,
+        pool: list[Any],
+        ops: int,
+        common: dict[str, Any],
+    ) -> bool:
+        """Time ``ops`` calls of ``coll.<method>`` over ``pool``; a method the
+        store lacks is recorded as unsupported."""
         try:
-            ctx.store.require({Capability(method) if method != "get" else Capability.GET})
+            ctx.store.require({Capability(method)})
         except NotSupported as exc:
             ctx.unsupported(name, exc)
             return False
-        ctx.measure(Task(name, PoolFactory(method, pool), ops=min(p.ops, len(pool)), **common), coll)
+        if ops:
+            ctx.measure(Task(name, PoolFactory(method, pool), ops=ops, **common), coll)
         return True
 
 

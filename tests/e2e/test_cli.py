@@ -1,0 +1,143 @@
+"""The command line as a user meets it, in subprocesses."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import storebench
+
+CLI = [sys.executable, "-m", "storebench"]
+
+
+def sb(*args, cwd=None, timeout=300):
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=cwd, timeout=timeout)
+
+
+def records(path: Path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_crud_prints_a_table_per_store_with_full_recall(tmp_path):
+    r = sb("run", "crud", "--set", "n=2000", "--set", "ops=100", "--results", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "crud · memory" in r.stdout and "crud · sqlite" in r.stdout
+    assert r.stdout.count("recall@10=1.000") == 2
+    recs = records(tmp_path / "crud.jsonl")
+    assert [x["status"] for x in recs] == ["ok", "ok"]
+    tasks = [t["name"] for t in recs[0]["tasks"]]
+    assert tasks == ["create", "read", "update", "delete", "find_by_condition", "find_by_vector"]
+    rec = recs[1]
+    assert rec["versions"]["engine"].startswith("SQLite")
+    assert rec["machine"]["cores_logical"] >= 1
+    read = rec["tasks"][1]
+    assert (
+        read["ops"] == 100
+        and read["ops_per_s"] > 0
+        and read["latency_ns"]["p99"] >= read["latency_ns"]["p50"]
+    )
+    shown = sb("show", str(tmp_path))
+    assert shown.returncode == 0 and "find_by_vector" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "crud", "--store", "nosuch"], "stores.0.engine: unknown store 'nosuch' (known: "),
+        (
+            ["run", "crud", "--set", "batchsize=10"],
+            "--set params.batchsize: params.batchsize: unknown key",
+        ),
+        (["run", "crud", "--set", "n=ten"], "params.n: Input should be a valid integer"),
+        (["run", "missing.yaml"], "missing.yaml: scenario file not found"),
+        (["run", "nosuch"], "unknown scenario 'nosuch'"),
+        (
+            ["run", "crud", "--store", "memory", "--set", "driver.executor=processes"],
+            "memory cannot serve processes clients: no shared_across_processes",
+        ),
+        (["run", "crud", "--set", "driver.executor=ray9"], "unknown executor 'ray9'"),
+        (["show", "nothing-here.jsonl"], "nothing-here.jsonl: no such file or directory"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message):
+    r = (
+        sb(*args, "--results", str(tmp_path / "res"))
+        if args[0] == "run"
+        else sb(*args, cwd=tmp_path)
+    )
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("storebench: error: ")
+    assert message in lines[0]
+    assert not (tmp_path / "res").exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_mid_run_leaves_a_valid_record_marked_interrupted(tmp_path, sig):
+    p = subprocess.Popen(
+        [
+            *CLI,
+            "-v",
+            "run",
+            "crud",
+            "--store",
+            "sqlite",
+            "--set",
+            "n=2000",
+            "--set",
+            "ops=1000000",
+            "--results",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # wait until the long task is being measured
+    deadline = time.monotonic() + 120
+    seen = ""
+    while "task read: measuring" not in seen and time.monotonic() < deadline:
+        line = p.stderr.readline()
+        if not line:
+            break
+        seen += line
+    assert "task read: measuring" in seen, seen
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    (rec,) = records(tmp_path / "crud.jsonl")
+    assert rec["status"] == "interrupted"
+    assert rec["error"] == f"interrupted by {sig.name}"
+    create, read = rec["tasks"][:2]
+    assert create["complete"] and create["ops"] == 2
+    assert read["name"] == "read" and not read["complete"] and 0 <= read["ops"] < 1_000_000
+    # the run's temporary database is gone
+    assert not any(Path("/tmp").glob(f"storebench-run-*{rec['run_id'][-8:]}*"))
+
+
+def test_version_and_help():
+    r = sb("--version")
+    assert r.returncode == 0 and storebench.__version__ in r.stdout
+    for cmd in (["--help"], ["run", "--help"], ["list", "--help"], ["show", "--help"]):
+        assert sb(*cmd).returncode == 0
+    r = sb("list", "stores")
+    assert "memory" in r.stdout and "sqlite" in r.stdout and "null" in r.stdout
+
+
+def test_python_api_returns_the_records(tmp_path):
+    recs = storebench.run(
+        "crud", stores=["memory"], set={"n": 300, "ops": 20}, results_dir=tmp_path
+    )
+    assert len(recs) == 1 and recs[0]["status"] == "ok"
+    assert recs[0]["metrics"]["recall@10"] == 1.0
+    # resume skips what is already done
+    assert (
+        storebench.run(
+            "crud", stores=["memory"], set={"n": 300, "ops": 20}, results_dir=tmp_path, resume=True
+        )
+        == []
+    )

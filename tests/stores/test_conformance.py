@@ -1,0 +1,215 @@
+"""The conformance suite: every store must pass it (the null store is exempt:
+it keeps nothing). Add an engine to ENGINES in conftest.py to enrol it."""
+
+import inspect
+import multiprocessing as mp
+import pickle
+
+import numpy as np
+import pytest
+
+from storebench.data.batch import DocBatch
+from storebench.data.truth import GroundTruth, recall_at_k
+from storebench.errors import ForeignDataError, NotSupported
+from storebench.stores import filters as F
+from storebench.stores.base import Capability, Collection, StoreSpec
+from tests.conftest import make_docs
+
+SCALARS = ["tags.i", "score", "label"]
+
+
+def _sorted(b: DocBatch) -> DocBatch:
+    return b.sorted_by_id()
+
+
+def _assert_same(a: DocBatch, b: DocBatch, vectors: bool = True) -> None:
+    a, b = _sorted(a), _sorted(b)
+    np.testing.assert_array_equal(a.ids, b.ids)
+    for k in SCALARS:
+        assert list(a.fields[k]) == list(b.fields[k]), k
+    if vectors:
+        assert a.vectors is not None and b.vectors is not None
+        assert a.vectors.tobytes() == b.vectors.tobytes(), "vectors must round-trip bit-exact"
+
+
+@pytest.fixture
+def coll(store, docs):
+    c = store.create_collection("sb_conformance", docs.schema(indexed=("tags.i",)))
+    c.insert(docs)
+    yield c
+    if "sb_conformance" in store._created:
+        c.drop()
+
+
+def test_crud_round_trip_is_bit_exact(coll, docs):
+    assert coll.count() == len(docs)
+    some = np.array([3, 7, 450, 10_000], dtype=np.int64)  # the last does not exist
+    got = coll.get(some)
+    _assert_same(got, docs.take(np.array([3, 7, 450])))
+
+    new = make_docs(2, seed=9)
+    upd = DocBatch(
+        np.array([3, 7], np.int64), {"tags.i": np.array([-1, -2], np.int64)}, new.vectors
+    )
+    coll.update(upd)
+    got = _sorted(coll.get(np.array([3, 7], np.int64)))
+    assert list(got.fields["tags.i"]) == [-1, -2]
+    assert list(got.fields["label"]) == list(docs.fields["label"][[3, 7]]), (
+        "update touches only given fields"
+    )
+    assert got.vectors.tobytes() == new.vectors.tobytes()
+
+    coll.delete(np.array([3, 450], np.int64))
+    assert coll.count() == len(docs) - 2
+    assert sorted(coll.get(np.array([3, 7, 450], np.int64)).ids.tolist()) == [7]
+
+
+def random_filter(rng: np.random.Generator, depth: int = 0) -> F.Filter:
+    r = rng.random()
+    if depth < 2 and r < 0.3:
+        parts = tuple(random_filter(rng, depth + 1) for _ in range(int(rng.integers(2, 4))))
+        return F.And(parts) if rng.random() < 0.5 else F.Or(parts)
+    if depth < 2 and r < 0.4:
+        return F.Not(random_filter(rng, depth + 1))
+    field = ["tags.i", "score", "label"][int(rng.integers(0, 3))]
+    if field == "label":
+        if rng.random() < 0.5:
+            return F.In("label", tuple(f"l{v}" for v in rng.choice(6, size=2, replace=False)))
+        return F.Cmp("label", ["eq", "ne"][int(rng.integers(0, 2))], f"l{rng.integers(0, 5)}")
+    value = int(rng.integers(0, 50)) if field == "tags.i" else round(float(rng.random()), 3)
+    kind = rng.integers(0, 3)
+    if kind == 0:
+        return F.Cmp(field, F.CMP_OPS[int(rng.integers(0, 6))], value)
+    if kind == 1:
+        hi = value + (10 if field == "tags.i" else 0.2)
+        return F.Range(field, value, hi)
+    return F.In(field, (value, int(rng.integers(0, 50))) if field == "tags.i" else (value,))
+
+
+def test_random_filters_match_the_numpy_reference(store, coll, docs):
+    if not store.supports(Capability.FIND):
+        pytest.skip(f"{store.engine} declares no find")
+    rng = np.random.default_rng(42)
+    for _ in range(60):
+        f = random_filter(rng)
+        want = docs.ids[F.evaluate(f, docs.fields)]
+        got = coll.find(f)
+        assert sorted(got.ids.tolist()) == sorted(want.tolist()), f
+        _assert_same(got, docs.take(np.searchsorted(docs.ids, got.ids)), vectors=False)
+
+
+def test_find_with_order_and_limit(store, coll, docs):
+    if not store.supports(Capability.ORDER):
+        pytest.skip(f"{store.engine} declares no order")
+    where = F.Cmp("tags.i", "lt", 25)
+    got = coll.find(where, order=("score", True), limit=7)
+    mask = F.evaluate(where, docs.fields)
+    want_scores = np.sort(docs.fields["score"][mask])[::-1][:7]
+    np.testing.assert_allclose(got.fields["score"], want_scores)
+
+
+def test_search_recall(store, coll, docs):
+    queries = make_docs(30, seed=5).vectors
+    truth = GroundTruth.compute(docs.ids, docs.vectors, queries, 20, "l2")
+    res = coll.search(queries, 10)
+    assert res.ids.shape == (30, 10)
+    recall = recall_at_k(res.ids, truth, 10).mean()
+    if store.exact:
+        assert recall == 1.0
+        np.testing.assert_allclose(res.distances, truth.distances[:, :10], rtol=1e-3, atol=1e-3)
+    else:
+        assert recall >= 0.95
+
+
+def test_filtered_search_respects_the_filter(store, coll, docs):
+    if not store.supports(Capability.FILTERED_SEARCH):
+        pytest.skip(f"{store.engine} declares no filtered search")
+    where = F.Cmp("tags.i", "lt", 5)  # about 10%
+    mask = F.evaluate(where, docs.fields)
+    queries = make_docs(20, seed=6).vectors
+    truth = GroundTruth.compute(docs.ids[mask], docs.vectors[mask], queries, 10, "l2")
+    res = coll.search(queries, 10, where)
+    allowed = set(docs.ids[mask].tolist())
+    assert set(res.ids[res.ids >= 0].tolist()) <= allowed
+    recall = recall_at_k(res.ids, truth, 10).mean()
+    assert recall == 1.0 if store.exact else recall >= 0.9
+
+
+def test_drop_removes_only_what_the_run_created(store, docs):
+    # Plant a collection the way someone else's data exists: not through
+    # this store's create_collection, so the store does not own it.
+    foreign = store._create("someone_elses_data", docs.schema())
+    foreign.insert(docs.slice(0, 50))
+    with pytest.raises(ForeignDataError):
+        store.create_collection("someone_elses_data", docs.schema())
+    with pytest.raises(ForeignDataError):
+        store.open_collection("someone_elses_data", docs.schema()).drop()
+    mine = store.create_collection("sb_mine", docs.schema())
+    mine.insert(docs.slice(0, 10))
+    mine.drop()
+    assert not store.has_collection("sb_mine")
+    assert store.has_collection("someone_elses_data")
+    assert store.open_collection("someone_elses_data", docs.schema()).count() == 50
+
+
+# each capability and a call that needs it
+CALLS = {
+    Capability.INSERT: ("insert", lambda c, d: c.insert(d.slice(0, 1))),
+    Capability.GET: ("get", lambda c, d: c.get(d.ids[:1])),
+    Capability.UPDATE: ("update", lambda c, d: c.update(d.slice(0, 1))),
+    Capability.DELETE: ("delete", lambda c, d: c.delete(d.ids[:1])),
+    Capability.FIND: ("find", lambda c, d: c.find(F.Cmp("tags.i", "eq", 1))),
+    Capability.SEARCH: ("search", lambda c, d: c.search(d.vectors[:1], 3)),
+    Capability.INDEX: ("build_index", lambda c, d: c.build_index({})),
+    Capability.SEARCH_PARAMS: ("set_search_params", lambda c, d: c.set_search_params({})),
+    Capability.SIZE: ("size_bytes", lambda c, d: c.size_bytes()),
+    Capability.COMPACT: ("compact", lambda c, d: c.compact()),
+}
+
+
+def test_declared_capabilities_are_exactly_the_implemented_ones(store, coll, docs):
+    for cap, (method, call) in CALLS.items():
+        implemented = getattr(type(coll), method) is not getattr(Collection, method)
+        assert implemented == store.supports(cap), (
+            f"{cap}: declared {store.supports(cap)}, implemented {implemented}"
+        )
+        if not store.supports(cap):
+            with pytest.raises(NotSupported, match=f"not supported by {store.engine}"):
+                call(coll, docs)
+
+
+def test_size_and_compaction_keep_the_data(store, coll, docs):
+    if store.supports(Capability.SIZE):
+        assert coll.size_bytes() > 0
+    if store.supports(Capability.COMPACT):
+        coll.delete(docs.ids[:100])
+        coll.compact()
+        assert coll.count() == len(docs) - 100
+        _assert_same(coll.get(docs.ids[100:110]), docs.slice(100, 110))
+
+
+def _count_in_child(spec: StoreSpec, name: str, schema, out) -> None:  # runs in a spawned process
+    s = spec.open()
+    out.put(s.open_collection(name, schema).count())
+    s.close()
+
+
+def test_spec_is_picklable_and_reopens_in_another_process(store, coll, docs):
+    spec = pickle.loads(pickle.dumps(store.spec))
+    assert spec == store.spec
+    if not store.supports(Capability.SHARED_ACROSS_PROCESSES):
+        return
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_count_in_child, args=(store.spec, coll.name, coll.schema, q))
+    p.start()
+    assert q.get(timeout=60) == len(docs)
+    p.join(10)
+
+
+def test_adapters_never_touch_clocks(store):
+    src = inspect.getsource(inspect.getmodule(type(store)))
+    for clock in ("perf_counter", "time.time(", "monotonic"):
+        assert clock not in src, (
+            f"{store.engine} adapter reads a clock ({clock}); timing is the driver's"
+        )

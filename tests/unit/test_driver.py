@@ -1,0 +1,140 @@
+"""The driver's measurements against stores whose latency is known."""
+
+import time
+
+import numpy as np
+import pytest
+
+from storebench.data.batch import DocBatch, Schema
+from storebench.driver import Driver, FnOp, Task
+from storebench.driver.core import ClientResult, merge
+from storebench.errors import TaskFailed
+from storebench.metrics import Histogram
+from storebench.stores.base import StoreSpec
+
+clock = time.perf_counter_ns
+
+
+def busy_wait(ns: int) -> None:
+    end = clock() + ns
+    while clock() < end:
+        pass
+
+
+class KnownLatency:
+    """Busy-waits 200 us per op, 2 ms on every 50th (so p99 is 2 ms)."""
+
+    def __call__(self, coll, c, clients):
+        return FnOp(lambda i: busy_wait(2_000_000 if i % 50 == 49 else 200_000))
+
+
+class StallOnce:
+    """10 us per op; op 300 stalls 200 ms."""
+
+    def __call__(self, coll, c, clients):
+        return FnOp(lambda i: busy_wait(200_000_000 if i == 300 else 10_000))
+
+
+class FailEvery:
+    def __init__(self, every):
+        self.every = every
+
+    def __call__(self, coll, c, clients):
+        def op(i):
+            if i % self.every == self.every - 1:
+                raise ConnectionError("server went away")
+
+        return FnOp(op)
+
+
+class Items:
+    def __call__(self, coll, c, clients):
+        return FnOp(lambda i: None)
+
+
+@pytest.fixture
+def coll():
+    store = StoreSpec("null").open()
+    return store.create_collection("x", Schema())
+
+
+def test_reported_percentiles_match_a_known_latency_distribution(coll):
+    stats, _ = Driver().run(Task("known", KnownLatency(), ops=2_000, warmup_ops=20), coll)
+    assert stats.ops == 2_000
+    assert stats.latency.percentile(50) == pytest.approx(200_000, rel=0.05)
+    assert stats.latency.percentile(99) == pytest.approx(2_000_000, rel=0.05)
+    # throughput is counted ops over wall time: 40 ops of 2 ms + 1960 of 0.2 ms
+    assert stats.ops_per_s == pytest.approx(2_000 / 0.472, rel=0.1)
+
+
+def test_four_clients_merge_into_one_histogram_of_all_their_samples(coll):
+    stats, _ = Driver().run(
+        Task("known", KnownLatency(), clients=4, ops=400, executor="processes"), coll
+    )
+    assert stats.ops == 400 and stats.latency.count == 400
+    assert stats.clients == 4
+
+
+def test_merge_of_client_results_equals_the_union_of_samples():
+    rng = np.random.default_rng(0)
+    samples = [rng.integers(1_000, 5_000_000, 3_000 + 100 * c) for c in range(4)]
+    results = []
+    for c, s in enumerate(samples):
+        h = Histogram()
+        h.record(s)
+        results.append(ClientResult(h, None, len(s), {}, 100 * c, 10**9 + c, 0.0, True))
+    stats = merge(Task("t", Items(), clients=4, ops=1), results)
+    union = Histogram()
+    union.record(np.concatenate(samples))
+    assert stats.latency.summary() == union.summary()
+    assert stats.elapsed_ns == 10**9 + 3  # first start to last end
+
+
+def test_open_loop_counts_queueing_behind_a_stall_and_closed_loop_does_not(coll):
+    closed, _ = Driver().run(Task("closed", StallOnce(), ops=1_000), coll)
+    opened, _ = Driver().run(Task("open", StallOnce(), ops=1_000, rate=1_000), coll)
+    # closed loop: one slow op among 1000; p99 stays at the service time
+    assert closed.latency.percentile(99) < 1_000_000
+    assert closed.latency.hdr.max_value >= 200_000_000
+    # open loop: the ~200 ops due during the stall waited for it
+    assert opened.latency.percentile(99) > 100_000_000
+    assert opened.latency.percentile(80) > 1_000_000
+    assert opened.service is not None and opened.service.percentile(99) < 1_000_000
+    # and it kept the schedule: about one second for 1000 ops at 1000/s
+    assert opened.elapsed_ns == pytest.approx(1e9, rel=0.15)
+
+
+def test_duration_mode_runs_until_the_deadline(coll):
+    stats, _ = Driver().run(Task("dur", Items(), duration_s=0.3, clients=2), coll)
+    assert stats.elapsed_ns == pytest.approx(0.3e9, rel=0.2)
+    assert stats.ops > 10_000
+
+
+def test_think_time_is_not_latency_and_offsets_shift_clients(coll):
+    stats, _ = Driver().run(
+        Task("think", Items(), ops=20, clients=2, think_s=0.01, client_offset_s=0.05), coll
+    )
+    assert stats.latency.percentile(99) < 1_000_000
+    assert stats.elapsed_ns >= 0.05e9 + 9 * 0.01e9
+
+
+def test_failed_ops_are_counted_by_kind_and_fail_the_task_past_the_limit(coll):
+    stats, _ = Driver().run(Task("errs", FailEvery(10), ops=100, max_errors=20), coll)
+    assert stats.ops == 90
+    assert sum(stats.errors.values()) == 10
+    assert "ConnectionError: server went away" in stats.errors
+    with pytest.raises(TaskFailed, match="server went away"):
+        Driver().run(Task("errs", FailEvery(10), ops=100), coll)
+
+
+def test_items_per_op_scales_item_throughput(coll):
+    stats, _ = Driver().run(Task("batch", Items(), ops=100, items_per_op=50), coll)
+    assert stats.items == 5_000
+    assert stats.items_per_s == pytest.approx(stats.ops_per_s * 50)
+
+
+def test_processes_refused_for_a_store_that_lives_in_one_process():
+    store = StoreSpec("memory").open()
+    coll = store.create_collection("m", DocBatch(np.arange(3, dtype=np.int64)).schema())
+    with pytest.raises(Exception, match="processes clients"):
+        Driver().run(Task("p", Items(), ops=1, executor="processes"), coll)

@@ -1,0 +1,72 @@
+import json
+import textwrap
+
+import pytest
+
+from storebench import results
+from storebench.errors import UserError
+from storebench.scenario import Scenario
+
+
+def write(tmp_path, text):
+    p = tmp_path / "s.yaml"
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+GOOD = """\
+name: t
+workload: crud
+stores: [memory]
+params:
+  n: 100
+  ops: 10
+"""
+
+
+def test_errors_name_the_key_and_its_line(tmp_path):
+    p = write(tmp_path, GOOD.replace("  ops: 10", "  opz: 10"))
+    with pytest.raises(UserError, match=rf"{p}:6: params.opz: unknown key"):
+        Scenario.load(str(p))
+    p = write(tmp_path, GOOD.replace("n: 100", "n: lots"))
+    with pytest.raises(UserError, match=rf"{p}:5: params.n: .*valid integer"):
+        Scenario.load(str(p))
+    p = write(tmp_path, GOOD.replace("stores: [memory]", "stores: [memory, nosuch]"))
+    with pytest.raises(UserError, match=rf"{p}:3: stores.1.engine: unknown store 'nosuch'"):
+        Scenario.load(str(p))
+    p = write(tmp_path, GOOD + "colour: blue\n")
+    with pytest.raises(UserError, match=rf"{p}:7: colour: unknown key"):
+        Scenario.load(str(p))
+    p = write(tmp_path, GOOD + "  bad: [\n")
+    with pytest.raises(UserError, match="not valid YAML"):
+        Scenario.load(str(p))
+
+
+def test_overrides_and_grid_expand_into_runs(tmp_path):
+    p = write(tmp_path, GOOD + "grid:\n  n: [100, 200]\n  index.m: [4, 8]\n")
+    with pytest.raises(UserError, match="unknown index parameter for memory"):
+        Scenario.load(str(p))
+    p = write(tmp_path, GOOD + "grid:\n  n: [100, 200]\n  ops: [1, 2, 3]\n")
+    sc = Scenario.load(str(p), sets=["k=5", "repeats=2"], stores=["memory", "sqlite"])
+    runs = sc.plan()
+    assert len(runs) == 2 * 3 * 2 * 2
+    assert {r.params.k for r in runs} == {5}
+    assert len({r.key for r in runs}) == len(runs)
+    with pytest.raises(
+        UserError, match=r"--set params.k: params.k: Input should be greater than or equal to 1"
+    ):
+        Scenario.load(str(p), sets=["k=0"])
+
+
+def test_records_append_whole_lines_and_bad_lines_are_reported(tmp_path):
+    path = tmp_path / "r.jsonl"
+    results.append(path, {"run_id": "a", "x": 1})
+    results.append(path, {"run_id": "b", "x": 2})
+    assert [r["run_id"] for r in results.read(path)] == ["a", "b"]
+    with open(path, "a") as f:
+        f.write('{"run_id": "c", "x"\n')
+    with pytest.raises(UserError, match=rf"{path}:3: not a JSON record"):
+        list(results.read(path))
+    with pytest.raises(ValueError):
+        results.to_json_line({"run_id": "x", "bad": float("nan")})
+    assert json.loads(results.to_json_line({"run_id": "ok"}))["run_id"] == "ok"
