@@ -89,6 +89,11 @@ def execute(run: Run, progress: Any = None) -> dict[str, Any]:
         record["error"] = f"{type(exc).__name__}: {exc}"
         record["traceback"] = traceback.format_exc(limit=8)
     finally:
+        if store is not None:
+            health = store.health()
+            if health and record["status"] != "ok":
+                record["error"] = f"{record['error']}; {health}"
+            record["server"] = store.server_facts()
         if ctx is not None:
             record["tasks"] = ctx.tasks
             record["metrics"] = ctx.metrics

@@ -14,7 +14,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib import metadata
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -22,6 +22,9 @@ import numpy as np
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import ForeignDataError, NotSupported, UserError
 from storebench.stores.filters import Filter
+
+if TYPE_CHECKING:
+    from storebench.servers.base import Server
 
 ENTRY_POINT_GROUP = "storebench.stores"
 ClientMode = Literal["threads", "processes"]
@@ -177,6 +180,9 @@ class Store:
     def __init__(self, spec: StoreSpec):
         self.spec = spec
         self._created: set[str] = set()
+        # A managed local server this store started (when given no URL); it
+        # stops with the store. Adapters set it, then point self.spec at it.
+        self.managed: Server | None = None
         self._check_params("index", spec.index, self.index_params)
         self._check_params("search", spec.search, self.search_params)
 
@@ -233,8 +239,23 @@ class Store:
         """Engine and client versions, for the result record."""
         return {}
 
+    def health(self) -> str | None:
+        """None if the engine is fine; else what happened to it (a managed
+        server that died, with its last log lines)."""
+        return self.managed.health() if self.managed is not None else None
+
+    def server_facts(self) -> dict[str, Any] | None:
+        """For the record: how the managed server ran (None when external)."""
+        if self.managed is None:
+            return None
+        return {"managed": True, "startup_s": self.managed.started_s, "user": self.managed.user}
+
     def close(self) -> None:
-        """Release connections; the data stays (``drop`` removes it)."""
+        """Release connections and stop a managed server; the data of an
+        external engine stays (``drop`` removes what the run created)."""
+        if self.managed is not None:
+            self.managed.stop()
+            self.managed = None
 
 
 # --- registry ----------------------------------------------------------------

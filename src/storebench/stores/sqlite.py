@@ -256,3 +256,4 @@ class SQLiteStore(Store):
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
+        super().close()

@@ -8,8 +8,9 @@ result record, even when the run fails or is interrupted part-way."""
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -23,6 +24,7 @@ from storebench.data.shared import Shared
 from storebench.driver import Driver, Task
 from storebench.errors import NotSupported, UserError
 from storebench.metrics import TaskStats
+from storebench.servers.base import ResourceSampler
 from storebench.stores.base import Capability, Collection, Store
 
 ENTRY_POINT_GROUP = "storebench.workloads"
@@ -69,18 +71,38 @@ class RunContext:
         """Time a task; its stats join the record even if it is interrupted."""
         from storebench.driver.core import Interrupted
 
+        res: dict[str, Any] = {}
         try:
-            stats, payloads = self.driver.run(task, coll)
+            with self._resources(res):
+                stats, payloads = self.driver.run(task, coll)
         except Interrupted as exc:
             if exc.partial is not None:
+                exc.partial.extra.update(res)
                 self.add(exc.partial)
             raise
+        stats.extra.update(res)
         stats.extra.update(extra)
         self.add(stats)
         return stats, payloads
 
+    @contextlib.contextmanager
+    def _resources(self, out: dict[str, Any]) -> Iterator[None]:
+        """Samples a managed server's RSS, CPU and data size while a phase runs."""
+        server = self.store.managed
+        if server is None:
+            yield
+            return
+        sampler = ResourceSampler(server.processes, server.dir)
+        try:
+            yield
+        finally:
+            out.update(sampler.stop())
+
     def once(self, name: str, fn: Callable[[], Any], items: int = 1) -> Any:
-        stats, out = self.driver.once(name, fn, items)
+        res: dict[str, Any] = {}
+        with self._resources(res):
+            stats, out = self.driver.once(name, fn, items)
+        stats.extra.update(res)
         self.add(stats)
         return out
 

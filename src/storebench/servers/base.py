@@ -1,0 +1,317 @@
+"""The lifecycle of a managed local engine, one mechanism for all.
+
+A ``Server`` subclass says how to prepare a data directory, the command that
+serves it and how to ask whether it is ready; this class does the rest: a free
+port on 127.0.0.1, a private data directory, the process in its own process
+group (killed with the group), an unprivileged user when the engine refuses
+root, readiness by polling the engine (never a fixed sleep), its version, its
+log kept and its tail shown when it fails, and a clean stop after normal end,
+an exception, SIGINT or SIGTERM (the runner turns both into exceptions) or the
+interpreter's exit (atexit). On Linux the server also gets the parent-death
+signal, so even a SIGKILLed storebench takes its servers with it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import psutil
+
+from storebench.errors import StorebenchError
+
+_PR_SET_PDEATHSIG = 1
+_live: set[Server] = set()
+_live_lock = threading.Lock()
+
+
+class ServerError(StorebenchError):
+    """A managed server failed to start, or died."""
+
+
+def free_port() -> int:
+    """A port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.2)
+        return s.connect_ex((host, port)) == 0
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the parent dies (Linux).
+
+    The signal follows the *thread* that started the server, so start servers
+    from a thread that lives as long as they should (the runner's main thread)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def _stop_all() -> None:
+    with _live_lock:
+        servers = list(_live)
+    for s in servers:
+        with contextlib.suppress(Exception):
+            s.stop()
+
+
+atexit.register(_stop_all)
+
+
+class Server:
+    """One managed engine process. Subclasses set ``name`` and implement
+    ``command`` (and usually ``prepare``, ``ready`` and ``version``)."""
+
+    name: ClassVar[str]
+    refuses_root: ClassVar[bool] = False  # run as an unprivileged user when we are root
+    start_timeout_s: ClassVar[float] = 120.0
+    stop_timeout_s: ClassVar[float] = 30.0
+    run_as: ClassVar[str] = "nobody"
+
+    def __init__(self, datadir: str | os.PathLike[str] | None = None, keep: bool = False):
+        self.port = free_port()
+        self._own_dir = datadir is None
+        self.dir = (
+            Path(datadir) if datadir else Path(tempfile.mkdtemp(prefix=f"storebench-{self.name}-"))
+        )
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.keep = keep
+        self.log_path = self.dir / "server.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.user: str | None = None
+        if self.refuses_root and os.geteuid() == 0:
+            self.user = self.run_as
+        self.started_s: float | None = None  # time to readiness, for the record
+        self.engine_version = ""
+
+    # --- what subclasses provide ----------------------------------------------
+    def prepare(self) -> None:
+        """Initialise the data directory (runs before ``command``)."""
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def env(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def ready(self) -> bool:
+        """True once the engine answers; the default is the port accepting."""
+        return port_open(self.port)
+
+    def version(self) -> str:
+        return ""
+
+    @property
+    def url(self) -> str:
+        raise NotImplementedError
+
+    # --- helpers for subclasses ---------------------------------------------------
+    def run_prepare(self, cmd: list[str], what: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        """Run a set-up command (as the server's user), failing with its output."""
+        r = subprocess.run(
+            cmd, capture_output=True, text=True, user=self.user, env=kw.pop("env", self.env()), **kw
+        )
+        if r.returncode != 0:
+            out = (r.stdout + r.stderr).strip().splitlines()[-15:]
+            raise ServerError(
+                f"{self.name}: {what} failed (exit {r.returncode}): " + " | ".join(out)
+            )
+        return r
+
+    def give_to_user(self, *paths: Path) -> None:
+        """Hand directories to the unprivileged user the server runs as."""
+        if self.user is None:
+            return
+        pw = pwd.getpwnam(self.user)
+        for p in paths:
+            for root, dirs, files in os.walk(p):
+                os.chown(root, pw.pw_uid, pw.pw_gid)
+                for f in files:
+                    os.chown(os.path.join(root, f), pw.pw_uid, pw.pw_gid)
+            os.chown(p, pw.pw_uid, pw.pw_gid)
+
+    # --- lifecycle ------------------------------------------------------------------
+    def start(self) -> Server:
+        t0 = time.monotonic()
+        self.give_to_user(self.dir)
+        self.prepare()
+        self.give_to_user(self.dir)
+        log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the process)
+        try:
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.dir,
+                env=self.env(),
+                user=self.user,
+                start_new_session=True,  # its own process group: we kill the group
+                preexec_fn=_die_with_parent,
+            )
+        finally:
+            log.close()
+        with _live_lock:
+            _live.add(self)
+        try:
+            self.wait_ready(t0)
+        except BaseException:
+            self.stop()
+            raise
+        self.started_s = time.monotonic() - t0
+        self.engine_version = self.version()
+        return self
+
+    def wait_ready(self, t0: float) -> None:
+        """Poll ``ready()`` until it answers, the process dies or time runs out."""
+        delay = 0.02
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise ServerError(
+                    f"{self.name} exited during start-up (code {self.proc.returncode}); log {self.log_path}: {self.log_tail()}"
+                )
+            with contextlib.suppress(Exception):
+                if self.ready():
+                    return
+            if time.monotonic() - t0 > self.start_timeout_s:
+                raise ServerError(
+                    f"{self.name} not ready after {self.start_timeout_s:.0f}s; log {self.log_path}: {self.log_tail()}"
+                )
+            time.sleep(delay)  # a poll interval, not a guess at start-up time
+            delay = min(delay * 1.5, 0.5)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def health(self) -> str | None:
+        """None while the server runs; otherwise why it is gone, with its log."""
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        return f"{self.name} server died (exit code {self.proc.returncode}); last log lines: {self.log_tail()}"
+
+    def log_tail(self, lines: int = 12) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        return " | ".join(line.strip() for line in text[-lines:]) or "(empty log)"
+
+    def processes(self) -> list[psutil.Process]:
+        """The server's process and its children (for resource sampling)."""
+        if not self.alive():
+            return []
+        try:
+            p = psutil.Process(self.proc.pid)  # type: ignore[union-attr]
+            return [p, *p.children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    def stop(self) -> None:
+        """Stop the whole process group: SIGTERM, then SIGKILL; remove the data
+        directory if this server made it (unless ``keep``)."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            self._signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(self.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                self._signal_group(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        if proc is not None:
+            # stragglers in the group (forked workers) go too
+            self._signal_group(proc.pid, signal.SIGKILL)
+        with _live_lock:
+            _live.discard(self)
+        if self._own_dir and not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    @staticmethod
+    def _signal_group(pgid: int, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def directory_size(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, f)).st_size
+    return total
+
+
+class ResourceSampler:
+    """Samples server RSS, CPU time and data-directory size in a thread while a
+    phase runs; ``stop`` returns peak/last figures for the record."""
+
+    def __init__(
+        self,
+        procs: Callable[[], list[psutil.Process]],
+        datadir: Path | None,
+        interval_s: float = 0.5,
+    ):
+        self._procs = procs
+        self._dir = datadir
+        self._interval = interval_s
+        self._stop = threading.Event()
+        self._peak_rss = 0
+        self._cpu0 = self._cpu()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="resource-sampler")
+        self._thread.start()
+
+    def _cpu(self) -> float:
+        total = 0.0
+        for p in self._procs():
+            with contextlib.suppress(psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system
+        return total
+
+    def _rss(self) -> int:
+        total = 0
+        for p in self._procs():
+            with contextlib.suppress(psutil.Error):
+                total += p.memory_info().rss
+        return total
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._peak_rss = max(self._peak_rss, self._rss())
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        self._thread.join()
+        self._peak_rss = max(self._peak_rss, self._rss())
+        out: dict[str, Any] = {
+            "server_peak_rss_bytes": self._peak_rss,
+            "server_cpu_s": round(self._cpu() - self._cpu0, 3),
+        }
+        if self._dir is not None:
+            out["server_data_bytes"] = directory_size(self._dir)
+        return out

@@ -1,0 +1,125 @@
+"""The managed-server lifecycle, on a real server process (Python's
+http.server bound to 127.0.0.1)."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.error
+import urllib.request
+
+import psutil
+import pytest
+
+from storebench.servers.base import Server, ServerError
+
+
+class HttpServer(Server):
+    name = "pyhttp"
+    start_timeout_s = 30
+
+    def command(self):
+        return [sys.executable, "-u", "-m", "http.server", "--bind", "127.0.0.1", str(self.port)]
+
+    def ready(self):
+        with urllib.request.urlopen(self.url, timeout=1) as r:
+            return r.status == 200
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}/"
+
+
+class Unprivileged(HttpServer):
+    refuses_root = True
+
+    def command(self):  # a python the unprivileged user may execute
+        return [
+            "/usr/bin/python3",
+            "-u",
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            str(self.port),
+        ]
+
+
+class Broken(HttpServer):
+    def command(self):
+        return [sys.executable, "-c", "import sys; print('bad config line 3'); sys.exit(7)"]
+
+
+def gone(pid, within=10.0):
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_start_ready_stop_leaves_nothing():
+    s = HttpServer().start()
+    pid, d = s.proc.pid, s.dir
+    assert s.alive() and s.started_s is not None and s.health() is None
+    assert psutil.Process(pid).net_connections()[0].laddr.ip == "127.0.0.1"
+    s.stop()
+    assert gone(pid) and not d.exists()
+
+
+def test_a_server_that_cannot_start_fails_with_its_log():
+    with pytest.raises(ServerError, match=r"exited during start-up \(code 7\).*bad config line 3"):
+        Broken().start()
+
+
+def test_kill_9_is_reported_with_the_last_log_lines():
+    with HttpServer() as s:
+        with pytest.raises(urllib.error.HTTPError):  # a 404 the log will show
+            urllib.request.urlopen(s.url + "some-path", timeout=2)
+        os.kill(s.proc.pid, signal.SIGKILL)
+        s.proc.wait(5)
+        msg = s.health()
+        assert msg is not None and "died (exit code -9)" in msg and "some-path" in msg
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root switches user")
+def test_servers_that_refuse_root_run_unprivileged():
+    with Unprivileged() as s:
+        assert psutil.Process(s.proc.pid).username() == "nobody"
+
+
+PARENT = textwrap.dedent(
+    """
+    import sys, time
+    sys.path[:0] = {path!r}
+    from tests.unit.test_servers import HttpServer
+    s = HttpServer().start()
+    print(s.proc.pid, flush=True)
+    {ending}
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "ending, sig",
+    [
+        ("time.sleep(60)", signal.SIGTERM),
+        ("time.sleep(60)", signal.SIGINT),
+        ("time.sleep(60)", signal.SIGKILL),
+        ("raise RuntimeError('boom')", None),
+        ("pass", None),
+    ],
+)
+def test_no_orphan_server_whatever_ends_storebench(ending, sig):
+    code = PARENT.format(path=sys.path, ending=ending)
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    pid = int(p.stdout.readline())
+    if sig is not None:
+        p.send_signal(sig)  # SIGTERM/SIGKILL: parent-death signal; SIGINT: atexit
+    p.wait(30)
+    assert gone(pid), f"server {pid} outlived its parent ({ending}, {sig})"
