@@ -144,7 +144,7 @@ class Server:
             return
         pw = pwd.getpwnam(self.user)
         for p in paths:
-            for root, dirs, files in os.walk(p):
+            for root, _dirs, files in os.walk(p):
                 os.chown(root, pw.pw_uid, pw.pw_gid)
                 for f in files:
                     os.chown(os.path.join(root, f), pw.pw_uid, pw.pw_gid)
