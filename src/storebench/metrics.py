@@ -84,8 +84,10 @@ class Histogram:
         if not self.count:
             return {}
         out: dict[str, float] = {"min": int(self.hdr.min_value), "mean": self.sum_ns / self.count}
+        lo, hi = int(self.hdr.min_value), int(self.hdr.max_value)
         for p in PERCENTILES:
-            out[f"p{p:g}"] = self.percentile(p)
+            # HDR reports a bucket's upper edge; keep it inside the observed range
+            out[f"p{p:g}"] = min(max(self.percentile(p), lo), hi)
         out["max"] = int(self.hdr.max_value)
         return out
 

@@ -52,6 +52,8 @@ def _base_record(run: Run, run_id: str) -> dict[str, Any]:
         "store": run.spec.describe(),
         "params": run.params.model_dump(),
         "grid_point": run.grid_point,
+        "search_sweep": run.sweep,
+        "not_applicable": list(run.not_applicable),
         "status": "running",
         "error": None,
         "started_at": results.now_iso(),
@@ -73,7 +75,7 @@ def execute(run: Run, progress: Any = None) -> dict[str, Any]:
         store = run.spec.open()
         record["versions"].update(store.versions())
         record["store"] = store.spec.describe()  # with defaults the store filled in
-        ctx = RunContext(run_id, store, Driver(progress, run.executor), run.mode)
+        ctx = RunContext(run_id, store, Driver(progress, run.executor), run.mode, run.sweep)
         workload_class(run.workload)().run(ctx, run.params)
         record["status"] = "ok"
     except Interrupted as exc:

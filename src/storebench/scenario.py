@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -61,6 +61,9 @@ class ScenarioFile(BaseModel):
     def _short_stores(cls, v: Any) -> Any:
         # "memory" is short for {engine: memory}
         if isinstance(v, list):
+            for s in v:
+                if s is None:  # YAML reads a bare null (or an empty item) as None
+                    raise ValueError("empty store entry (a store named null must be quoted: 'null')")
             return [{"engine": s} if isinstance(s, str) else s for s in v]
         return v
 
@@ -77,6 +80,9 @@ class Run:
     repeat: int
     grid_point: dict[str, Any]
     executor: str | None
+    # search parameters swept inside the run (the index is built once for them)
+    sweep: dict[str, list[Any]] = field(default_factory=dict)
+    not_applicable: tuple[str, ...] = ()  # grid keys this engine does not have
 
     @property
     def key(self) -> str:
@@ -175,10 +181,16 @@ def parse_set(items: list[str]) -> list[tuple[list[str], Any]]:
     return out
 
 
-def parse_store(text: str) -> dict[str, Any]:
-    """``ENGINE`` or ``ENGINE=URL`` (from --store)."""
-    engine, _, url = text.partition("=")
-    return {"engine": engine.strip(), "url": url or None}
+def parse_stores(texts: list[str]) -> list[dict[str, Any]]:
+    """``--store`` values: ``ENGINE``, ``ENGINE=URL``, or ``A,B,C``."""
+    out: list[dict[str, Any]] = []
+    for text in texts:
+        engine, _, url = text.partition("=")
+        if url:
+            out.append({"engine": engine.strip(), "url": url})
+        else:
+            out += [{"engine": e.strip(), "url": None} for e in engine.split(",") if e.strip()]
+    return out
 
 
 class Scenario:
@@ -224,7 +236,7 @@ class Scenario:
             target[keys[-1]] = value
             overrides[".".join(keys)] = f"--set {'.'.join(keys)}"
         if stores:
-            raw["stores"] = [parse_store(s) for s in stores]
+            raw["stores"] = parse_stores(list(stores))
             overrides["stores"] = "--store"
         scenario = cls(path, cls._validate(path, raw, lines, overrides), lines, overrides)
         scenario.plan()  # checks workload params, stores and grid before anything runs
@@ -290,46 +302,76 @@ class Scenario:
                     ("driver", "executor"),
                     f"{entry.engine} cannot serve {executor.name} clients: no {', '.join(missing)}",
                 )
-        grid_keys = list(f.grid)
-        for key in grid_keys:
+        for key in f.grid:
             head = key.split(".")[0]
             if head not in ("params", "index", "search") and head not in wl.Params.model_fields:
                 raise self.error(
                     ("grid", key), "grid keys are workload parameters, index.X or search.X"
                 )
+        classes = [store_class(e.engine) for e in f.stores]
+        for key in f.grid:
+            kind, _, name = key.partition(".")
+            if kind in ("index", "search") and not any(
+                name in getattr(c, f"{kind}_params") for c in classes
+            ):
+                raise self.error(
+                    ("grid", key), f"no store in this scenario has {kind} parameter {name!r}"
+                )
+        param_keys = [k for k in f.grid if not k.startswith(("index.", "search."))]
+        index_keys = [k for k in f.grid if k.startswith("index.")]
+        search_keys = [k for k in f.grid if k.startswith("search.")]
         runs = []
-        for point in itertools.product(*(f.grid[k] for k in grid_keys)) if grid_keys else [()]:
-            gp = dict(zip(grid_keys, point, strict=True))
-            params = dict(f.params)
-            for k, v in gp.items():
-                if not k.startswith(("index.", "search.")):
-                    params[k.removeprefix("params.")] = v
+        for point in itertools.product(*(f.grid[k] for k in param_keys)):
+            params = dict(f.params) | {
+                k.removeprefix("params."): v for k, v in zip(param_keys, point, strict=True)
+            }
             try:
                 model = wl.Params.model_validate(params)
             except ValidationError as exc:
                 loc, msg = _first_error(exc)
                 raise self.error(("params", *loc), msg) from exc
-            for entry in f.stores:
-                index = dict(entry.index) | {
-                    k[6:]: v for k, v in gp.items() if k.startswith("index.")
-                }
-                search = dict(entry.search) | {
-                    k[7:]: v for k, v in gp.items() if k.startswith("search.")
-                }
-                spec = StoreSpec(entry.engine, entry.url, entry.options, index, search)
+            for i, entry in enumerate(f.stores):
                 cls = store_class(entry.engine)
                 for kind, given, known in (
-                    ("index", index, cls.index_params),
-                    ("search", search, cls.search_params),
+                    ("index", entry.index, cls.index_params),
+                    ("search", entry.search, cls.search_params),
                 ):
                     unknown = sorted(set(given) - set(known))
                     if unknown:
                         raise self.error(
-                            ("stores", f.stores.index(entry), kind, unknown[0]),
+                            ("stores", i, kind, unknown[0]),
                             f"unknown {kind} parameter for {entry.engine} (known: {', '.join(known) or 'none'})",
                         )
-                for r in range(f.repeats):
-                    runs.append(
-                        Run(f.name, f.workload, spec, model, f.mode, r, gp, f.driver.executor)
+                # Grid parameters the engine does not have collapse to one run
+                # for it, and the record says they did not apply.
+                own_index = [k for k in index_keys if k[6:] in cls.index_params]
+                sweep = {k[7:]: list(f.grid[k]) for k in search_keys if k[7:] in cls.search_params}
+                not_applicable = tuple(
+                    k for k in index_keys + search_keys if k not in own_index and k[7:] not in sweep
+                )
+                for ipoint in itertools.product(*(f.grid[k] for k in own_index)):
+                    index = dict(entry.index) | {
+                        k[6:]: v for k, v in zip(own_index, ipoint, strict=True)
+                    }
+                    spec = StoreSpec(
+                        entry.engine, entry.url, entry.options, index, dict(entry.search)
                     )
+                    gp = dict(zip(param_keys, point, strict=True)) | dict(
+                        zip(own_index, ipoint, strict=True)
+                    )
+                    for r in range(f.repeats):
+                        runs.append(
+                            Run(
+                                f.name,
+                                f.workload,
+                                spec,
+                                model,
+                                f.mode,
+                                r,
+                                gp,
+                                f.driver.executor,
+                                sweep,
+                                not_applicable,
+                            )
+                        )
         return runs

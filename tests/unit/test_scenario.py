@@ -44,8 +44,16 @@ def test_errors_name_the_key_and_its_line(tmp_path):
 
 def test_overrides_and_grid_expand_into_runs(tmp_path):
     p = write(tmp_path, GOOD + "grid:\n  n: [100, 200]\n  index.m: [4, 8]\n")
-    with pytest.raises(UserError, match="unknown index parameter for memory"):
+    with pytest.raises(UserError, match=r":9: grid.index.m: no store in this scenario has index parameter 'm'"):
         Scenario.load(str(p))
+    # a parameter some store has collapses for the others, and they say so
+    runs = Scenario.load(str(p), stores=["memory,null"]).plan()
+    assert [(r.spec.engine, r.grid_point.get("index.m")) for r in runs if r.params.n == 100] == [
+        ("memory", None),
+        ("null", 4),
+        ("null", 8),
+    ]
+    assert runs[0].not_applicable == ("index.m",) and runs[1].not_applicable == ()
     p = write(tmp_path, GOOD + "grid:\n  n: [100, 200]\n  ops: [1, 2, 3]\n")
     sc = Scenario.load(str(p), sets=["k=5", "repeats=2"], stores=["memory", "sqlite"])
     runs = sc.plan()

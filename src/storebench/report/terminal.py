@@ -62,7 +62,8 @@ def run_table(rec: dict[str, Any]) -> Table:
             t.add_row(task["name"], *["-"] * 9, Text(task["unsupported"], "dim"))
             continue
         lat = task.get("latency_ns", {})
-        notes = [
+        notes = [f"{k}={v}" for k, v in task.get("search", {}).items()]
+        notes += [
             f"{k}={v:.3f}" for k, v in task.items() if k.startswith("recall@") and v is not None
         ]
         if task.get("errors"):

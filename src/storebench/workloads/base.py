@@ -9,6 +9,7 @@ result record, even when the run fails or is interrupted part-way."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ class RunContext:
     store: Store
     driver: Driver
     mode: str = "default"
+    sweep: dict[str, list[Any]] = field(default_factory=dict)  # search params to sweep
     tasks: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
     collections: list[Collection] = field(default_factory=list)
@@ -63,6 +65,18 @@ class RunContext:
         coll = self.store.create_collection(f"storebench_{self.run_id[-8:]}_{name}", schema)
         self.collections.append(coll)
         return coll
+
+    def search_settings(self) -> list[dict[str, Any]]:
+        """Each search-parameter setting to measure: the sweep's cartesian
+        product over the store's fixed search params ([{}] if none)."""
+        base = dict(self.store.spec.search)
+        if not self.sweep:
+            return [base] if base else [{}]
+        keys = list(self.sweep)
+        return [
+            base | dict(zip(keys, combo, strict=True))
+            for combo in itertools.product(*self.sweep.values())
+        ]
 
     def share(self, name: str, array: np.ndarray) -> Shared:
         return Shared(array, self.workdir / f"{name}.npy")

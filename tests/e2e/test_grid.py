@@ -1,0 +1,81 @@
+"""Grids: expansion, compat mode, and resuming an interrupted sweep."""
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import storebench
+
+GRID = textwrap.dedent(
+    """\
+    name: sweep
+    workload: crud
+    stores: [memory]
+    params: {n: 1000, dim: 16, ops: 50, warmup: 2}
+    grid:
+      k: [5, 10]
+      clients: [1, 2]
+    """
+)
+
+
+def test_an_interrupted_grid_resumes_with_only_the_missing_runs(tmp_path):
+    scenario = tmp_path / "sweep.yaml"
+    scenario.write_text(GRID.replace("ops: 50", "ops: 20000"))
+    cmd = [
+        sys.executable,
+        "-m",
+        "storebench",
+        "-v",
+        "run",
+        str(scenario),
+        "--results",
+        str(tmp_path),
+    ]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runs_started = 0
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = p.stderr.readline()
+        runs_started += line.startswith("storebench: run ")
+        if runs_started == 3 and "task read: measuring" in line:
+            break
+    p.send_signal(signal.SIGINT)
+    p.communicate(timeout=60)
+    assert p.returncode == 130
+    first = [json.loads(x) for x in (tmp_path / "sweep.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in first] == ["ok", "ok", "interrupted"]
+    assert first[2]["tasks"][-1]["complete"] is False
+
+    p2 = subprocess.run(
+        [*cmd[:4], "run", str(scenario), "--results", str(tmp_path), "--resume"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p2.returncode == 0, p2.stderr
+    after = [json.loads(x) for x in (tmp_path / "sweep.jsonl").read_text().splitlines()]
+    resumed = after[len(first) :]
+    assert len(resumed) == 4 - 2  # everything but the two runs already ok
+    done_keys = {r["key"] for r in first if r["status"] == "ok"}
+    assert not done_keys & {r["key"] for r in resumed}
+    assert {r["key"] for r in after if r["status"] == "ok"} == {
+        r["key"] for r in resumed
+    } | done_keys
+    assert len({r["key"] for r in resumed}) == 2
+
+
+def test_compat_mode_times_one_operation_per_task(tmp_path):
+    (rec,) = storebench.run(
+        "crud", stores=["memory"], set={"n": 800, "ops": 40, "mode": "compat"}, results_dir=tmp_path
+    )
+    tasks = {t["name"]: t for t in rec["tasks"]}
+    assert rec["mode"] == "compat" and "compat" in rec["metrics"]["method"]
+    assert tasks["create"]["ops"] == 1 and tasks["create"]["items"] == 800
+    for name in ("read", "update", "delete", "find_by_condition", "find_by_vector"):
+        assert tasks[name]["ops"] == 1, name
+    assert tasks["recall_queries"]["ops"] == 40
+    assert tasks["find_by_vector"]["recall@10"] == 1.0
