@@ -32,6 +32,12 @@ class ForeignDataError(StorebenchError):
     """Refusal to touch data that storebench did not create."""
 
 
+class NotCounted(Exception):  # noqa: N818 (not an error: a signal to the driver)
+    """Raised by an operation that found nothing to do (a read before any
+    write): the driver neither times nor counts it as done, and records it
+    under ``skipped`` by its message."""
+
+
 class TaskFailed(StorebenchError):
     """A measured task ended early because operations failed."""
 

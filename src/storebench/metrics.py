@@ -140,6 +140,7 @@ class TaskStats:
     latency: Histogram = field(default_factory=Histogram)
     service: Histogram | None = None  # open loop: time from actual start (no queueing)
     errors: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)  # ops that found nothing to do
     complete: bool = True  # False when interrupted or failed part-way
     cpu_s: float = 0.0  # client CPU (user + system) spent in the measured phase
     extra: dict[str, Any] = field(default_factory=dict)  # workload metrics (recall, ...)
@@ -163,6 +164,7 @@ class TaskStats:
             "items_per_s": self.items_per_s,
             "latency_ns": self.latency.summary(),
             "errors": dict(self.errors),
+            "skipped": dict(self.skipped),
             "complete": self.complete,
             "client_cpu_s": round(self.cpu_s, 6),
             "histogram": self.latency.encode() if self.latency.count else None,

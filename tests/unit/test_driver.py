@@ -82,7 +82,7 @@ def test_merge_of_client_results_equals_the_union_of_samples():
     for c, s in enumerate(samples):
         h = Histogram()
         h.record(s)
-        results.append(ClientResult(h, None, len(s), {}, 100 * c, 10**9 + c, 0.0, True))
+        results.append(ClientResult(h, None, len(s), {}, {}, 100 * c, 10**9 + c, 0.0, True))
     stats = merge(Task("t", Items(), clients=4, ops=1), results)
     union = Histogram()
     union.record(np.concatenate(samples))
@@ -138,3 +138,42 @@ def test_processes_refused_for_a_store_that_lives_in_one_process():
     coll = store.create_collection("m", DocBatch(np.arange(3, dtype=np.int64)).schema())
     with pytest.raises(Exception, match="processes clients"):
         Driver().run(Task("p", Items(), ops=1, executor="processes"), coll)
+
+
+class Writer:
+    """Appends to a shared list (threads share it); the readers wait for data."""
+
+    def __init__(self, box):
+        self.box = box
+
+    def __call__(self, coll, c, clients):
+        return FnOp(lambda i: self.box.append(i))
+
+
+class Reader:
+    def __init__(self, box):
+        self.box = box
+
+    def __call__(self, coll, c, clients):
+        from storebench.errors import NotCounted
+
+        def op(i):
+            if not self.box:
+                raise NotCounted("no data yet")
+
+        return FnOp(op)
+
+
+def test_tasks_run_together_and_empty_reads_are_skipped_not_counted(coll):
+    box = []
+    writers = Task("write", Writer(box), clients=2, ops=20, think_s=0.005)
+    readers = Task("read", Reader(box), clients=3, ops=300, think_per_client=(0.0, 0.001, 0.002))
+    (w, _), (r, _) = Driver().run_mix([writers, readers], coll)
+    assert w.ops == 20 and w.clients == 2 and len(box) == 20
+    assert r.clients == 3
+    assert r.ops + sum(r.skipped.values()) == 300
+    assert r.errors == {}
+    # writers pause 5 ms between writes and started with the readers, so the
+    # reader with no pause saw an empty box at least once
+    assert r.skipped.get("no data yet", 0) >= 1
+    assert r.latency.count == r.ops

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from storebench.driver import loops
-from storebench.errors import StorebenchError, TaskFailed
+from storebench.errors import NotCounted, StorebenchError, TaskFailed
 from storebench.metrics import Histogram, TaskStats
 from storebench.stores.base import Collection
 
@@ -80,6 +80,7 @@ class Task:
     warmup_ops: int = 0  # per client
     warmup_s: float = 0.0
     think_s: float = 0.0  # pause after each op (closed loop only)
+    think_per_client: tuple[float, ...] = ()  # overrides think_s: client c pauses [c % len]
     client_offset_s: float = 0.0  # client c starts c * offset after the common start
     rate: float | None = None  # open loop: target ops/s over all clients
     items_per_op: int = 1
@@ -91,8 +92,15 @@ class Task:
             raise ValueError(f"task {self.name}: clients must be >= 1")
         if (self.ops is None) == (self.duration_s is None):
             raise ValueError(f"task {self.name}: give exactly one of ops or duration_s")
-        if self.rate is not None and (self.rate <= 0 or self.think_s):
+        if self.rate is not None and (self.rate <= 0 or self.think_s or self.think_per_client):
             raise ValueError(f"task {self.name}: rate must be > 0 and excludes think time")
+
+    def think(self, c: int) -> float:
+        return (
+            self.think_per_client[c % len(self.think_per_client)]
+            if self.think_per_client
+            else self.think_s
+        )
 
     def client_ops(self, c: int) -> int | None:
         """How many measured ops client c runs (None: until the deadline)."""
@@ -107,6 +115,7 @@ class ClientResult:
     service: Histogram | None
     ops: int
     errors: dict[str, int]
+    skipped: dict[str, int]
     start_ns: int
     end_ns: int
     cpu_s: float
@@ -125,9 +134,10 @@ class Controls:
 
 
 def _measure(
-    task: Task, op: Callable[[int], Any], c: int, ctl: Controls, start_ns: int
-) -> tuple[np.ndarray, np.ndarray | None, Counter[str], bool]:
-    """Runs client c's measured ops; returns (latencies, service, errors, complete)."""
+    task: Task, op: Callable[[int], Any], c: int, ctl: Controls, start_ns: int, slot: int
+) -> tuple[np.ndarray, np.ndarray | None, Counter[str], Counter[str], bool]:
+    """Runs client c's measured ops (progress in ``ctl.progress[slot]``);
+    returns (latencies, service times, errors, skipped, complete)."""
     step = task.clients
     n = task.client_ops(c)
     deadline = start_ns + int(task.duration_s * 1e9) if task.duration_s is not None else 1 << 62
@@ -137,6 +147,8 @@ def _measure(
     interval = task.clients * 1e9 / task.rate if task.rate else 0.0
     origin = start_ns + int(c * interval / task.clients)
     errors: Counter[str] = Counter()
+    skipped: Counter[str] = Counter()
+    think = task.think(c)
     used = 0
     while True:
         try:
@@ -150,19 +162,24 @@ def _measure(
                     deadline,
                     ctl.stop,
                     ctl.progress,
-                    c,
+                    slot,
                     svc,  # type: ignore[arg-type]
                     origin,
                     interval,
                 )
-            elif task.think_s:
+            elif think:
                 used = loops.thinking(
-                    op, c, step, lat, used, deadline, ctl.stop, ctl.progress, c, task.think_s
+                    op, c, step, lat, used, deadline, ctl.stop, ctl.progress, slot, think
                 )
             else:
-                used = loops.closed(op, c, step, lat, used, deadline, ctl.stop, ctl.progress, c)
+                used = loops.closed(op, c, step, lat, used, deadline, ctl.stop, ctl.progress, slot)
+        except NotCounted as exc:  # nothing to do yet (e.g. a read before any write)
+            failed = int(ctl.progress[slot])
+            lat[failed] = -1
+            skipped[str(exc) or type(exc).__name__] += 1
+            used = failed + 1
         except Exception as exc:  # one op failed: mark it, count it, go on
-            failed = int(ctl.progress[c])
+            failed = int(ctl.progress[slot])
             lat[failed] = -1
             errors[f"{type(exc).__name__}: {str(exc)[:200]}"] += 1
             used = failed + 1
@@ -177,13 +194,20 @@ def _measure(
             if svc is not None:
                 svc = np.concatenate([svc, np.zeros(DURATION_CHUNK, np.int64)])
     complete = not ctl.stop[0] and (n is None or used >= n)
-    return lat[:used], (svc[:used] if svc is not None else None), errors, complete
+    return lat[:used], (svc[:used] if svc is not None else None), errors, skipped, complete
 
 
 def run_client(
-    task: Task, coll: Collection, c: int, ctl: Controls, sync: Callable[[], Any]
+    task: Task,
+    coll: Collection,
+    c: int,
+    ctl: Controls,
+    sync: Callable[[], Any],
+    slot: int | None = None,
 ) -> ClientResult:
-    """One client: build the op, warm up, meet the others, measure."""
+    """One client: build the op, warm up, meet the others, measure.
+    ``slot`` is this client's place among all clients of a mix of tasks."""
+    slot = c if slot is None else slot
     ops = task.factory(coll, c, task.clients)
     op = ops.call
     i = -1 - c
@@ -201,7 +225,7 @@ def run_client(
     start = loops.clock()
     if task.client_offset_s and c:
         time.sleep(c * task.client_offset_s)
-    lat, svc, errors, complete = _measure(task, op, c, ctl, start)
+    lat, svc, errors, skipped, complete = _measure(task, op, c, ctl, start, slot)
     end = loops.clock()
     cpu = time.process_time() - cpu0
     ok = lat >= 0
@@ -213,14 +237,15 @@ def run_client(
         shist.record(svc[ok])
     payload = ops.finish()
     return ClientResult(
-        hist, shist, int(ok.sum()), dict(errors), start, end, cpu, complete, payload
+        hist, shist, int(ok.sum()), dict(errors), dict(skipped), start, end, cpu, complete, payload
     )
 
 
 class Interrupted(StorebenchError):
-    """The user stopped the run; ``partial`` holds what was measured."""
+    """The user stopped the run; ``partial`` holds what each running task
+    had measured."""
 
-    def __init__(self, partial: TaskStats | None, signal: str = "SIGINT"):
+    def __init__(self, partial: list[TaskStats], signal: str = "SIGINT"):
         self.partial = partial
         self.signal = signal
         super().__init__(f"interrupted by {signal}")
@@ -237,8 +262,10 @@ def merge(task: Task, results: list[ClientResult]) -> TaskStats:
         stats.ops += r.ops
         for k, v in r.errors.items():
             stats.errors[k] = stats.errors.get(k, 0) + v
+        for k, v in r.skipped.items():
+            stats.skipped[k] = stats.skipped.get(k, 0) + v
         stats.cpu_s += r.cpu_s
-        stats.complete &= r.complete
+        stats.complete &= r.complete and not r.error
     if results:
         stats.elapsed_ns = max(r.end_ns for r in results) - min(r.start_ns for r in results)
     stats.items = stats.ops * task.items_per_op
@@ -256,25 +283,36 @@ class Driver:
 
     def run(self, task: Task, coll: Collection) -> tuple[TaskStats, list[Any]]:
         """Time ``task`` on ``coll``; returns the stats and each client's payload."""
+        return self.run_mix([task], coll)[0]
+
+    def run_mix(self, tasks: list[Task], coll: Collection) -> list[tuple[TaskStats, list[Any]]]:
+        """Run several tasks at once (their clients start together), e.g.
+        writers and readers of a social network; stats come back per task."""
         from storebench.driver.executors import get_executor
 
-        name = task.executor or self.executor or coll.store.client_mode
+        names = {t.executor or self.executor or coll.store.client_mode for t in tasks}
+        if len(names) > 1:
+            raise ValueError(f"tasks run together must share one executor, got {sorted(names)}")
+        name = names.pop()
         executor = get_executor(name, coll.store)
-        log.info(
-            "task %s: %s on %s, %d client(s) as %s",
-            task.name,
-            task.ops or f"{task.duration_s}s",
-            coll.store.engine,
-            task.clients,
-            name,
-        )
-        results = executor.run(task, coll, self.progress)
-        failed = [r.error for r in results if r.error]
-        stats = merge(task, [r for r in results if not r.error])
-        if failed:
-            stats.complete = False
-            raise TaskFailed(failed[0])
-        return stats, [r.payload for r in results]
+        for task in tasks:
+            what = task.ops or f"{task.duration_s}s"
+            log.info(
+                "task %s: %s on %s, %d client(s) as %s",
+                task.name,
+                what,
+                coll.store.engine,
+                task.clients,
+                name,
+            )
+        per_task = executor.run(tasks, coll, self.progress)
+        out = []
+        for task, results in zip(tasks, per_task, strict=True):
+            failed = [r.error for r in results if r.error]
+            if failed:
+                raise TaskFailed(failed[0])
+            out.append((merge(task, results), [r.payload for r in results]))
+        return out
 
     def once(self, name: str, fn: Callable[[], Any], items: int = 1) -> tuple[TaskStats, Any]:
         """Time one call (a phase such as an index build or a compaction)."""

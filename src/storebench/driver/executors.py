@@ -30,12 +30,23 @@ def _failure(c: int, exc: BaseException) -> ClientResult:
         if isinstance(exc, threading.BrokenBarrierError)
         else f"client {c}: {type(exc).__name__}: {exc}"
     )
-    return ClientResult(Histogram(), None, 0, {}, 0, 0, 0.0, False, error=msg)
+    return ClientResult(Histogram(), None, 0, {}, {}, 0, 0, 0.0, False, error=msg)
 
 
-def _order_failures_first(results: list[ClientResult]) -> list[ClientResult]:
-    # the real cause before the clients it aborted
-    return sorted(results, key=lambda r: (r.error is None, r.error == ABORTED))
+def _slots(tasks: list[Task]) -> list[tuple[int, int]]:
+    """(task index, client index) for every client of every task, in slot order."""
+    return [(t, c) for t, task in enumerate(tasks) for c in range(task.clients)]
+
+
+def _per_task(
+    tasks: list[Task], slots: list[tuple[int, int]], results: dict[int, ClientResult]
+) -> list[list[ClientResult]]:
+    """Results grouped by task, the real failure before the clients it aborted."""
+    out: list[list[ClientResult]] = [[] for _ in tasks]
+    for g, (t, _c) in enumerate(slots):
+        if g in results:
+            out[t].append(results[g])
+    return [sorted(rs, key=lambda r: (r.error is None, r.error == ABORTED)) for rs in out]
 
 
 class Executor:
@@ -50,23 +61,28 @@ class Executor:
             )
         self.store = store
 
-    def run(self, task: Task, coll: Collection, progress: Any) -> list[ClientResult]:
+    def run(self, tasks: list[Task], coll: Collection, progress: Any) -> list[list[ClientResult]]:
+        """Run the tasks' clients together; results per task."""
         raise NotImplementedError
 
     def _watch(
-        self, task: Task, ctl: Controls, progress: Any, start: Any, alive: Any, collect: Any
+        self, tasks: list[Task], ctl: Controls, progress: Any, start: Any, alive: Any, collect: Any
     ) -> KeyboardInterrupt | None:
         """Start the clients and show progress until ``alive()`` is false; on
         Ctrl-C ask the clients to stop and wait for them. Returns the
         interrupt, if one came."""
-        total = task.ops
-        bar = progress.task(task.name, total=total, duration_s=task.duration_s)
+        counted = [t.ops for t in tasks]
+        total = None if None in counted else sum(counted)  # type: ignore[arg-type]
+        n = sum(t.clients for t in tasks)
+        bar = progress.task(
+            "+".join(t.name for t in tasks), total=total, duration_s=tasks[0].duration_s
+        )
         interrupted: KeyboardInterrupt | None = None
         try:
             start()
             while alive():
                 collect(0.1)
-                bar.update(sum(ctl.progress[c] for c in range(task.clients)))
+                bar.update(sum(ctl.progress[g] for g in range(n)))
         except KeyboardInterrupt as exc:
             interrupted = exc
             ctl.stop[0] = 1
@@ -76,24 +92,38 @@ class Executor:
             bar.close()
         return interrupted
 
+    @staticmethod
+    def _finish(
+        tasks: list[Task], per_task: list[list[ClientResult]], interrupted: KeyboardInterrupt | None
+    ) -> list[list[ClientResult]]:
+        if interrupted:
+            partial = [
+                merge(t, [r for r in rs if not r.error])
+                for t, rs in zip(tasks, per_task, strict=True)
+            ]
+            raise Interrupted(partial, signal_name(interrupted))
+        return per_task
+
 
 class ThreadExecutor(Executor):
     name = "threads"
 
-    def run(self, task: Task, coll: Collection, progress: Any) -> list[ClientResult]:
-        ctl = Controls(bytearray(1), array("q", [0] * task.clients))
-        barrier = threading.Barrier(task.clients)
-        results: list[ClientResult | None] = [None] * task.clients
-        left = [task.clients]
+    def run(self, tasks: list[Task], coll: Collection, progress: Any) -> list[list[ClientResult]]:
+        slots = _slots(tasks)
+        ctl = Controls(bytearray(1), array("q", [0] * len(slots)))
+        barrier = threading.Barrier(len(slots))
+        results: dict[int, ClientResult] = {}
+        left = [len(slots)]
         lock = threading.Lock()
         all_done = threading.Event()
 
-        def client(c: int) -> None:
+        def client(g: int) -> None:
+            t, c = slots[g]
             try:
-                results[c] = run_client(task, coll, c, ctl, barrier.wait)
+                results[g] = run_client(tasks[t], coll, c, ctl, barrier.wait, g)
             except BaseException as exc:
                 barrier.abort()
-                results[c] = _failure(c, exc)
+                results[g] = _failure(c, exc)
             finally:
                 with lock:
                     left[0] -= 1
@@ -101,13 +131,13 @@ class ThreadExecutor(Executor):
                         all_done.set()
 
         threads = [
-            threading.Thread(target=client, args=(c,), daemon=True, name=f"client-{c}")
-            for c in range(task.clients)
+            threading.Thread(target=client, args=(g,), daemon=True, name=f"client-{g}")
+            for g in range(len(slots))
         ]
 
         def start() -> None:
-            for t in threads:
-                t.start()
+            for th in threads:
+                th.start()
 
         # An Event, not Thread.join: a join interrupted by Ctrl-C can leave
         # is_alive() false for a thread that is still running (CPython 3.11).
@@ -117,13 +147,8 @@ class ThreadExecutor(Executor):
         def alive() -> bool:
             return not all_done.is_set()
 
-        interrupted = self._watch(task, ctl, progress, start, alive, collect)
-        done = _order_failures_first([r for r in results if r is not None])
-        if interrupted:
-            raise Interrupted(
-                merge(task, [r for r in done if not r.error]), signal_name(interrupted)
-            )
-        return done
+        interrupted = self._watch(tasks, ctl, progress, start, alive, collect)
+        return self._finish(tasks, _per_task(tasks, slots, results), interrupted)
 
 
 def _process_client(
@@ -132,6 +157,7 @@ def _process_client(
     schema: Any,
     task: Task,
     c: int,
+    g: int,
     stop: Any,
     prog: Any,
     barrier: Any,
@@ -143,10 +169,10 @@ def _process_client(
     try:
         store = spec.open()
         coll = store.open_collection(name, schema)
-        out.put((c, run_client(task, coll, c, ctl, barrier.wait)))
+        out.put((g, run_client(task, coll, c, ctl, barrier.wait, g)))
     except BaseException as exc:
         barrier.abort()
-        out.put((c, _failure(c, exc)))
+        out.put((g, _failure(c, exc)))
     finally:
         if store is not None:
             store.close()
@@ -157,20 +183,32 @@ class ProcessExecutor(Executor):
     requires = frozenset({Capability.SHARED_ACROSS_PROCESSES})
     start_method = "spawn"  # no inherited threads or locks from the parent
 
-    def run(self, task: Task, coll: Collection, progress: Any) -> list[ClientResult]:
+    def run(self, tasks: list[Task], coll: Collection, progress: Any) -> list[list[ClientResult]]:
+        slots = _slots(tasks)
         ctx: Any = mp.get_context(self.start_method)
         stop = ctx.RawArray("b", 1)
-        prog = ctx.RawArray("q", task.clients)
-        barrier = ctx.Barrier(task.clients)
+        prog = ctx.RawArray("q", len(slots))
+        barrier = ctx.Barrier(len(slots))
         out = ctx.Queue()
         procs = [
             ctx.Process(
                 target=_process_client,
-                args=(self.store.spec, coll.name, coll.schema, task, c, stop, prog, barrier, out),
+                args=(
+                    self.store.spec,
+                    coll.name,
+                    coll.schema,
+                    tasks[t],
+                    c,
+                    g,
+                    stop,
+                    prog,
+                    barrier,
+                    out,
+                ),
                 daemon=True,
-                name=f"storebench-client-{c}",
+                name=f"storebench-client-{g}",
             )
-            for c in range(task.clients)
+            for g, (t, c) in enumerate(slots)
         ]
         results: dict[int, ClientResult] = {}
 
@@ -182,23 +220,24 @@ class ProcessExecutor(Executor):
 
         def collect(timeout: float) -> None:
             try:
-                c, res = out.get(timeout=timeout)
-                results[c] = res
+                g, res = out.get(timeout=timeout)
+                results[g] = res
             except queue_mod.Empty:
-                for c, p in enumerate(procs):
-                    if c not in results and not p.is_alive():
+                for g, p in enumerate(procs):
+                    if g not in results and not p.is_alive():
                         try:  # it may have sent its result just before exiting
-                            c2, res = out.get(timeout=1.0)
-                            results[c2] = res
+                            g2, res = out.get(timeout=1.0)
+                            results[g2] = res
                         except queue_mod.Empty:
                             barrier.abort()
-                            results[c] = _failure(
-                                c, RuntimeError(f"client process died (exit code {p.exitcode})")
+                            results[g] = _failure(
+                                slots[g][1],
+                                RuntimeError(f"client process died (exit code {p.exitcode})"),
                             )
 
         try:
             interrupted = self._watch(
-                task, ctl, progress, start, lambda: len(results) < task.clients, collect
+                tasks, ctl, progress, start, lambda: len(results) < len(slots), collect
             )
         finally:
             for p in procs:
@@ -208,12 +247,7 @@ class ProcessExecutor(Executor):
                 if p.is_alive():
                     p.kill()
                     p.join()
-        done = _order_failures_first([results[c] for c in sorted(results)])
-        if interrupted:
-            raise Interrupted(
-                merge(task, [r for r in done if not r.error]), signal_name(interrupted)
-            )
-        return done
+        return self._finish(tasks, _per_task(tasks, slots, results), interrupted)
 
 
 _BUILTIN: dict[str, type[Executor]] = {"threads": ThreadExecutor, "processes": ProcessExecutor}

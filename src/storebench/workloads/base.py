@@ -83,21 +83,29 @@ class RunContext:
 
     def measure(self, task: Task, coll: Collection, **extra: Any) -> tuple[TaskStats, list[Any]]:
         """Time a task; its stats join the record even if it is interrupted."""
+        stats, payloads = self.measure_mix([task], coll, **extra)[0]
+        return stats, payloads
+
+    def measure_mix(
+        self, tasks: list[Task], coll: Collection, **extra: Any
+    ) -> list[tuple[TaskStats, list[Any]]]:
+        """Time tasks that run at the same time; each gets its own stats."""
         from storebench.driver.core import Interrupted
 
         res: dict[str, Any] = {}
         try:
             with self._resources(res):
-                stats, payloads = self.driver.run(task, coll)
+                out = self.driver.run_mix(tasks, coll)
         except Interrupted as exc:
-            if exc.partial is not None:
-                exc.partial.extra.update(res)
-                self.add(exc.partial)
+            for partial in exc.partial:
+                partial.extra.update(res)
+                self.add(partial)
             raise
-        stats.extra.update(res)
-        stats.extra.update(extra)
-        self.add(stats)
-        return stats, payloads
+        for stats, _ in out:
+            stats.extra.update(res)
+            stats.extra.update(extra)
+            self.add(stats)
+        return out
 
     @contextlib.contextmanager
     def _resources(self, out: dict[str, Any]) -> Iterator[None]:
