@@ -154,5 +154,16 @@ def show(paths: tuple[str, ...], last: int | None) -> None:
     print_records(records)
 
 
+from storebench.cli_report import compare, export, report  # noqa: E402
+
+cli.add_command(report)
+cli.add_command(compare)
+cli.add_command(export)
+
+from storebench.cli_dataset import dataset  # noqa: E402
+
+cli.add_command(dataset)
+
+
 def main() -> None:
     cli(prog_name="storebench")

@@ -268,15 +268,13 @@ class Scenario:
             return ScenarioFile.model_validate(raw)
         except ValidationError as exc:
             loc, msg = _first_error(exc)
-            raise UserError(
-                f"{_dotted(loc)}: {msg}", where=cls._where(path, lines, overrides, loc)
-            ) from exc
+            where = cls._where(path, lines, overrides, loc)
+            raise UserError(msg if where.startswith("--") else f"{_dotted(loc)}: {msg}", where=where) from exc
 
     def error(self, loc: tuple[Any, ...], msg: str) -> UserError:
-        return UserError(
-            f"{_dotted(loc)}: {msg}",
-            where=self._where(self.source, self.lines, self.overrides, loc),
-        )
+        where = self._where(self.source, self.lines, self.overrides, loc)
+        # a --set flag already names the key
+        return UserError(msg if where.startswith("--") else f"{_dotted(loc)}: {msg}", where=where)
 
     def plan(self) -> list[Run]:
         f = self.file
@@ -330,6 +328,11 @@ class Scenario:
             except ValidationError as exc:
                 loc, msg = _first_error(exc)
                 raise self.error(("params", *loc), msg) from exc
+            try:
+                wl.check(model)
+            except UserError as exc:
+                msg = str(exc).removeprefix(f"{exc.where}: ")
+                raise self.error(("params", *(exc.where or "").split(".")), msg) from exc
             for i, entry in enumerate(f.stores):
                 cls = store_class(entry.engine)
                 for kind, given, known in (

@@ -50,7 +50,7 @@ def test_crud_prints_a_table_per_store_with_full_recall(tmp_path):
         (["run", "crud", "--store", "nosuch"], "stores.0.engine: unknown store 'nosuch' (known: "),
         (
             ["run", "crud", "--set", "batchsize=10"],
-            "--set params.batchsize: params.batchsize: unknown key",
+            "--set params.batchsize: unknown key",
         ),
         (["run", "crud", "--set", "n=ten"], "params.n: Input should be a valid integer"),
         (["run", "missing.yaml"], "missing.yaml: scenario file not found"),

@@ -79,3 +79,20 @@ def test_compat_mode_times_one_operation_per_task(tmp_path):
         assert tasks[name]["ops"] == 1, name
     assert tasks["recall_queries"]["ops"] == 40
     assert tasks["find_by_vector"]["recall@10"] == 1.0
+
+
+def test_crud_runs_on_a_dataset_and_unknown_datasets_are_refused(tmp_path, monkeypatch):
+    import pytest
+
+    from storebench.data import datasets
+    from storebench.errors import UserError
+
+    monkeypatch.setenv("STOREBENCH_DATA", str(tmp_path / "data"))
+    datasets.make_synthetic(datasets.SyntheticSpec(n=1500, dim=16, nq=60, metric="cosine", seed=3), name="tiny-cos")
+    (rec,) = storebench.run("crud", stores=["memory"], set={"dataset": "tiny-cos", "ops": 60}, results_dir=tmp_path)
+    assert rec["status"] == "ok", rec["error"]
+    assert rec["metrics"]["data"] == {"dataset": "tiny-cos", "n": 1500, "dim": 16, "metric": "cosine"}
+    assert rec["metrics"]["recall@10"] == 1.0
+    with pytest.raises(UserError, match="unknown dataset 'nope'"):
+        storebench.run("crud", stores=["memory"], set={"dataset": "nope"}, results_dir=tmp_path / "x")
+    assert not (tmp_path / "x").exists()

@@ -61,7 +61,7 @@ def test_overrides_and_grid_expand_into_runs(tmp_path):
     assert {r.params.k for r in runs} == {5}
     assert len({r.key for r in runs}) == len(runs)
     with pytest.raises(
-        UserError, match=r"--set params.k: params.k: Input should be greater than or equal to 1"
+        UserError, match=r"--set params.k: Input should be greater than or equal to 1"
     ):
         Scenario.load(str(p), sets=["k=0"])
 

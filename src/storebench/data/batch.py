@@ -37,17 +37,23 @@ def field_kind(values: np.ndarray) -> FieldKind:
 @dataclass(frozen=True)
 class Schema:
     """What a collection holds: scalar fields by kind, the vector dimension
-    and metric, and which scalar fields should carry an index."""
+    and metric, which scalar fields should carry an index, and which int
+    fields reference documents of another collection (field -> collection
+    name): a document store keeps them as fields, a graph store as edges."""
 
     fields: Mapping[str, FieldKind] = field(default_factory=dict)
     dim: int | None = None
     metric: Metric = "l2"
     indexed: tuple[str, ...] = ()
+    refs: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in self.indexed:
+        for name in (*self.indexed, *self.refs):
             if name not in self.fields:
-                raise ValueError(f"indexed field {name!r} is not in the schema")
+                raise ValueError(f"field {name!r} is not in the schema")
+        for name in self.refs:
+            if self.fields[name] != "int":
+                raise ValueError(f"reference field {name!r} must hold int ids")
         if self.metric not in ("l2", "ip", "cosine"):
             raise ValueError(f"unknown metric {self.metric!r} (use l2, ip or cosine)")
 

@@ -3,10 +3,17 @@
 ``clustered`` is a Gaussian mixture (realistic: ANN indexes behave on it as on
 real embeddings, unlike uniform noise); ``uniform`` is the worst case. Row i is
 the same whatever the chunk size, so any slice can be regenerated alone.
+
+Scalar fields for filters come the same way: ``uniform_ints`` (DocArray's
+``tags.i``), ``label_column`` (a keyword that matches a chosen fraction of
+the rows, as VectorDBBench's label filters: 1%, 10%, 50%, 99%) and
+``string_columns`` (arangob's ``--complexity``: that many string attributes
+of a given size).
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 from typing import Literal
 
@@ -14,10 +21,24 @@ import numpy as np
 
 Kind = Literal["clustered", "uniform"]
 CHUNK = 65536
+KINDS = ("clustered", "uniform")
+
+# stream ids: each field draws from its own random stream, so adding a field
+# never changes another
+_QUERY_STREAM = 1
+_LABEL_STREAM = 2
+_STRING_STREAM = 3
 
 
-def _chunk_rng(seed: int, chunk_index: int) -> np.random.Generator:
-    return np.random.default_rng([seed, chunk_index])
+def _chunk_rng(seed: int, chunk_index: int, stream: int = 0) -> np.random.Generator:
+    key = [seed, chunk_index] if stream == 0 else [seed, chunk_index, stream]
+    return np.random.default_rng(key)
+
+
+def _centers(seed: int, clusters: int, dim: int) -> np.ndarray:
+    return (
+        np.random.default_rng([seed, 1 << 20]).normal(0.0, 1.0, (clusters, dim)).astype(np.float32)
+    )
 
 
 def vector_chunks(
@@ -27,22 +48,36 @@ def vector_chunks(
     seed: int = 0,
     clusters: int = 64,
     chunk: int = CHUNK,
+    stream: int = 0,
 ) -> Iterator[np.ndarray]:
-    """float32 vectors in chunks of ``chunk`` rows (the last may be shorter)."""
-    if kind not in ("clustered", "uniform"):
+    """float32 vectors in chunks of at most ``chunk`` rows. Rows are generated
+    in fixed blocks of ``CHUNK``, so row i is the same whatever ``chunk``."""
+    if kind not in KINDS:
         raise ValueError(f"unknown synthetic kind {kind!r} (use clustered or uniform)")
-    centers = (
-        np.random.default_rng([seed, 1 << 20]).normal(0.0, 1.0, (clusters, dim)).astype(np.float32)
-    )
-    for ci, start in enumerate(range(0, n, chunk)):
-        rows = min(chunk, n - start)
-        rng = _chunk_rng(seed, ci)
+    centers = _centers(seed, clusters, dim)
+    pending: list[np.ndarray] = []
+    held = 0
+    for ci, start in enumerate(range(0, n, CHUNK)):
+        rows = min(CHUNK, n - start)
+        rng = _chunk_rng(seed, ci, stream)
         if kind == "uniform":
-            yield rng.random((rows, dim), dtype=np.float32)
+            part = rng.random((rows, dim), dtype=np.float32)
         else:
             which = rng.integers(0, clusters, rows)
             noise = rng.normal(0.0, 0.35, (rows, dim)).astype(np.float32)
-            yield centers[which] + noise
+            part = centers[which] + noise
+        if chunk == CHUNK:
+            yield part
+            continue
+        pending.append(part)
+        held += rows
+        while held >= chunk:
+            allp = np.concatenate(pending) if len(pending) > 1 else pending[0]
+            yield allp[:chunk]
+            rest = allp[chunk:]
+            pending, held = ([rest] if len(rest) else []), len(rest)
+    if chunk != CHUNK and held:
+        yield np.concatenate(pending)
 
 
 def vectors(
@@ -56,6 +91,85 @@ def vectors(
     return out
 
 
+def queries(
+    n: int, dim: int, kind: Kind = "clustered", seed: int = 0, clusters: int = 64
+) -> np.ndarray:
+    """Query vectors from the *same* distribution as ``vectors(.., seed)``
+    (same cluster centres), but a separate random stream: new points, not
+    copies of documents."""
+    out = np.empty((n, dim), np.float32)
+    pos = 0
+    for part in vector_chunks(n, dim, kind, seed, clusters, stream=_QUERY_STREAM):
+        out[pos : pos + len(part)] = part
+        pos += len(part)
+    return out
+
+
 def uniform_ints(n: int, low: int, high: int, seed: int = 0) -> np.ndarray:
     """Uniform integers in [low, high): DocArray's ``tags.i``."""
     return np.random.default_rng([seed, (1 << 20) + 1]).integers(low, high, n, dtype=np.int64)
+
+
+def uniform_int_chunks(
+    n: int, low: int, high: int, seed: int = 0, stream: int = 4
+) -> Iterator[np.ndarray]:
+    """Like ``uniform_ints`` but in chunks (a different stream), for 10M+ rows."""
+    for ci, start in enumerate(range(0, n, CHUNK)):
+        rows = min(CHUNK, n - start)
+        yield _chunk_rng(seed, ci, stream).integers(low, high, rows, dtype=np.int64)
+
+
+def label_name(selectivity: float) -> str:
+    """VectorDBBench's spelling: 0.01 -> label_1p, 0.005 -> label_0.5p."""
+    if not 0.0 < selectivity <= 1.0:
+        raise ValueError(f"selectivity {selectivity} is not in (0, 1]")
+    p = selectivity * 100
+    return f"label_{int(round(p))}p" if p >= 1 and abs(p - round(p)) < 1e-9 else f"label_{p:g}p"
+
+
+def label_chunks(n: int, selectivity: float, seed: int = 0) -> Iterator[np.ndarray]:
+    """A keyword column where a fraction ``selectivity`` of the rows (each
+    independently, so the count is binomial) hold ``label_name(selectivity)``
+    and the rest ``"other"``: the filter ``column == label`` selects that
+    fraction. Each selectivity draws from its own stream."""
+    name = label_name(selectivity)
+    width = max(len(name), len("other"))
+    stream = _LABEL_STREAM * 1000 + zlib.crc32(name.encode()) % 1000
+    for ci, start in enumerate(range(0, n, CHUNK)):
+        rows = min(CHUNK, n - start)
+        hit = _chunk_rng(seed, ci, stream).random(rows) < selectivity
+        col = np.full(rows, "other", dtype=f"<U{width}")
+        col[hit] = name
+        yield col
+
+
+def label_column(n: int, selectivity: float, seed: int = 0) -> np.ndarray:
+    return np.concatenate(list(label_chunks(n, selectivity, seed)) or [np.empty(0, "<U5")])
+
+
+def string_chunks(n: int, count: int, size: int, seed: int = 0) -> Iterator[dict[str, np.ndarray]]:
+    """``count`` string attributes ``test1``..``testN`` of exactly ``size``
+    random lowercase letters each (arangob's document complexity, with random
+    rather than constant values so engines cannot compress them away)."""
+    if count < 0 or size < 1:
+        raise ValueError("string attributes need count >= 0 and size >= 1")
+    for ci, start in enumerate(range(0, n, CHUNK)):
+        rows = min(CHUNK, n - start)
+        rng = _chunk_rng(seed, ci, _STRING_STREAM)
+        out = {}
+        for a in range(count):
+            letters = rng.integers(97, 123, (rows, size), dtype=np.uint8)
+            out[f"test{a + 1}"] = letters.view(f"S{size}").ravel().astype(f"<U{size}")
+        yield out
+
+
+def string_columns(n: int, count: int, size: int, seed: int = 0) -> dict[str, np.ndarray]:
+    parts = list(string_chunks(n, count, size, seed))
+    return {
+        f"test{a + 1}": (
+            np.concatenate([p[f"test{a + 1}"] for p in parts])
+            if parts
+            else np.empty(0, f"<U{size}")
+        )
+        for a in range(count)
+    }

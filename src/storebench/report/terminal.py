@@ -68,6 +68,8 @@ def run_table(rec: dict[str, Any]) -> Table:
         ]
         if task.get("errors"):
             notes.append(f"errors={sum(task['errors'].values())}")
+        if task.get("skipped"):
+            notes.append(f"skipped={sum(task['skipped'].values())}")
         if not task.get("complete", True):
             notes.append("partial")
         t.add_row(

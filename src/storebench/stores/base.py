@@ -175,6 +175,8 @@ class Store:
     exact: ClassVar[bool] = False  # search is exhaustive: recall must be 1.0
     index_params: ClassVar[tuple[str, ...]] = ()
     search_params: ClassVar[tuple[str, ...]] = ()
+    # accepted StoreSpec.options keys (None: the adapter checks its own)
+    option_names: ClassVar[tuple[str, ...] | None] = None
     extra: ClassVar[str | None] = None  # the pip extra that brings its client
 
     def __init__(self, spec: StoreSpec):
@@ -185,6 +187,8 @@ class Store:
         self.managed: Server | None = None
         self._check_params("index", spec.index, self.index_params)
         self._check_params("search", spec.search, self.search_params)
+        if self.option_names is not None:
+            self._check_params("option", spec.options, self.option_names)
 
     def _check_params(self, kind: str, given: Mapping[str, Any], known: tuple[str, ...]) -> None:
         unknown = sorted(set(given) - set(known))

@@ -17,6 +17,7 @@ import shutil
 import sqlite3
 import tempfile
 import threading
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -186,14 +187,34 @@ class SQLiteCollection(Collection):
 
 
 class SQLiteStore(Store):
+    """Options: ``mode`` (``file``, the default, or ``memory``: a shared-cache
+    in-memory database, for this process's client threads only) and
+    ``synchronous`` (SQLite's PRAGMA: OFF, NORMAL (default), FULL)."""
+
     engine = "sqlite"
     capabilities = frozenset(Capability) - {Capability.INDEX, Capability.SEARCH_PARAMS}
     exact = True
+    option_names = ("mode", "synchronous")
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
         self._tmpdir: str | None = None
-        if spec.url is None:
+        mode = spec.options.get("mode", "file")
+        sync = str(spec.options.get("synchronous", "NORMAL")).upper()
+        if mode not in ("file", "memory") or sync not in ("OFF", "NORMAL", "FULL"):
+            raise UserError(
+                "mode must be file or memory, synchronous OFF, NORMAL or FULL",
+                where="store sqlite options",
+            )
+        if mode == "memory":
+            if spec.url is not None:
+                raise UserError("an in-memory database takes no url", where="store sqlite")
+            self.spec = spec.with_(
+                url=f"file:storebench-{uuid.uuid4().hex}?mode=memory&cache=shared"
+            )
+            # this process's memory: other processes cannot open it
+            self.capabilities = SQLiteStore.capabilities - {Capability.SHARED_ACROSS_PROCESSES}  # type: ignore[misc]
+        elif spec.url is None:
             self._tmpdir = tempfile.mkdtemp(prefix="storebench-sqlite-")
             self.spec = spec.with_(url=os.path.join(self._tmpdir, "store.db"))
         else:
@@ -211,9 +232,15 @@ class SQLiteStore(Store):
         """This thread's connection."""
         db = getattr(self._local, "db", None)
         if db is None:
-            db = sqlite3.connect(self.spec.url, check_same_thread=False, timeout=60.0)  # type: ignore[arg-type]
-            db.execute("PRAGMA journal_mode = WAL")
-            db.execute(f"PRAGMA synchronous = {self.spec.options.get('synchronous', 'NORMAL')}")
+            url = self.spec.url or ""
+            db = sqlite3.connect(
+                url, check_same_thread=False, timeout=60.0, uri=url.startswith("file:")
+            )
+            if not url.startswith("file:"):  # WAL needs a file
+                db.execute("PRAGMA journal_mode = WAL")
+            db.execute(
+                f"PRAGMA synchronous = {str(self.spec.options.get('synchronous', 'NORMAL')).upper()}"
+            )
             self._local.db = db
             with self._all_lock:
                 self._all.append(db)

@@ -42,6 +42,11 @@ class Workload:
     Params: ClassVar[type[Params]]
     requires: ClassVar[frozenset[Capability]] = frozenset()
 
+    @classmethod
+    def check(cls, params: Any) -> None:
+        """Checks that need more than the model (a dataset exists, ...);
+        raise UserError naming the parameter. Runs before anything starts."""
+
     def run(self, ctx: RunContext, params: Any) -> None:
         raise NotImplementedError
 

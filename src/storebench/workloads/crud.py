@@ -23,7 +23,7 @@ from storebench.data.batch import DocBatch
 from storebench.data.shared import Shared
 from storebench.data.truth import GroundTruth, recall_at_k
 from storebench.driver import FnOp, Op, Task
-from storebench.errors import NotSupported, TaskFailed
+from storebench.errors import NotSupported, TaskFailed, UserError
 from storebench.stores.base import Capability, Collection
 from storebench.stores.filters import Cmp
 from storebench.workloads.base import Params, RunContext, Workload
@@ -32,7 +32,10 @@ TAG = "tags.i"
 
 
 class CrudParams(Params):
-    n: int = Field(10_000, ge=1, description="documents created")
+    dataset: str | None = Field(
+        None, description="a dataset name or path (`storebench dataset list`); default synthetic"
+    )
+    n: int = Field(10_000, ge=1, description="documents created (with a dataset: at most its size)")
     dim: int = Field(128, ge=1, description="embedding dimension")
     metric: Literal["l2", "ip", "cosine"] = "l2"
     data: Literal["clustered", "uniform"] = "clustered"
@@ -112,6 +115,65 @@ class SearchFactory:
         return _Searches(coll, self.queries, self.k)
 
 
+# --- data ----------------------------------------------------------------------
+
+
+class CrudData:
+    """The documents, queries and ground truth: synthetic (DocArray's shape:
+    uniform ``tags.i``, clustered vectors) or a dataset's."""
+
+    def __init__(self, p: CrudParams):
+        self.p = p
+        self.ds = None
+        if p.dataset is not None:
+            from storebench.data import datasets
+
+            self.ds = datasets.load(p.dataset)
+            if self.ds.nq == 0:
+                raise UserError("the dataset has no queries for find by vector", where=self.ds.name)
+            self.n = min(p.n, self.ds.n) if "n" in p.model_fields_set else self.ds.n
+            self.ids = np.asarray(self.ds.ids[: self.n])
+            self.vecs = self.ds.vectors if self.n == self.ds.n else self.ds.vectors[: self.n]
+            self.metric = self.ds.metric
+            if TAG in self.ds.fields:  # a copy: updates change it
+                self.tags = np.array(self.ds.fields[TAG][: self.n], dtype=np.int64)
+            else:
+                self.tags = synthetic.uniform_ints(self.n, 0, p.tag_values or self.n, p.seed)
+            self.describe = {
+                "dataset": self.ds.name,
+                "n": self.n,
+                "dim": self.ds.dim,
+                "metric": self.metric,
+            }
+        else:
+            self.n = p.n
+            self.ids = np.arange(p.n, dtype=np.int64)
+            self.tags = synthetic.uniform_ints(p.n, 0, p.tag_values or p.n, p.seed)
+            self.vecs = synthetic.vectors(p.n, p.dim, p.data, p.seed)
+            self.metric = p.metric
+            self.describe = {
+                "synthetic": p.data,
+                "n": p.n,
+                "dim": p.dim,
+                "metric": p.metric,
+                "seed": p.seed,
+            }
+
+    def queries(self, count: int) -> np.ndarray:
+        if self.ds is not None:
+            return np.ascontiguousarray(self.ds.queries[: min(count, self.ds.nq)])
+        return synthetic.vectors(count, self.p.dim, self.p.data, self.p.seed + 1)
+
+    def truth(self, live: np.ndarray, queries: np.ndarray, k: int) -> GroundTruth:
+        """Exact neighbours among the documents still alive (cached on disk
+        for datasets)."""
+        if self.ds is not None:
+            mask = np.zeros(self.ds.n, bool)
+            mask[: self.n] = live
+            return self.ds.truth(k, where=mask, nq=len(queries))
+        return GroundTruth.compute(self.ids[live], self.vecs[live], queries, k, self.metric)
+
+
 # --- the workload ------------------------------------------------------------
 
 
@@ -120,26 +182,36 @@ class CrudWorkload(Workload):
     Params = CrudParams
     requires = frozenset({Capability.INSERT, Capability.SEARCH})
 
+    @classmethod
+    def check(cls, p: CrudParams) -> None:
+        if p.dataset is not None:
+            from storebench.data import datasets
+
+            ds = datasets.load(p.dataset)
+            if ds.nq == 0:
+                raise UserError(f"{ds.name} has no queries for find by vector", where="dataset")
+
     def run(self, ctx: RunContext, p: CrudParams) -> None:
         # compat: the study's own method: create is one extend() of all the
         # documents, then one untimed-warm-up-free operation per task.
         compat = ctx.mode == "compat"
-        batch_size, ops, warmup = (p.n, 1, 0) if compat else (p.batch_size, p.ops, p.warmup)
+        batch_size, ops, warmup = (None, 1, 0) if compat else (p.batch_size, p.ops, p.warmup)
         if compat:
             ctx.metrics["method"] = (
                 "compat: create as one call of all documents, one operation per task, no warm-up"
             )
         rng = np.random.default_rng([p.seed, 7])
-        ids = np.arange(p.n, dtype=np.int64)
-        tags = synthetic.uniform_ints(p.n, 0, p.tag_values or p.n, p.seed)
-        vecs = synthetic.vectors(p.n, p.dim, p.data, p.seed)
+        data = CrudData(p)
+        n, ids, tags, vecs = data.n, data.ids, data.tags, data.vecs
+        ctx.metrics["data"] = data.describe
         docs = DocBatch(ids, {TAG: tags}, vecs)
-        coll = ctx.collection("crud", docs.schema(p.metric, indexed=(TAG,)))
+        coll = ctx.collection("crud", docs.schema(data.metric, indexed=(TAG,)))
         common: dict[str, Any] = {"clients": p.clients, "warmup_ops": warmup}
         pool = ops + warmup * p.clients  # distinct arguments for every op
 
         # create
-        n_batches = -(-p.n // batch_size)
+        batch_size = batch_size or n
+        n_batches = -(-n // batch_size)
         shared = (ctx.share("ids", ids), ctx.share("tags", tags), ctx.share("vecs", vecs))
         ctx.measure(
             Task(
@@ -152,34 +224,34 @@ class CrudWorkload(Workload):
             coll,
         )
         held = coll.count()
-        if held != p.n:
+        if held != n:
             raise TaskFailed(
-                f"count check after create: {ctx.store.engine} holds {held} of {p.n} documents"
+                f"count check after create: {ctx.store.engine} holds {held} of {n} documents"
             )
         if ctx.store.supports(Capability.SIZE):
             ctx.metrics["size_bytes_after_create"] = coll.size_bytes()
         if ctx.store.supports(Capability.INDEX):
-            ctx.once("build_index", lambda: coll.build_index(ctx.store.spec.index), items=p.n)
+            ctx.once("build_index", lambda: coll.build_index(ctx.store.spec.index), items=n)
 
         # read, update, delete by id: one document per op; ids cycle through a
         # random order, and deletes take distinct ids from at most half the set
-        order = rng.permutation(p.n)
-        read_ids = [order[j : j + 1] for j in range(min(pool, p.n))]
+        order = rng.permutation(n)
+        read_ids = [order[j : j + 1] for j in range(min(pool, n))]
         self._task(ctx, coll, "read", "get", read_ids, ops, common)
-        upd_rows = order[: min(pool, p.n)]
-        new_tags = rng.integers(0, p.tag_values or p.n, len(upd_rows), dtype=np.int64)
+        upd_rows = order[: min(pool, n)]
+        new_tags = rng.integers(0, p.tag_values or n, len(upd_rows), dtype=np.int64)
         updates = [
             DocBatch(ids[r : r + 1], {TAG: new_tags[j : j + 1]}, vecs[r : r + 1])
             for j, r in enumerate(upd_rows)
         ]
         self._task(ctx, coll, "update", "update", updates, ops, common)
         tags[upd_rows] = new_tags
-        del_rows = order[::-1][: min(pool, p.n // 2)]
+        del_rows = order[::-1][: min(pool, n // 2)]
         n_del = max(0, len(del_rows) - warmup * p.clients)
         deleted = self._task(
             ctx, coll, "delete", "delete", [ids[r : r + 1] for r in del_rows], n_del, common
         )
-        live = np.ones(p.n, bool)
+        live = np.ones(n, bool)
         if deleted:
             live[del_rows] = False
             held = coll.count()
@@ -194,8 +266,8 @@ class CrudWorkload(Workload):
         self._task(ctx, coll, "find_by_condition", "find", conditions, ops, common)
 
         # find by vector, once per search setting (the index is built once)
-        queries = synthetic.vectors(min(p.ops, 10_000), p.dim, p.data, p.seed + 1)
-        truth = GroundTruth.compute(ids[live], vecs[live], queries, max(p.k, 100), p.metric)
+        queries = data.queries(min(p.ops, 10_000))
+        truth = data.truth(live, queries, max(p.k, 100))
         shared_q = ctx.share("queries", queries)
         for setting in ctx.search_settings():
             if setting:

@@ -1,0 +1,404 @@
+"""``storebench dataset``: list, inspect, fetch, make and import datasets, and
+compute their exact ground truth. Imports of the data modules are local to
+each command so ``storebench --help`` stays fast."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from storebench.errors import UserError
+
+METRICS = click.Choice(["l2", "ip", "cosine"])
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+@contextlib.contextmanager
+def _bar(label: str, total: int | None, enabled: bool | None) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr (when it is a terminal, or forced)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    on = console.is_terminal if enabled is None else enabled
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not on,
+    ) as p:
+        task = p.add_task(label, total=total)
+        yield lambda n: p.advance(task, n)
+
+
+def _console() -> Any:
+    from storebench.report.terminal import make_console
+
+    return make_console()
+
+
+progress_option = click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Progress bar (default: when stderr is a terminal).",
+)
+
+
+@click.group()
+def dataset() -> None:
+    """Datasets: the standard sets, imported files, synthetic data, ground truth.
+
+    Datasets live in $STOREBENCH_DATA (default ~/.cache/storebench) as
+    memory-mappable arrays."""
+
+
+@dataset.command(name="list")
+@click.option("--local", "local_only", is_flag=True, help="Only datasets in the data directory.")
+def list_(local_only: bool) -> None:
+    """The registered standard sets and the datasets in the data directory."""
+    from rich.table import Table
+
+    from storebench.data import datasets, registry
+
+    root = datasets.data_dir()
+    local = set(datasets.local_names(root))
+    t = Table("dataset", "dim", "metric", "vectors", "queries", "size", "source", "local")
+    if not local_only:
+        for e in registry.ENTRIES:
+            t.add_row(
+                e.name,
+                str(e.dim),
+                e.metric,
+                f"{e.n:,}",
+                "?" if e.nq is None else f"{e.nq:,}",
+                "≈" + _gb(e.approx_bytes),
+                e.source,
+                "yes" if e.name in local else "",
+            )
+    for name in sorted(local - (set() if local_only else set(registry.names()))):
+        try:
+            ds = datasets.Dataset(root / name)
+        except UserError as exc:
+            t.add_row(name, "", "", "", "", "", f"unreadable: {exc}", "yes")
+            continue
+        t.add_row(
+            name,
+            str(ds.dim),
+            ds.metric,
+            f"{ds.n:,}",
+            f"{ds.nq:,}",
+            _gb(ds.info()["bytes"]),
+            str(ds.meta.source.get("registry") or ds.meta.source.get("kind", "")),
+            "yes",
+        )
+    _console().print(t)
+    click.echo(f"data directory: {root}", err=True)
+
+
+@dataset.command()
+@click.argument("target")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def info(target: str, as_json: bool) -> None:
+    """What TARGET holds: a dataset name, a registered set, or a file/directory
+    in a known format (read and checked, not imported)."""
+    from storebench.data import datasets, formats, registry
+
+    root = datasets.data_dir()
+    out: dict[str, Any]
+    if (root / target / "meta.json").exists() or (Path(target) / "meta.json").exists():
+        ds = datasets.Dataset(root / target if (root / target).exists() else Path(target))
+        out = ds.info()
+    elif registry.get(target) is not None and not Path(target).exists():
+        e = registry.REGISTRY[target]
+        out = {
+            "name": e.name,
+            "registered": True,
+            "downloaded": False,
+            "dim": e.dim,
+            "metric": e.metric,
+            "n": e.n,
+            "queries": e.nq,
+            "approx_bytes": e.approx_bytes,
+            "source": e.source,
+            "urls": [f.url for f in e.files],
+            "sha256": {
+                f.url: f.sha256 or datasets.recorded_checksums(root).get(f.url) for f in e.files
+            },
+            "notes": e.notes,
+        }
+    elif Path(target).exists():
+        src = formats.open_source(target)
+        try:
+            out = {
+                "path": target,
+                "format": src.kind,
+                "n": len(src.base),
+                "dim": src.base.dim,
+                "metric": src.metric,
+                "queries": 0 if src.queries is None else len(src.queries),
+                "provided_truth_k": 0 if src.neighbors is None else int(src.neighbors.shape[1]),
+                "fields": sorted(src.fields),
+                "files": src.files,
+            }
+        finally:
+            src.close()
+    else:
+        datasets.load(target)  # raises the right "unknown dataset" error
+        return
+    if as_json:
+        click.echo(json.dumps(out, indent=2, default=str))
+        return
+    width = max(len(k) for k in out)
+    for k, v in out.items():
+        if isinstance(v, dict | list):
+            v = json.dumps(v, default=str)
+        click.echo(f"{k:<{width}}  {v}")
+
+
+@dataset.command()
+@click.argument("name")
+@click.option("--mirror", metavar="URL", help="Fetch from this base URL instead (path kept).")
+@click.option("--keep-download", is_flag=True, help="Keep the downloaded file after import.")
+@click.option("--force", is_flag=True, help="Fetch and import again even if present.")
+@progress_option
+def fetch(
+    name: str, mirror: str | None, keep_download: bool, force: bool, progress: bool | None
+) -> None:
+    """Download a registered set (resuming, SHA-256 checked) and import it."""
+    from storebench.data import datasets
+
+    t0 = time.perf_counter()
+    ds = datasets.fetch(
+        name, mirror=mirror, progress=progress, keep_download=keep_download, replace=force
+    )
+    click.echo(
+        f"{ds.name}: {ds.n:,} x {ds.dim} {ds.metric}, {ds.nq:,} queries "
+        f"in {ds.path} ({time.perf_counter() - t0:.1f} s)"
+    )
+
+
+def _floats(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...]:
+    if not value:
+        return ()
+    try:
+        out = tuple(
+            float(v.rstrip("%")) / (100 if v.endswith("%") else 1) for v in value.split(",")
+        )
+    except ValueError:
+        raise click.BadParameter("a comma-separated list like 0.01,0.1,0.5,0.99") from None
+    for s in out:
+        if not 0 < s <= 1:
+            raise click.BadParameter(f"selectivity {s} is not in (0, 1]")
+    return out
+
+
+@dataset.command()
+@click.option("--name", help="Dataset name (default: from the parameters).")
+@click.option("-n", "--n", "n", type=click.IntRange(min=1), default=100_000, show_default=True)
+@click.option("--dim", type=click.IntRange(min=1), default=128, show_default=True)
+@click.option(
+    "--kind", type=click.Choice(["clustered", "uniform"]), default="clustered", show_default=True
+)
+@click.option("--metric", type=METRICS, default="l2", show_default=True)
+@click.option("--queries", "nq", type=click.IntRange(min=0), default=1000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--clusters", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option(
+    "--tag-values",
+    type=click.IntRange(min=0),
+    default=None,
+    help="tags.i uniform in [0, V) (DocArray); default n; 0 for none.",
+)
+@click.option(
+    "--labels",
+    callback=_floats,
+    metavar="S1,S2,..",
+    help="Keyword columns matching these fractions of rows, e.g. 0.01,0.1,0.5,0.99.",
+)
+@click.option(
+    "--strings",
+    type=click.IntRange(min=0),
+    default=0,
+    help="String attributes (arangob complexity).",
+)
+@click.option("--string-size", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--force", is_flag=True, help="Replace a dataset of the same name.")
+@progress_option
+def make(
+    name: str | None,
+    n: int,
+    dim: int,
+    kind: str,
+    metric: str,
+    nq: int,
+    seed: int,
+    clusters: int,
+    tag_values: int | None,
+    labels: tuple[float, ...],
+    strings: int,
+    string_size: int,
+    force: bool,
+    progress: bool | None,
+) -> None:
+    """Generate a synthetic dataset (deterministic by seed, in chunks)."""
+    from storebench.data import datasets
+
+    spec = datasets.SyntheticSpec(
+        n=n,
+        dim=dim,
+        kind=kind,  # type: ignore[arg-type]
+        metric=metric,  # type: ignore[arg-type]
+        nq=nq,
+        seed=seed,
+        clusters=clusters,
+        tag_values=tag_values,
+        labels=labels,
+        strings=strings,
+        string_size=string_size,
+    )
+    t0 = time.perf_counter()
+    with _bar("generating", n, progress) as bar:
+        ds = datasets.make_synthetic(spec, name, replace=force, progress=bar)
+    fields = ", ".join(ds.meta.fields) or "none"
+    click.echo(
+        f"{ds.name}: {ds.n:,} x {ds.dim} {ds.metric}, {ds.nq:,} queries, fields: {fields} "
+        f"in {ds.path} ({time.perf_counter() - t0:.1f} s)"
+    )
+
+
+@dataset.command(name="import")
+@click.argument("path", type=click.Path())
+@click.option("--name", help="Dataset name (default: from the file name).")
+@click.option("--queries", type=click.Path(), help="A separate file of query vectors.")
+@click.option(
+    "--truth", type=click.Path(), help="A separate file of true neighbours (.ivecs, big-ann GT)."
+)
+@click.option("--metric", type=METRICS, help="Required when the source does not say it.")
+@click.option(
+    "--holdout",
+    type=click.IntRange(min=0),
+    default=0,
+    help="No queries in the source: hold out this many random base rows as queries.",
+)
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first N base vectors.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of --holdout.")
+@click.option("--force", is_flag=True, help="Replace a dataset of the same name.")
+@progress_option
+def import_(
+    path: str,
+    name: str | None,
+    queries: str | None,
+    truth: str | None,
+    metric: str | None,
+    holdout: int,
+    limit: int | None,
+    seed: int,
+    force: bool,
+    progress: bool | None,
+) -> None:
+    """Import PATH (HDF5, fvecs/ivecs/bvecs, fbin/u8bin/i8bin, Parquet, npy, or a
+    directory of them) into the data directory, checking every vector."""
+    from storebench.data import datasets, formats
+
+    t0 = time.perf_counter()
+    src = formats.open_source(path, queries=queries, truth=truth, metric=metric, limit=limit)  # type: ignore[arg-type]
+    try:
+        total = len(src.base) if limit is None else min(limit, len(src.base))
+        st = Path(path).stat()
+        with _bar("importing", total, progress) as bar:
+            ds = datasets.import_source(
+                src,
+                name or datasets.default_name(Path(path)),
+                metric=metric,  # type: ignore[arg-type]
+                holdout=holdout,
+                limit=limit,
+                seed=seed,
+                replace=force,
+                source_info={
+                    "path": str(Path(path).resolve()),
+                    "size": st.st_size,
+                    "mtime": st.st_mtime,
+                },
+                progress=bar,
+            )
+    finally:
+        src.close()
+    extra = f", provided truth k={ds.meta.provided_truth_k}" if ds.meta.provided_truth_k else ""
+    click.echo(
+        f"{ds.name}: {ds.n:,} x {ds.dim} {ds.metric}, {ds.nq:,} queries{extra} "
+        f"in {ds.path} ({time.perf_counter() - t0:.1f} s)"
+    )
+
+
+@dataset.command(name="truth")
+@click.argument("target")
+@click.option("-k", "--k", "k", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option(
+    "--where", "where", metavar="FILTER", help='A filter, e.g. \'{"label_1p": "label_1p"}\'.'
+)
+@click.option("--metric", type=METRICS, help="Default: the dataset's.")
+@click.option("--queries", "nq", type=click.IntRange(min=1), help="Only the first N queries.")
+@click.option("--threads", type=click.IntRange(min=1), help="Worker threads (default: all CPUs).")
+@click.option("--recompute", is_flag=True, help="Ignore cached and provided truth.")
+@progress_option
+def truth_(
+    target: str,
+    k: int,
+    where: str | None,
+    metric: str | None,
+    nq: int | None,
+    threads: int | None,
+    recompute: bool,
+    progress: bool | None,
+) -> None:
+    """Exact ground truth of TARGET's queries, computed once and cached."""
+    import yaml
+
+    from storebench.data import datasets
+
+    ds = datasets.load(target)
+    flt = None
+    if where:
+        try:
+            flt = yaml.safe_load(where)
+        except yaml.YAMLError as exc:
+            raise UserError(f"not a filter: {exc}".splitlines()[0], where="--where") from None
+    mask = ds.mask(flt)
+    m = metric or ds.metric
+    q = ds.nq if nq is None else min(nq, ds.nq)
+    cached = None if recompute else ds.cached_truth(k, mask, m, q)  # type: ignore[arg-type]
+    t0 = time.perf_counter()
+    if cached is not None:
+        gt = cached
+        how = "cached"
+    else:
+        rows = ds.n if mask is None else int(mask.sum())
+        n_qblocks = -(-q // 2048)
+        with _bar("ground truth", rows * n_qblocks, progress) as bar:
+            gt = ds.truth(
+                k,
+                mask,
+                metric=m,  # type: ignore[arg-type]
+                nq=q,
+                recompute=recompute,
+                threads=threads,
+                progress=bar,
+            )
+        how = "computed"
+    dt = time.perf_counter() - t0
+    sel = "" if mask is None else f", filter keeps {int(mask.sum()):,} of {ds.n:,} rows"
+    short = int((gt.ids < 0).any(axis=1).sum())
+    note = f"; {short} queries have fewer than {k} matches" if short else ""
+    click.echo(f"{ds.name}: k={k} {m} for {q:,} queries{sel}: {how} in {dt:.2f} s{note}")

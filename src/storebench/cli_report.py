@@ -1,0 +1,180 @@
+"""``storebench report``, ``compare`` and ``export``: what to do with results.
+
+Heavy libraries (matplotlib, pandas, pyarrow: the ``report`` extra) are
+imported inside the commands, so the rest of the CLI starts fast and works
+without them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from storebench.errors import UserError
+
+
+def _fmt_value(metric: str, v: float) -> str:
+    from storebench.report.terminal import fmt_ns, fmt_rate
+
+    if metric.startswith("recall"):
+        return f"{v:.4f}"
+    if metric == "ops/s":
+        return fmt_rate(v) or "0"
+    return fmt_ns(v)
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory for report.md, report.html and plots/.",
+)
+@click.option("--title", default="storebench report", show_default=True)
+def report(paths: tuple[str, ...], out_dir: str, title: str) -> None:
+    """Markdown tables, plots (PNG and SVG) and one self-contained HTML page
+    from result files or directories of *.jsonl."""
+    from storebench.report import build, plots
+    from storebench.report.data import load_nonempty
+
+    plots.require()
+    recs = load_nonempty(paths)
+    written = build.write(recs, Path(out_dir), title)
+    click.echo(f"{written.markdown}")
+    click.echo(f"{written.html}")
+    click.echo(
+        f"storebench: {len(recs)} run(s); {len(written.plots)} plot files in {Path(out_dir) / 'plots'}",
+        err=True,
+    )
+
+
+@click.command()
+@click.argument("a", type=click.Path())
+@click.argument("b", type=click.Path())
+@click.option(
+    "--a",
+    "a_where",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Only A's runs with this value, e.g. store=memory, clients=2, run_id=2026... (repeatable).",
+)
+@click.option("--b", "b_where", multiple=True, metavar="KEY=VALUE", help="The same for B.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option(
+    "--fail-worse", is_flag=True, help="Exit with status 1 when B is worse beyond the noise."
+)
+def compare(
+    a: str,
+    b: str,
+    a_where: tuple[str, ...],
+    b_where: tuple[str, ...],
+    as_json: bool,
+    fail_worse: bool,
+) -> None:
+    """Compare runs B against runs A, metric by metric (B/A), flagging
+    differences within the measured spread as noise.
+
+    A and B are result files or directories; the same path twice with --a
+    and --b filters compares two slices of one file."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from storebench.report.compare import compare as do_compare
+    from storebench.report.compare import describe_differ, select
+    from storebench.report.data import load
+    from storebench.report.terminal import make_console
+
+    ra = select(load(a), list(a_where))
+    rb = select(load(b), list(b_where))
+    if not ra:
+        raise UserError("no runs match", where=f"A ({a} {' '.join(a_where)})".strip())
+    if not rb:
+        raise UserError("no runs match", where=f"B ({b} {' '.join(b_where)})".strip())
+    comp = do_compare(ra, rb)
+    if as_json:
+        click.echo(comp.to_json())
+    else:
+        console = make_console()
+        console.print(
+            f"A: {a} ({comp.runs_a} ok runs)  B: {b} ({comp.runs_b} ok runs)\n"
+            f"{describe_differ(comp.differ)}",
+            markup=False,
+            highlight=False,
+        )
+        style = {"better": "green", "worse": "bold red", "noise": "dim", "same": "dim"}
+        pairs: list[str] = []
+        for r in comp.rows:
+            if r.pair not in pairs:
+                pairs.append(r.pair)
+        for pair in pairs:
+            t = Table(title=Text(pair, "bold"), title_justify="left")
+            for col in ("task", "metric", "A", "A interval", "B", "B interval", "B/A", "verdict"):
+                t.add_column(
+                    col, justify="left" if col in ("task", "metric", "verdict") else "right"
+                )
+            for r in comp.rows:
+                if r.pair != pair:
+                    continue
+                t.add_row(
+                    r.task,
+                    r.metric,
+                    _fmt_value(r.metric, r.a.value),
+                    _interval(r.metric, r.a),
+                    _fmt_value(r.metric, r.b.value),
+                    _interval(r.metric, r.b),
+                    "-" if r.ratio is None else f"{r.ratio:.3f}",
+                    Text(r.verdict, style.get(r.verdict, "")),
+                )
+            console.print(t)
+        for side, labels in (("A", comp.only_a), ("B", comp.only_b)):
+            for label in labels:
+                console.print(f"only in {side}: {label}", markup=False, highlight=False)
+        console.print(
+            "noise: the intervals overlap (repeats: min..max of the runs; one run: ~95% "
+            "interval from its HDR histogram, or binomial for recall).",
+            style="dim",
+            markup=False,
+            highlight=False,
+        )
+    if fail_worse and comp.worse:
+        sys.exit(1)
+
+
+def _interval(metric: str, iv: object) -> str:
+    from storebench.report.compare import Interval
+
+    assert isinstance(iv, Interval)
+    if iv.basis == "none":
+        return "?"
+    return f"{_fmt_value(metric, iv.lo)}..{_fmt_value(metric, iv.hi)} ({iv.basis})"
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["csv", "parquet"]),
+    default=None,
+    help="Default: from the --out suffix (.csv or .parquet).",
+)
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Output file.")
+def export(paths: tuple[str, ...], fmt: str | None, out: str) -> None:
+    """One row per run x task of the result files, as CSV or Parquet."""
+    from storebench.report.data import load_nonempty
+    from storebench.report.export import write_csv, write_parquet
+
+    path = Path(out)
+    if fmt is None:
+        fmt = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}.get(path.suffix.lower())
+        if fmt is None:
+            raise UserError(
+                "give --format csv|parquet (or an --out ending .csv/.parquet)", where="--out"
+            )
+    recs = load_nonempty(paths)
+    n = write_csv(recs, path) if fmt == "csv" else write_parquet(recs, path)
+    click.echo(f"{path}")
+    click.echo(f"storebench: {n} rows from {len(recs)} run(s)", err=True)

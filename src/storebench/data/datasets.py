@@ -1,0 +1,920 @@
+"""Datasets in the data directory: import, make, fetch, load, ground truth.
+
+The data directory is ``$STOREBENCH_DATA``, else ``$XDG_CACHE_HOME/storebench``,
+else ``~/.cache/storebench``. Each dataset is one directory of ``.npy``
+arrays that are memory-mapped when opened, so client processes share the
+page cache instead of copying::
+
+    <data>/<name>/meta.json          name, dim, metric, counts, source, fields
+                  vectors.npy        (n, dim) float32
+                  ids.npy            (n,) int64
+                  queries.npy        (nq, dim) float32          (if any)
+                  fields/<f>.npy     one column per scalar field
+                  truth/provided.npz neighbours the source shipped (if any)
+                  truth/k100-l2-all-q10000.npz   computed, reused
+    <data>/downloads/                fetched files (``.part`` while incomplete)
+    <data>/checksums.json            SHA-256 recorded at first download
+
+A dataset is written into a hidden temporary directory and renamed into
+place only when complete, so a failed or interrupted import leaves nothing
+behind under its name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from storebench.data import formats, registry, synthetic
+from storebench.data.batch import DocBatch, Metric
+from storebench.data.truth import GroundTruth, exact_knn, pair_distances
+from storebench.errors import UserError
+
+log = logging.getLogger("storebench.data")
+
+FORMAT_VERSION = 1
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+Where = Any  # a storebench.stores.filters.Filter, its dict form, or a boolean mask
+
+
+def data_dir() -> Path:
+    """The data directory (created on first use)."""
+    env = os.environ.get("STOREBENCH_DATA")
+    if env:
+        root = Path(env).expanduser()
+    else:
+        cache = os.environ.get("XDG_CACHE_HOME")
+        root = (Path(cache).expanduser() if cache else Path.home() / ".cache") / "storebench"
+    return root
+
+
+def _check_name(name: str) -> str:
+    if not _NAME_RE.match(name):
+        raise UserError(
+            "dataset names are letters, digits, '.', '_' and '-' (not starting with '.' or '-')",
+            where=repr(name),
+        )
+    return name
+
+
+@dataclass
+class Meta:
+    name: str
+    dim: int
+    metric: Metric
+    n: int
+    nq: int
+    fields: dict[str, str] = field(default_factory=dict)  # name -> kind
+    source: dict[str, Any] = field(default_factory=dict)
+    provided_truth_k: int = 0
+    created: str = ""
+    format_version: int = FORMAT_VERSION
+
+    @staticmethod
+    def read(path: Path) -> Meta:
+        try:
+            raw = json.loads((path / "meta.json").read_text())
+            return Meta(**raw)
+        except FileNotFoundError:
+            raise UserError("not a storebench dataset (no meta.json)", where=str(path)) from None
+        except (ValueError, TypeError) as exc:
+            raise UserError(f"corrupt meta.json ({exc})", where=str(path / "meta.json")) from None
+
+
+def _npy(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError:
+        raise UserError("dataset file missing", where=str(path)) from None
+    except (ValueError, OSError) as exc:
+        raise UserError(f"corrupt dataset file ({exc})", where=str(path)) from None
+
+
+def _mask_key(mask: np.ndarray | None) -> str:
+    if mask is None:
+        return "all"
+    h = hashlib.sha256(np.packbits(mask).tobytes())
+    h.update(str(len(mask)).encode())
+    return h.hexdigest()[:16]
+
+
+class Dataset:
+    """A dataset in the data directory. Arrays are read-only memmaps."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.meta = Meta.read(self.path)
+
+    def __repr__(self) -> str:
+        m = self.meta
+        return f"Dataset({m.name!r}, n={m.n}, dim={m.dim}, metric={m.metric!r}, nq={m.nq})"
+
+    # --- facts
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def dim(self) -> int:
+        return self.meta.dim
+
+    @property
+    def metric(self) -> Metric:
+        return self.meta.metric
+
+    @property
+    def n(self) -> int:
+        return self.meta.n
+
+    @property
+    def nq(self) -> int:
+        return self.meta.nq
+
+    def __len__(self) -> int:
+        return self.meta.n
+
+    # --- arrays
+    @cached_property
+    def vectors(self) -> np.ndarray:
+        v = _npy(self.path / "vectors.npy")
+        if v.shape != (self.n, self.dim) or v.dtype != np.float32:
+            raise UserError(
+                f"vectors.npy holds {v.shape} {v.dtype}, meta.json says ({self.n}, {self.dim}) float32",
+                where=str(self.path),
+            )
+        return v
+
+    @cached_property
+    def ids(self) -> np.ndarray:
+        ids = _npy(self.path / "ids.npy")
+        if ids.shape != (self.n,) or ids.dtype != np.int64:
+            raise UserError(f"ids.npy holds {ids.shape} {ids.dtype}", where=str(self.path))
+        return ids
+
+    @cached_property
+    def queries(self) -> np.ndarray:
+        """(nq, dim) float32; an empty matrix when the dataset has none."""
+        if self.nq == 0:
+            return np.empty((0, self.dim), np.float32)
+        return _npy(self.path / "queries.npy")
+
+    @cached_property
+    def fields(self) -> dict[str, np.ndarray]:
+        return {f: _npy(self.path / "fields" / f"{f}.npy") for f in self.meta.fields}
+
+    @property
+    def docs(self) -> DocBatch:
+        """All documents as one batch of memmap views (nothing is read yet)."""
+        return DocBatch(self.ids, dict(self.fields), self.vectors)
+
+    # --- filters and truth
+    def mask(self, where: Where | None) -> np.ndarray | None:
+        """A boolean row mask for a filter (a Filter, its dict form, or a mask)."""
+        if where is None:
+            return None
+        if isinstance(where, np.ndarray):
+            if where.dtype != np.bool_ or where.shape != (self.n,):
+                raise UserError(
+                    f"a row mask must be bool of shape ({self.n},), got {where.dtype} {where.shape}",
+                    where=self.name,
+                )
+            return where
+        from storebench.stores import filters
+
+        try:
+            f = filters.parse(where)
+        except ValueError as exc:
+            raise UserError(str(exc), where=self.name) from None
+        missing = filters.fields_of(f) - set(self.meta.fields)
+        if missing:
+            raise UserError(
+                f"filter names field(s) {', '.join(sorted(missing))}; the dataset has: "
+                f"{', '.join(self.meta.fields) or 'no fields'}",
+                where=self.name,
+            )
+        cols = {k: self.fields[k] for k in filters.fields_of(f)}
+        return np.asarray(filters.evaluate(f, cols), dtype=bool)
+
+    def _truth_files(self) -> Iterator[tuple[Path, int, str, str, int]]:
+        d = self.path / "truth"
+        if not d.is_dir():
+            return
+        for p in d.glob("k*-*-*-q*.npz"):
+            m = re.match(r"k(\d+)-(\w+)-(\w+)-q(\d+)\.npz$", p.name)
+            if m:
+                yield p, int(m.group(1)), m.group(2), m.group(3), int(m.group(4))
+
+    def cached_truth(
+        self,
+        k: int,
+        where: Where | None = None,
+        metric: Metric | None = None,
+        nq: int | None = None,
+    ) -> GroundTruth | None:
+        """The truth from disk if some cached or provided file covers the request."""
+        metric = metric or self.metric
+        nq = self.nq if nq is None else nq
+        key = _mask_key(self.mask(where))
+        best: tuple[int, int, Path] | None = None
+        for p, kk, mm, hh, qq in self._truth_files():
+            fits = mm == metric and hh == key and kk >= k and qq >= nq
+            if fits and (best is None or (kk, qq) < best[:2]):
+                best = (kk, qq, p)
+        if best is not None:
+            gt = _read_truth(best[2])
+            return GroundTruth(gt.ids[:nq, :k], gt.distances[:nq, :k])
+        prov = self.path / "truth" / "provided.npz"
+        if (
+            key == "all"
+            and metric == self.metric
+            and prov.exists()
+            and self.meta.provided_truth_k >= k
+        ):
+            gt = _read_truth(prov)
+            return GroundTruth(gt.ids[:nq, :k], gt.distances[:nq, :k])
+        return None
+
+    def truth(
+        self,
+        k: int = 100,
+        where: Where | None = None,
+        *,
+        metric: Metric | None = None,
+        nq: int | None = None,
+        recompute: bool = False,
+        threads: int | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> GroundTruth:
+        """Exact k nearest documents (by id) of the first ``nq`` queries (all
+        by default), among the rows ``where`` selects (all by default).
+        Computed once and cached in ``truth/`` keyed by (k, metric, filter
+        rows, nq); a cached answer for a larger k or more queries serves a
+        smaller request, and so does the truth the source shipped (unless
+        ``recompute``)."""
+        metric = metric or self.metric
+        nq = self.nq if nq is None else min(nq, self.nq)
+        if self.nq == 0:
+            raise UserError(
+                "the dataset has no queries; import it with --queries or --holdout",
+                where=self.name,
+            )
+        if k < 1:
+            raise UserError(f"k must be at least 1, got {k}", where=self.name)
+        mask = self.mask(where)
+        if not recompute:
+            hit = self.cached_truth(k, mask, metric, nq)
+            if hit is not None:
+                return hit
+        t0 = time.perf_counter()
+        pos, dist = exact_knn(
+            self.vectors,
+            self.queries[:nq],
+            k,
+            metric,
+            rows=mask,
+            threads=threads,
+            progress=progress,
+        )
+        ids = np.where(pos >= 0, self.ids[np.maximum(pos, 0)], -1).astype(np.int64)
+        gt = GroundTruth(ids, dist)
+        log.info(
+            "ground truth for %s: k=%d, %d queries, %s in %.1f s",
+            self.name,
+            k,
+            nq,
+            "all rows" if mask is None else f"{int(mask.sum())} filtered rows",
+            time.perf_counter() - t0,
+        )
+        out = self.path / "truth" / f"k{k}-{metric}-{_mask_key(mask)}-q{nq}.npz"
+        with contextlib.suppress(OSError):  # a read-only data dir still answers
+            _write_truth(out, gt)
+        return gt
+
+    def info(self) -> dict[str, Any]:
+        m = self.meta
+        size = sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
+        cached = sorted(
+            f"k={kk} {mm} {'all rows' if hh == 'all' else 'filter ' + hh} q={qq}"
+            for _, kk, mm, hh, qq in self._truth_files()
+        )
+        return {
+            "name": m.name,
+            "path": str(self.path),
+            "n": m.n,
+            "dim": m.dim,
+            "metric": m.metric,
+            "queries": m.nq,
+            "fields": m.fields,
+            "provided_truth_k": m.provided_truth_k,
+            "cached_truth": cached,
+            "bytes": size,
+            "source": m.source,
+            "created": m.created,
+        }
+
+
+def _read_truth(path: Path) -> GroundTruth:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return GroundTruth(z["ids"].astype(np.int64), z["distances"].astype(np.float32))
+    except (OSError, ValueError, KeyError) as exc:
+        raise UserError(f"corrupt ground truth file ({exc})", where=str(path)) from None
+
+
+def _write_truth(path: Path, gt: GroundTruth) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, ids=gt.ids, distances=gt.distances)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# --- writing datasets ------------------------------------------------------------
+
+
+class _Writer:
+    """Builds a dataset in a hidden temporary directory; ``commit`` renames it
+    into place. Leaving the ``with`` block without commit removes it all."""
+
+    def __init__(self, root: Path, name: str, replace: bool):
+        self.root = root
+        self.name = _check_name(name)
+        self.final = root / name
+        self.replace = replace
+        if self.final.exists() and not replace:
+            raise UserError(
+                "a dataset of that name exists (use --force to replace it)", where=str(self.final)
+            )
+        root.mkdir(parents=True, exist_ok=True)
+        self.dir = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=root))
+        self.committed = False
+
+    def __enter__(self) -> _Writer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.committed:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def array(self, rel: str, shape: tuple[int, ...], dtype: Any) -> np.memmap[Any, Any]:
+        p = self.dir / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return np.lib.format.open_memmap(p, mode="w+", dtype=dtype, shape=shape)
+
+    def save(self, rel: str, arr: np.ndarray) -> None:
+        p = self.dir / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        np.save(p, np.ascontiguousarray(arr), allow_pickle=False)
+
+    def commit(self, meta: Meta) -> Dataset:
+        meta.created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        (self.dir / "meta.json").write_text(json.dumps(asdict(meta), indent=2) + "\n")
+        old = None
+        if self.final.exists():
+            if not self.replace:
+                raise UserError("a dataset of that name appeared meanwhile", where=str(self.final))
+            old = self.root / f".{self.name}.old-{uuid.uuid4().hex[:8]}"
+            os.replace(self.final, old)
+        os.replace(self.dir, self.final)
+        self.committed = True
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        return Dataset(self.final)
+
+
+def _check_space(root: Path, need: int) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(root).free
+    if need > free:
+        raise UserError(
+            f"needs about {need / 1e9:.1f} GB, only {free / 1e9:.1f} GB free", where=str(root)
+        )
+
+
+def _copy_vectors(
+    w: _Writer,
+    rel: str,
+    src: formats.VectorSource,
+    dim: int,
+    skip: np.ndarray | None = None,
+    limit: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Stream ``src`` into ``rel`` (float32), leaving out rows in ``skip``."""
+    n_src = len(src) if limit is None else min(limit, len(src))
+    n_out = n_src - (0 if skip is None else int(skip[:n_src].sum()))
+    out = w.array(rel, (n_out, dim), np.float32)
+    row = 0  # source rows consumed
+    pos = 0  # rows written
+    for block in src.chunks():
+        if row >= n_src:
+            break
+        block = block[: n_src - row]
+        if block.shape[1] != dim:
+            raise UserError(
+                f"rows from {row}: dimension {block.shape[1]}, expected {dim}", where=src.where
+            )
+        kept = block if skip is None else block[~skip[row : row + len(block)]]
+        out[pos : pos + len(kept)] = kept
+        pos += len(kept)
+        row += len(block)
+        if progress is not None:
+            progress(len(block))
+    if pos != n_out:
+        raise UserError(
+            f"the source yielded {row:,} rows; its header promised {n_src:,} (truncated?)",
+            where=src.where,
+        )
+    out.flush()
+    del out
+    return n_out
+
+
+def import_source(
+    src: formats.SourceSet,
+    name: str,
+    *,
+    metric: Metric | None = None,
+    holdout: int = 0,
+    limit: int | None = None,
+    seed: int = 0,
+    replace: bool = False,
+    source_info: Mapping[str, Any] | None = None,
+    root: Path | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Dataset:
+    """Copy a source into the data directory as memory-mappable arrays,
+    validating every vector on the way."""
+    root = root or data_dir()
+    metric = metric or src.metric
+    if metric is None:
+        raise UserError(
+            "the source does not say its metric: give --metric l2, ip or cosine",
+            where=src.files[0] if src.files else name,
+        )
+    if metric not in ("l2", "ip", "cosine"):
+        raise UserError(f"unknown metric {metric!r} (use l2, ip or cosine)", where=name)
+    base = src.base
+    dim = base.dim
+    n_src = len(base) if limit is None else min(limit, len(base))
+    if n_src == 0:
+        raise UserError("no base vectors", where=base.where)
+    skip = None
+    held: np.ndarray | None = None
+    if src.queries is None and holdout:
+        if holdout >= n_src:
+            raise UserError(f"cannot hold out {holdout} of {n_src} rows", where=base.where)
+        held = np.sort(np.random.default_rng([seed, 99]).choice(n_src, holdout, replace=False))
+        skip = np.zeros(n_src, bool)
+        skip[held] = True
+    nq_src = 0 if src.queries is None else len(src.queries)
+    _check_space(root, (n_src + nq_src) * dim * 4 + n_src * 8)
+    with _Writer(root, name, replace) as w:
+        n = _copy_vectors(w, "vectors.npy", base, dim, skip, n_src, progress)
+        nq = 0
+        if src.queries is not None:
+            nq = _copy_vectors(w, "queries.npy", src.queries, dim)
+        elif held is not None:
+            # the held-out rows, read back from the source
+            qs = w.array("queries.npy", (len(held), dim), np.float32)
+            row = 0
+            for block in base.chunks():
+                sel = held[(held >= row) & (held < row + len(block))]
+                if len(sel):
+                    qs[np.searchsorted(held, sel)] = block[sel - row]
+                row += len(block)
+                if row >= n_src:
+                    break
+            qs.flush()
+            nq = len(held)
+            del qs
+        ids = src.ids[:n_src] if src.ids is not None else np.arange(n_src, dtype=np.int64)
+        if skip is not None:
+            ids = ids[~skip]
+        if len(np.unique(ids)) != len(ids):
+            raise UserError("the source's ids are not unique", where=base.where)
+        w.save("ids.npy", ids.astype(np.int64))
+        kinds: dict[str, str] = {}
+        from storebench.data.batch import field_kind
+
+        for fname, col in src.fields.items():
+            col = np.asarray(col)[:n_src]
+            if skip is not None:
+                col = col[~skip]
+            if col.dtype == object:
+                col = col.astype(str)
+            kinds[fname] = field_kind(col)
+            w.save(f"fields/{fname}.npy", col)
+        provided_k = 0
+        if src.neighbors is not None and limit is None and skip is None and nq:
+            nb = src.neighbors
+            if len(nb) != nq:
+                raise UserError(f"{len(nb)} neighbour lists for {nq} queries", where=src.files[-1])
+            # distances recomputed in our metric's own terms, so they agree
+            # with computed truth and with what stores report
+            vec = np.load(w.dir / "vectors.npy", mmap_mode="r")
+            qv = np.load(w.dir / "queries.npy", mmap_mode="r")
+            dist = pair_distances(qv, vec, nb, metric)
+            # keep the source's order but make ties and rounding consistent
+            order = np.argsort(dist, axis=1, kind="stable")
+            nb = np.take_along_axis(nb, order, axis=1)
+            dist = np.take_along_axis(dist, order, axis=1)
+            nb_ids = np.where(nb >= 0, ids[np.maximum(nb, 0)], -1)
+            _write_truth(w.dir / "truth" / "provided.npz", GroundTruth(nb_ids, dist))
+            provided_k = int(nb.shape[1])
+            del vec, qv
+        info: dict[str, Any] = {"kind": src.kind, "files": src.files}
+        info.update(source_info or {})
+        if limit is not None:
+            info["limit"] = limit
+        if holdout and held is not None:
+            info["holdout"] = holdout
+            info["seed"] = seed
+        meta = Meta(
+            name=name,
+            dim=dim,
+            metric=metric,
+            n=n,
+            nq=nq,
+            fields=kinds,
+            source=info,
+            provided_truth_k=provided_k,
+        )
+        return w.commit(meta)
+
+
+def import_path(
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    *,
+    queries: str | os.PathLike[str] | None = None,
+    truth: str | os.PathLike[str] | None = None,
+    metric: Metric | None = None,
+    holdout: int = 0,
+    limit: int | None = None,
+    seed: int = 0,
+    replace: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> Dataset:
+    """Import a file or directory (any known format) into the data directory."""
+    p = Path(path)
+    name = name or default_name(p)
+    src = formats.open_source(p, queries=queries, truth=truth, metric=metric, limit=limit)
+    try:
+        st = p.stat()
+        return import_source(
+            src,
+            name,
+            metric=metric,
+            holdout=holdout,
+            limit=limit,
+            seed=seed,
+            replace=replace,
+            source_info={"path": str(p.resolve()), "size": st.st_size, "mtime": st.st_mtime},
+            progress=progress,
+        )
+    finally:
+        src.close()
+
+
+def default_name(p: Path) -> str:
+    stem = p.name if p.is_dir() else p.stem
+    stem = re.sub(r"(_base|\.base)$", "", stem)
+    return re.sub(r"[^A-Za-z0-9._-]", "-", stem).lstrip(".-") or "dataset"
+
+
+# --- synthetic ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    n: int
+    dim: int
+    kind: synthetic.Kind = "clustered"
+    metric: Metric = "l2"
+    nq: int = 1000
+    seed: int = 0
+    clusters: int = 64
+    tag_values: int | None = None  # tags.i in [0, tag_values); default n; 0: no tags
+    labels: tuple[float, ...] = ()  # selectivities, e.g. (0.01, 0.1, 0.5, 0.99)
+    strings: int = 0  # arangob complexity: string attributes per document
+    string_size: int = 16
+
+    def default_name(self) -> str:
+        return f"synthetic-{self.kind}-{self.n}x{self.dim}-{self.metric}-s{self.seed}"
+
+
+def make_synthetic(
+    spec: SyntheticSpec,
+    name: str | None = None,
+    *,
+    replace: bool = False,
+    root: Path | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Dataset:
+    """Generate a dataset chunk by chunk straight into the data directory."""
+    if spec.n < 1 or spec.dim < 1 or spec.nq < 0:
+        raise UserError("synthetic data needs n >= 1, dim >= 1 and queries >= 0", where="make")
+    if spec.kind not in synthetic.KINDS:
+        raise UserError(f"unknown kind {spec.kind!r} (use clustered or uniform)", where="make")
+    for s in spec.labels:
+        if not 0.0 < s <= 1.0:
+            raise UserError(f"label selectivity {s} is not in (0, 1]", where="make")
+    root = root or data_dir()
+    name = name or spec.default_name()
+    per_row = spec.dim * 4 + 8 + 8 + len(spec.labels) * 40 + spec.strings * spec.string_size * 4
+    _check_space(root, spec.n * per_row + spec.nq * spec.dim * 4)
+    with _Writer(root, name, replace) as w:
+        vec = w.array("vectors.npy", (spec.n, spec.dim), np.float32)
+        pos = 0
+        for part in synthetic.vector_chunks(spec.n, spec.dim, spec.kind, spec.seed, spec.clusters):
+            vec[pos : pos + len(part)] = part
+            pos += len(part)
+            if progress is not None:
+                progress(len(part))
+        vec.flush()
+        del vec
+        if spec.nq:
+            w.save(
+                "queries.npy",
+                synthetic.queries(spec.nq, spec.dim, spec.kind, spec.seed, spec.clusters),
+            )
+        w.save("ids.npy", np.arange(spec.n, dtype=np.int64))
+        kinds: dict[str, str] = {}
+        tag_values = spec.n if spec.tag_values is None else spec.tag_values
+        if tag_values:
+            col = w.array("fields/tags.i.npy", (spec.n,), np.int64)
+            pos = 0
+            for part in synthetic.uniform_int_chunks(spec.n, 0, tag_values, spec.seed):
+                col[pos : pos + len(part)] = part
+                pos += len(part)
+            col.flush()
+            kinds["tags.i"] = "int"
+        for s in spec.labels:
+            lname = synthetic.label_name(s)
+            width = max(len(lname), 5)
+            col = w.array(f"fields/{lname}.npy", (spec.n,), f"<U{width}")
+            pos = 0
+            for part in synthetic.label_chunks(spec.n, s, spec.seed):
+                col[pos : pos + len(part)] = part
+                pos += len(part)
+            col.flush()
+            kinds[lname] = "str"
+        if spec.strings:
+            cols = {
+                f"test{a + 1}": w.array(
+                    f"fields/test{a + 1}.npy", (spec.n,), f"<U{spec.string_size}"
+                )
+                for a in range(spec.strings)
+            }
+            pos = 0
+            for parts in synthetic.string_chunks(spec.n, spec.strings, spec.string_size, spec.seed):
+                rows = 0
+                for k, v in parts.items():
+                    cols[k][pos : pos + len(v)] = v
+                    rows = len(v)
+                pos += rows
+            for k, c in cols.items():
+                c.flush()
+                kinds[k] = "str"
+            del cols
+        meta = Meta(
+            name=name,
+            dim=spec.dim,
+            metric=spec.metric,
+            n=spec.n,
+            nq=spec.nq,
+            fields=kinds,
+            source={"kind": "synthetic", "spec": asdict(spec)},
+        )
+        return w.commit(meta)
+
+
+# --- registered sets ---------------------------------------------------------------
+
+
+def _checksums_file(root: Path) -> Path:
+    return root / "checksums.json"
+
+
+def recorded_checksums(root: Path | None = None) -> dict[str, str]:
+    p = _checksums_file(root or data_dir())
+    try:
+        return dict(json.loads(p.read_text()))
+    except FileNotFoundError:
+        return {}
+    except ValueError as exc:
+        raise UserError(f"corrupt checksum record ({exc})", where=str(p)) from None
+
+
+def _record_checksum(root: Path, key: str, digest: str) -> None:
+    p = _checksums_file(root)
+    sums = recorded_checksums(root)
+    sums[key] = digest
+    tmp = p.with_name(f".{p.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp.write_text(json.dumps(sums, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, p)
+
+
+def _mirrored(url: str, mirror: str | None) -> str:
+    if not mirror:
+        return url
+    from urllib.parse import urlsplit
+
+    return mirror.rstrip("/") + urlsplit(url).path
+
+
+def _safe_extract(archive: Path, into: Path) -> None:
+    try:
+        with tarfile.open(archive) as tf:
+            for m in tf.getmembers():
+                target = (into / m.name).resolve()
+                if not str(target).startswith(str(into.resolve())) or m.issym() or m.islnk():
+                    raise UserError(f"unsafe member {m.name!r} in archive", where=str(archive))
+            tf.extractall(into)  # noqa: S202 - members checked above
+    except tarfile.TarError as exc:
+        raise UserError(f"not a readable tar archive ({exc})", where=str(archive)) from None
+
+
+def fetch(
+    name: str,
+    *,
+    mirror: str | None = None,
+    progress: bool | None = None,
+    keep_download: bool = False,
+    replace: bool = False,
+    root: Path | None = None,
+) -> Dataset:
+    """Download a registered dataset (resuming, checked) and import it."""
+    entry = registry.get(name)
+    if entry is None:
+        raise UserError(
+            f"unknown dataset {name!r} (registered: {', '.join(registry.names())})",
+            where="dataset",
+        )
+    root = root or data_dir()
+    if (root / name).exists() and not replace:
+        return Dataset(root / name)
+    from storebench.data.download import download
+
+    mirror = mirror or os.environ.get("STOREBENCH_MIRROR")
+    dl_dir = root / "downloads"
+    _check_space(root, entry.approx_bytes + entry.stored_bytes)
+    sums = recorded_checksums(root)
+    got: dict[str, Path] = {}
+    for f in entry.files:
+        key = f.url if f.byte_limit is None else f"{f.url}#bytes=0-{f.byte_limit - 1}"
+        fname = f.filename if f.byte_limit is None else f"{f.filename}.first{f.byte_limit}"
+        dest = dl_dir / entry.name / fname
+        known = f.sha256 or sums.get(key)
+        if dest.exists():
+            got[f.role] = dest
+            continue
+        res = download(
+            _mirrored(f.url, mirror),
+            dest,
+            known,
+            size=f.size,
+            byte_limit=f.byte_limit,
+            progress=progress,
+            label=f"{entry.name}: {f.filename}",
+        )
+        if known is None:
+            _record_checksum(root, key, res.sha256)
+            log.info("recorded sha256 %s for %s", res.sha256, key)
+        got[f.role] = dest
+    tmpdir: Path | None = None
+    try:
+        if entry.format == "hdf5":
+            src = formats.open_source(got["archive"], metric=entry.metric)
+        elif entry.format == "compound-tgz":
+            tmpdir = Path(tempfile.mkdtemp(prefix=f".{name}.x.", dir=root))
+            _safe_extract(got["archive"], tmpdir)
+            found = [p.parent for p in tmpdir.rglob("vectors.npy")]
+            if not found:
+                raise UserError("no vectors.npy in the archive", where=str(got["archive"]))
+            src = formats.open_source(found[0], metric=entry.metric)
+        else:  # big-ann binaries
+            base = got["base"]
+            if entry.limit is not None:
+                _patch_bin_header(base, entry.limit, entry.dim)
+            src = formats.open_source(
+                base, queries=got.get("queries"), truth=got.get("truth"), metric=entry.metric
+            )
+        try:
+            if src.base.dim != entry.dim:
+                raise UserError(
+                    f"the file holds {src.base.dim}-d vectors; {name} is registered as {entry.dim}-d",
+                    where=src.base.where,
+                )
+            if len(src.base) != entry.n:
+                log.warning(
+                    "%s: %d base vectors, the registry says %d", name, len(src.base), entry.n
+                )
+            ds = import_source(
+                src,
+                name,
+                metric=entry.metric,
+                replace=replace,
+                source_info={"registry": name, "urls": [f.url for f in entry.files]},
+                root=root,
+            )
+        finally:
+            src.close()
+    finally:
+        if tmpdir is not None:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+    if not keep_download:
+        shutil.rmtree(dl_dir / entry.name, ignore_errors=True)
+    return ds
+
+
+def _patch_bin_header(path: Path, n: int, dim: int) -> None:
+    """A prefix of a big-ann file keeps the full file's header: make it say
+    what the prefix holds (idempotent)."""
+    with open(path, "r+b") as f:
+        f.write(np.array([n, dim], "<i4").tobytes())
+
+
+# --- finding datasets --------------------------------------------------------------
+
+
+def local_names(root: Path | None = None) -> list[str]:
+    root = root or data_dir()
+    if not root.is_dir():
+        return []
+    return sorted(
+        p.name for p in root.iterdir() if not p.name.startswith(".") and (p / "meta.json").exists()
+    )
+
+
+def load(name_or_path: str | os.PathLike[str], *, root: Path | None = None) -> Dataset:
+    """A dataset by name (imported, made or fetched into the data directory),
+    or by path: a dataset directory, or a file/directory in a known format,
+    which is imported on first use (and reused while it is unchanged)."""
+    root = root or data_dir()
+    s = os.fspath(name_or_path)
+    p = Path(s).expanduser()
+    looks_like_path = os.sep in s or p.suffix.lower() in (
+        *formats.HDF5_SUFFIXES,
+        *formats.VECS_DTYPES,
+        *formats.BIN_DTYPES,
+        ".parquet",
+        ".npy",
+    )
+    if looks_like_path or (p.exists() and not (root / s).exists()):
+        if (p / "meta.json").exists():
+            return Dataset(p)
+        if not p.exists():
+            raise UserError("file not found", where=s)
+        name = default_name(p)
+        if (root / name / "meta.json").exists():
+            ds = Dataset(root / name)
+            src = ds.meta.source
+            st = p.stat()
+            if (
+                src.get("path") == str(p.resolve())
+                and src.get("size") == st.st_size
+                and src.get("mtime") == st.st_mtime
+            ):
+                return ds
+            raise UserError(
+                f"a different dataset named {name!r} is already imported; "
+                f"import this one under another name (storebench dataset import {s} --name NAME)",
+                where=s,
+            )
+        log.info("importing %s as %s", s, name)
+        return import_path(p, name)
+    if (root / s / "meta.json").exists():
+        return Dataset(root / s)
+    if registry.get(s) is not None:
+        raise UserError(
+            f"dataset {s!r} is registered but not downloaded: run `storebench dataset fetch {s}`",
+            where="dataset",
+        )
+    local = local_names(root)
+    raise UserError(
+        f"unknown dataset {s!r} (local: {', '.join(local) or 'none'}; "
+        f"registered: {', '.join(registry.names())})",
+        where="dataset",
+    )

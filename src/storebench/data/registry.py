@@ -1,0 +1,150 @@
+"""The standard datasets: where they come from and what they hold.
+
+Counts, dimensions and metrics are the publishers' (ann-benchmarks' table,
+big-ann-benchmarks' definitions, qdrant's vector-db-benchmark list). No
+publisher gives SHA-256 digests for these files, so ``sha256`` is empty: the
+digest of the first complete download is recorded in the data directory
+(``checksums.json``) and every later download of the same URL must match it.
+``approx_bytes`` is computed from the shapes, for display and a disk-space
+check, never to verify a file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from storebench.data.batch import Metric
+
+ANN = "http://ann-benchmarks.com/"
+BIGANN = "https://dl.fbaipublicfiles.com/billion-scale-ann-benchmarks/"
+QDRANT = "https://storage.googleapis.com/ann-filtered-benchmark/datasets/"
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    role: str  # "archive" (one file holding everything), "base", "queries", "truth"
+    url: str
+    sha256: str | None = None
+    size: int | None = None  # exact bytes, when published
+    byte_limit: int | None = None  # fetch only this prefix (a subset of a huge file)
+
+    @property
+    def filename(self) -> str:
+        return self.url.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    dim: int
+    metric: Metric
+    n: int
+    nq: int | None
+    format: str  # hdf5 | compound-tgz | bin
+    files: tuple[RemoteFile, ...]
+    source: str
+    notes: str = ""
+    limit: int | None = None  # rows of the base file to keep (a prefix)
+    truth_k: int | None = 100
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def stored_bytes(self) -> int:
+        """What the imported dataset takes: float32 vectors and int64 ids."""
+        return (self.n + (self.nq or 0)) * self.dim * 4 + self.n * 8
+
+    @property
+    def approx_bytes(self) -> int:
+        """About what is downloaded."""
+        item = 1 if self.format == "bin" and self.name.startswith("bigann") else 4
+        nq = self.nq or 0
+        return (self.n + nq) * self.dim * item + nq * (self.truth_k or 0) * 8
+
+
+def _ann(name: str, dim: int, metric: Metric, n: int, nq: int, notes: str = "") -> Entry:
+    return Entry(
+        name=name,
+        dim=dim,
+        metric=metric,
+        n=n,
+        nq=nq,
+        format="hdf5",
+        files=(RemoteFile("archive", f"{ANN}{name}.hdf5"),),
+        source="ann-benchmarks",
+        notes=notes,
+    )
+
+
+def _bigann(n_m: int, gt: str) -> Entry:
+    n = n_m * 1_000_000
+    full = n_m == 1000
+    return Entry(
+        name=f"bigann-{n_m}M" if not full else "bigann-1B",
+        dim=128,
+        metric="l2",
+        n=n,
+        nq=10_000,
+        format="bin",
+        files=(
+            RemoteFile(
+                "base",
+                f"{BIGANN}bigann/base.1B.u8bin",
+                byte_limit=None if full else 8 + n * 128,
+            ),
+            RemoteFile("queries", f"{BIGANN}bigann/query.public.10K.u8bin"),
+            RemoteFile("truth", f"{BIGANN}{gt}"),
+        ),
+        source="big-ann-benchmarks (NeurIPS'21)",
+        notes="uint8 SIFT descriptors"
+        + ("" if full else f"; the first {n_m}M rows of base.1B (a ranged download)"),
+        limit=None if full else n,
+    )
+
+
+ENTRIES: tuple[Entry, ...] = (
+    _ann("sift-128-euclidean", 128, "l2", 1_000_000, 10_000, "SIFT-1M (TEXMEX)"),
+    _ann("gist-960-euclidean", 960, "l2", 1_000_000, 1_000, "GIST-1M (TEXMEX)"),
+    _ann("glove-25-angular", 25, "cosine", 1_183_514, 10_000),
+    _ann("glove-50-angular", 50, "cosine", 1_183_514, 10_000),
+    _ann("glove-100-angular", 100, "cosine", 1_183_514, 10_000),
+    _ann("glove-200-angular", 200, "cosine", 1_183_514, 10_000),
+    _ann("deep-image-96-angular", 96, "cosine", 9_990_000, 10_000, "Deep1B subset, 10M"),
+    _ann("fashion-mnist-784-euclidean", 784, "l2", 60_000, 10_000),
+    _ann("mnist-784-euclidean", 784, "l2", 60_000, 10_000),
+    _ann("nytimes-256-angular", 256, "cosine", 290_000, 10_000),
+    Entry(
+        name="dbpedia-openai-1M-1536-angular",
+        dim=1536,
+        metric="cosine",
+        n=1_000_000,
+        nq=None,
+        format="compound-tgz",
+        files=(RemoteFile("archive", f"{QDRANT}dbpedia_openai_1M.tgz"),),
+        source="qdrant vector-db-benchmark",
+        notes="OpenAI ada-002 embeddings of DBpedia entities; query count read from the archive",
+    ),
+    Entry(
+        name="dbpedia-openai-100K-1536-angular",
+        dim=1536,
+        metric="cosine",
+        n=100_000,
+        nq=None,
+        format="compound-tgz",
+        files=(RemoteFile("archive", f"{QDRANT}dbpedia_openai_100K.tgz"),),
+        source="qdrant vector-db-benchmark",
+        notes="the 100K cut of the above",
+    ),
+    _bigann(10, "GT_10M/bigann-10M"),
+    _bigann(100, "GT_100M/bigann-100M"),
+    _bigann(1000, "bigann/GT.public.1B.ibin"),
+)
+
+REGISTRY: dict[str, Entry] = {e.name: e for e in ENTRIES}
+
+
+def names() -> list[str]:
+    return [e.name for e in ENTRIES]
+
+
+def get(name: str) -> Entry | None:
+    return REGISTRY.get(name)

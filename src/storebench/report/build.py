@@ -1,0 +1,298 @@
+"""``storebench report``: records -> sections (the registered views of each
+workload, then the runs' metadata) -> report.md, report.html and plots/."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from storebench.report.data import (
+    Record,
+    identity,
+    safe_mapping,
+    safe_text,
+    short_key,
+    store_label,
+    varying_keys,
+)
+from storebench.report.views import Figure, Section, Table, Text, ViewInput, distinct, run_views
+from storebench.results import now_iso, storebench_version
+
+
+@dataclass
+class Written:
+    markdown: Path
+    html: Path
+    plots: list[Path] = field(default_factory=list)
+
+
+def _fmt(v: object) -> str:
+    if isinstance(v, dict | list):
+        return json.dumps(v, sort_keys=True, default=str)
+    return "-" if v is None else str(v)
+
+
+def _gib(n: object) -> str:
+    return f"{n / 2**30:.1f} GiB" if isinstance(n, int | float) else "-"
+
+
+def _duration(r: Record) -> str:
+    from datetime import datetime
+
+    try:
+        a = datetime.fromisoformat(str(r["started_at"]))
+        b = datetime.fromisoformat(str(r["finished_at"]))
+    except (KeyError, ValueError):
+        return "-"
+    return f"{(b - a).total_seconds():.1f}s"
+
+
+def metadata_sections(recs: list[Record]) -> list[Section]:
+    """Runs (status, versions, what varies), shared parameters, machines, failures."""
+    out: list[Section] = []
+    vary = [k for k in varying_keys(recs) if k not in ("store.engine", "store.url")]
+    rows, classes = [], []
+    for r in recs:
+        ident = identity(r)
+        err = safe_text(r.get("error"))
+        rows.append(
+            [
+                safe_text(r.get("run_id")),
+                safe_text(r.get("scenario")),
+                safe_text(r.get("workload")),
+                store_label(r),
+                safe_text((r.get("versions") or {}).get("engine", "-")),
+                safe_text(r.get("mode")),
+                str(r.get("repeat", 0)),
+                " ".join(f"{short_key(k)}={_fmt(ident.get(k))}" for k in vary if k in ident),
+                safe_text(r.get("status")),
+                safe_text(r.get("started_at")),
+                _duration(r),
+                err if len(err) <= 160 else err[:159] + "…",
+            ]
+        )
+        classes.append(str(r.get("status", "")))
+    out.append(
+        Section(
+            "runs",
+            "Runs",
+            [
+                Table(
+                    "",
+                    [
+                        "run",
+                        "scenario",
+                        "workload",
+                        "store",
+                        "engine version",
+                        "mode",
+                        "repeat",
+                        "varies",
+                        "status",
+                        "started",
+                        "took",
+                        "error",
+                    ],
+                    rows,
+                    align=["l"] * 6 + ["r", "l", "l", "l", "r", "l"],
+                    row_classes=classes,
+                )
+            ],
+        )
+    )
+
+    # parameters every run of a workload shares
+    blocks: list[Table | Text | Figure] = []
+    for wl in distinct([r.get("workload") for r in recs]):
+        mine = [r for r in recs if r.get("workload") == wl]
+        v = set(varying_keys(mine))
+        shared: dict[str, object] = {}
+        for k, val in identity(mine[0]).items():
+            if k not in v and k not in ("workload", "store.engine"):
+                shared[k] = val
+        prow = [[k, safe_text(_fmt(val))] for k, val in shared.items()]
+        prow += [[k, "varies (see Runs)"] for k in v if k != "store.engine"]
+        blocks.append(Table(f"{wl}", ["parameter", "value"], prow, align=["l", "l"]))
+    out.append(Section("parameters", "Parameters", list(blocks)))
+
+    # machines and versions
+    mrows = []
+    seen: Counter[str] = Counter()
+    first: dict[str, Record] = {}
+    for r in recs:
+        m = r.get("machine") or {}
+        key = json.dumps(m, sort_keys=True, default=str)
+        seen[key] += 1
+        first.setdefault(key, r)
+    for key, n in seen.items():
+        m = first[key].get("machine") or {}
+        mrows.append(
+            [
+                safe_text(m.get("hostname")),
+                safe_text(m.get("cpu_model")),
+                f"{m.get('cores_physical', '-')} / {m.get('cores_logical', '-')}",
+                _gib(m.get("memory_bytes")),
+                safe_text(m.get("os")),
+                safe_text(m.get("python")),
+                safe_text(m.get("numpy")),
+                str(n),
+            ]
+        )
+    vrows = []
+    vseen: Counter[str] = Counter()
+    for r in recs:
+        ver = safe_mapping(r.get("versions") or {})
+        key = json.dumps([store_label(r), ver], sort_keys=True, default=str)
+        vseen[key] += 1
+    for key, n in vseen.items():
+        label, ver = json.loads(key)
+        vrows.append(
+            [
+                label,
+                safe_text(ver.get("engine", "-")),
+                safe_text(ver.get("storebench", "-")),
+                ", ".join(
+                    f"{k} {safe_text(x)}"
+                    for k, x in ver.items()
+                    if k not in ("engine", "storebench")
+                ),
+                str(n),
+            ]
+        )
+    out.append(
+        Section(
+            "machine",
+            "Machines and versions",
+            [
+                Table(
+                    "Machines",
+                    [
+                        "host",
+                        "CPU",
+                        "cores (phys / logical)",
+                        "memory",
+                        "OS",
+                        "Python",
+                        "numpy",
+                        "runs",
+                    ],
+                    mrows,
+                    align=["l", "l", "r", "r", "l", "l", "l", "r"],
+                ),
+                Table(
+                    "Versions",
+                    ["store", "engine", "storebench", "client libraries", "runs"],
+                    vrows,
+                    align=["l", "l", "l", "l", "r"],
+                ),
+            ],
+        )
+    )
+
+    bad = [r for r in recs if r.get("status") != "ok"]
+    if bad:
+        fblocks: list[Table | Text | Figure] = []
+        for r in bad:
+            fblocks.append(
+                Text(
+                    f"{safe_text(r.get('run_id'))} · {store_label(r)} · "
+                    f"{safe_text(r.get('status'))}: {safe_text(r.get('error')) or '(no message)'}"
+                )
+            )
+            if r.get("traceback"):
+                fblocks.append(Text(safe_text(r["traceback"]), pre=True))
+        out.append(Section("failures", "Runs that did not finish", fblocks))
+    return out
+
+
+def sections(recs: list[Record], plots: bool = True) -> list[Section]:
+    out: list[Section] = []
+    for wl in distinct([str(r.get("workload")) for r in recs]):
+        mine = [r for r in recs if str(r.get("workload")) == wl]
+        scen = ", ".join(distinct([safe_text(r.get("scenario")) for r in mine]))
+        n_ok = sum(r.get("status") == "ok" for r in mine)
+        head = Section(
+            f"wl-{wl}",
+            f"Workload {wl}" + (f" (scenario {scen})" if scen and scen != wl else ""),
+            [
+                Text(
+                    f"{len(mine)} run(s), {n_ok} ok"
+                    + (
+                        f"; the {len(mine) - n_ok} not ok are listed under Runs and left out "
+                        "of the tables and charts."
+                        if n_ok < len(mine)
+                        else "."
+                    )
+                )
+            ],
+        )
+        out.append(head)
+        out += run_views(ViewInput(wl, mine, prefix=_slug(wl)), plots)
+    out += metadata_sections(recs)
+    return out
+
+
+def _slug(s: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in s) or "x"
+
+
+def summary(recs: list[Record]) -> tuple[list[str], list[tuple[str, str]]]:
+    status = Counter(str(r.get("status")) for r in recs)
+    stores = distinct(
+        [
+            f"{store_label(r)} {safe_text((r.get('versions') or {}).get('engine', ''))}".strip()
+            for r in recs
+        ]
+    )
+    machines = distinct(
+        [
+            f"{safe_text((r.get('machine') or {}).get('hostname'))} "
+            f"({safe_text((r.get('machine') or {}).get('cpu_model'))}, "
+            f"{(r.get('machine') or {}).get('cores_logical', '?')} cores)"
+            for r in recs
+        ]
+    )
+    times = sorted(str(r.get("started_at")) for r in recs if r.get("started_at"))
+    intro = [
+        f"{len(recs)} run(s) of "
+        + ", ".join(distinct([safe_text(r.get("scenario")) for r in recs]))
+        + (f", {times[0][:16]} to {times[-1][:16]} UTC" if times else ""),
+        "Stores: " + "; ".join(stores),
+        "Machines: " + "; ".join(machines),
+    ]
+    badges = [(f"{n} {s}", s) for s, n in sorted(status.items())]
+    modes = distinct([safe_text(r.get("mode")) for r in recs])
+    badges.append(("mode " + ", ".join(modes), "mode"))
+    return intro, badges
+
+
+def write(recs: list[Record], out_dir: Path, title: str = "storebench report") -> Written:
+    """Write report.md, report.html and plots/*.png|svg under ``out_dir``."""
+    from storebench.report import html, markdown
+
+    out_dir = Path(out_dir)
+    plots_dir = out_dir / "plots"
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    secs = sections(recs)
+    written = Written(out_dir / "report.md", out_dir / "report.html")
+    for s in secs:
+        for b in s.blocks:
+            if isinstance(b, Figure):
+                for ext, data in (("png", b.png), ("svg", b.svg.encode())):
+                    p = plots_dir / f"{b.name}.{ext}"
+                    _atomic_write(p, data)
+                    written.plots.append(p)
+    intro, badges = summary(recs)
+    footer = f"storebench {storebench_version()} · generated {now_iso()} · self-contained: no external resources"
+    _atomic_write(written.markdown, markdown.render(title, intro, secs).encode())
+    _atomic_write(written.html, html.render(title, intro, badges, secs, footer).encode())
+    return written
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

@@ -1,0 +1,140 @@
+"""The crud workload's views: the DocArray study's two tables per store.
+
+Latency (per operation, median over repeats) and rates (QPS for reads and
+finds, DPS, documents per second, for writes), one row per configuration,
+keyed by the HNSW parameters the study varied (m, ef_construct, ef) plus any
+other parameter that varies among the runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from storebench.report.data import Config, identity, short_key, varying_keys
+from storebench.report.terminal import fmt_ns, fmt_rate
+from storebench.report.views import Block, Table, Text, ViewInput, distinct, register
+
+STUDY_KEYS = ("store.index.m", "store.index.ef_construct", "store.search.ef")
+TASKS = ("find_by_vector", "find_by_condition", "create", "read", "update", "delete")
+
+
+def _key_columns(v: ViewInput, configs: list[Config]) -> list[str]:
+    """The study's index keys, then every other index/search key the store
+    was given, then the workload parameters that vary."""
+    keys = list(STUDY_KEYS)
+    for c in configs:
+        for k in identity(c.first):
+            if k.startswith(("store.index.", "store.search.")) and k not in keys:
+                keys.append(k)
+    keys += [k for k in varying_keys(v.ok, ("params.", "mode")) if k not in keys]
+    return keys
+
+
+def _recall_key(configs: list[Config]) -> str | None:
+    for c in configs:
+        for k in c.task("find_by_vector").recall_keys:
+            return k
+    return None
+
+
+def _n(configs: list[Config]) -> str:
+    ns = distinct([c.param("params.n") for c in configs])
+    return f" {ns[0]:,}" if len(ns) == 1 and isinstance(ns[0], int) else ""
+
+
+def _cell(c: Config, task: str, fn: Callable[[Config, str], str]) -> str:
+    ts = c.task(task)
+    if ts.unsupported:
+        return "n/s"
+    if not ts.measured:
+        return "-"
+    return fn(c, task)
+
+
+def _lat(c: Config, task: str) -> str:
+    s = c.task(task).latency("p50")
+    return fmt_ns(s.median) if s else "-"
+
+
+def _total(c: Config, task: str) -> str:
+    s = c.task(task).spread("elapsed_s")
+    return fmt_ns(s.median * 1e9) if s else "-"
+
+
+def _ops(c: Config, task: str) -> str:
+    s = c.task(task).spread("ops_per_s")
+    return fmt_rate(s.median) if s else "-"
+
+
+def _docs(c: Config, task: str) -> str:
+    s = c.task(task).spread("items_per_s")
+    return fmt_rate(s.median) if s else "-"
+
+
+def _tables(v: ViewInput, kind: str) -> list[Block]:
+    configs = v.configs()
+    if not configs:
+        return []
+    keys = _key_columns(v, configs)
+    rkey = _recall_key(configs)
+    n = _n(configs)
+    if kind == "latency":
+        cols = ["find by vector", "find by condition", f"create{n}", "read", "update", "delete"]
+        fns = [_lat, _lat, _total, _lat, _lat, _lat]
+    else:
+        cols = [
+            "find by vector QPS",
+            "find by condition QPS",
+            "create DPS",
+            "read QPS",
+            "update DPS",
+            "delete DPS",
+        ]
+        fns = [_ops, _ops, _docs, _ops, _docs, _docs]
+    header = [short_key(k) for k in keys] + ([rkey.replace("recall", "Recall")] if rkey else [])
+    header += cols + ["runs"]
+    blocks: list[Block] = []
+    for store in distinct([c.engine for c in configs]):
+        mine = [c for c in configs if c.engine == store]
+        rows = []
+        for c in mine:
+            ident = identity(c.first)
+            row = ["-" if ident.get(k) is None else str(ident.get(k)) for k in keys]
+            if rkey:
+                r = c.task("find_by_vector").spread(rkey)
+                row.append(f"{r.median:.4f}" if r else "-")
+            row += [_cell(c, t, fn) for t, fn in zip(TASKS, fns, strict=True)]
+            row.append(str(len(c.runs)))
+            rows.append(row)
+        note = ""
+        if not any(k in identity(c.first) for c in mine for k in STUDY_KEYS):
+            note = f"{store} searches exhaustively here: no m, ef_construct or ef."
+        blocks.append(Table(store, header, rows, note))
+    return blocks
+
+
+@register("crud", "crud_latency", "Latency per operation (the DocArray table)")
+def crud_latency(v: ViewInput) -> list[Block]:
+    blocks = _tables(v, "latency")
+    if blocks:
+        blocks.insert(
+            0,
+            Text(
+                "Median latency of one operation; create: wall time to insert all "
+                "documents. n/s: the store does not support the task."
+            ),
+        )
+    return blocks
+
+
+@register("crud", "crud_rates", "Throughput (the DocArray QPS / DPS table)")
+def crud_rates(v: ViewInput) -> list[Block]:
+    blocks = _tables(v, "rates")
+    if blocks:
+        blocks.insert(
+            0,
+            Text(
+                "Counted operations (QPS) or documents (DPS) per second of wall time, "
+                "first client's start to last client's end."
+            ),
+        )
+    return blocks

@@ -1,0 +1,190 @@
+"""Report views and their registry.
+
+A *view* turns the records of one workload into blocks: tables, figures and
+short notes. The Markdown and HTML renderers know only blocks, never
+workloads, so a workload adds its views without touching them:
+
+```python
+from storebench.report.views import Table, ViewInput, register
+
+@register("social", "social_table", "Operations per user kind")
+def social_table(v: ViewInput) -> list[Block]:
+    ...
+```
+
+and adds its module to ``BUILTIN_VIEW_MODULES`` (a plug-in package names its
+module under the ``storebench.report_views`` entry-point group instead).
+Views registered for ``"*"`` run for every workload. A view with nothing to
+show returns ``[]`` and its section is left out.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from storebench.report.data import Config, Record, group, ok_runs
+
+log = logging.getLogger("storebench")
+
+ALL = "*"
+ENTRY_POINT_GROUP = "storebench.report_views"
+# Modules whose import registers views; each workload that has its own views
+# adds one line here (e.g. "storebench.report.social").
+BUILTIN_VIEW_MODULES: tuple[str, ...] = (
+    "storebench.report.crud",
+    "storebench.report.generic",
+)
+
+
+# --- blocks ------------------------------------------------------------------------
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    note: str = ""
+    # "l" or "r" per column; default: first column left, the rest right
+    align: list[str] | None = None
+    row_classes: list[str] | None = None  # per row, for HTML styling (e.g. a status)
+
+    def aligns(self) -> list[str]:
+        return self.align or ["l"] + ["r"] * (len(self.columns) - 1)
+
+
+@dataclass
+class Figure:
+    name: str  # file stem under plots/, unique in a report
+    title: str
+    svg: str  # inline SVG (no XML prolog, no external references)
+    png: bytes
+    caption: str = ""
+
+
+@dataclass
+class Text:
+    text: str
+    pre: bool = False  # preformatted (tracebacks)
+
+
+Block = Table | Figure | Text
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+    level: int = 2
+
+
+@dataclass
+class ViewInput:
+    """What a view reads: one workload's records."""
+
+    workload: str
+    records: list[Record]  # every run of the workload, whatever its status
+    prefix: str = ""  # for figure names: unique per workload in a report
+
+    @property
+    def ok(self) -> list[Record]:
+        return ok_runs(self.records)
+
+    def configs(self, drop: tuple[str, ...] = ()) -> list[Config]:
+        """Configurations of the ok runs (repeats together)."""
+        return group(self.ok, drop)
+
+    def name(self, stem: str) -> str:
+        return f"{self.prefix or self.workload}-{stem}"
+
+
+ViewFn = Callable[[ViewInput], list[Block]]
+
+
+@dataclass(frozen=True)
+class View:
+    workload: str
+    name: str
+    title: str
+    fn: ViewFn
+    needs_plots: bool = False
+
+
+_REGISTRY: dict[str, list[View]] = {}
+_loaded = False
+
+
+def register(
+    workload: str, name: str, title: str, *, needs_plots: bool = False
+) -> Callable[[ViewFn], ViewFn]:
+    """Register ``fn`` as a view of ``workload`` (``"*"``: of every workload).
+    Views show in registration order, a workload's own before the shared ones;
+    registering a name again replaces the earlier view."""
+
+    def deco(fn: ViewFn) -> ViewFn:
+        views = _REGISTRY.setdefault(workload, [])
+        view = View(workload, name, title, fn, needs_plots)
+        for i, v in enumerate(views):
+            if v.name == name:
+                views[i] = view
+                break
+        else:
+            views.append(view)
+        return fn
+
+    return deco
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for mod in BUILTIN_VIEW_MODULES:
+        importlib.import_module(mod)
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            ep.load()
+        except Exception as exc:  # a broken plug-in must not break every report
+            log.warning("report views %s: %s", ep.value, exc)
+
+
+def views_for(workload: str) -> list[View]:
+    _load()
+    return [*_REGISTRY.get(workload, []), *_REGISTRY.get(ALL, [])]
+
+
+def registry() -> dict[str, list[View]]:
+    _load()
+    return {k: list(v) for k, v in _REGISTRY.items()}
+
+
+def run_views(v: ViewInput, plots: bool = True) -> list[Section]:
+    """The sections of one workload: a view that fails becomes a note saying
+    so (one broken view does not lose the rest of the report)."""
+    out = []
+    for view in views_for(v.workload):
+        if view.needs_plots and not plots:
+            continue
+        try:
+            blocks = view.fn(v)
+        except Exception as exc:
+            log.warning("report view %s failed: %s", view.name, exc, exc_info=True)
+            blocks = [Text(f"This view failed: {type(exc).__name__}: {exc}")]
+        if blocks:
+            out.append(Section(f"{v.prefix or v.workload}-{view.name}", view.title, blocks, 3))
+    return out
+
+
+def distinct(values: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for x in values:
+        if x not in out:
+            out.append(x)
+    return out

@@ -1,0 +1,73 @@
+"""A managed Milvus Lite server.
+
+Milvus Lite 3 (the ``milvus-lite`` wheel) is a pure-Python engine (segments
+in Arrow files, faiss for HNSW/IVF) behind Milvus's gRPC API. pymilvus can run
+it inside the benchmark's own process (``MilvusClient("x.db")``), but then the
+engine shares the interpreter (and its GIL) with the driver's clients and
+its CPU and memory cannot be told apart from the harness's. Managed here, it
+runs as its own process (``python -m milvus_lite server``) on 127.0.0.1 with
+a private data directory, like every other managed engine: clients connect
+over gRPC, resource sampling sees the engine alone, and client processes
+reach the same server.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from importlib import metadata
+from typing import ClassVar
+
+from storebench.servers.base import Server, ServerError, port_open
+
+
+class MilvusLiteServer(Server):
+    name = "milvus-lite"
+    start_timeout_s: ClassVar[float] = 60.0
+
+    def prepare(self) -> None:
+        if importlib.util.find_spec("milvus_lite") is None:
+            raise ServerError(
+                "the managed milvus server needs milvus-lite: pip install 'storebench[milvus]'"
+            )
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"  # its log lines reach the log file as they happen
+        return env
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "milvus_lite",
+            "server",
+            "--data-dir",
+            str(self.dir / "data"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
+
+    def ready(self) -> bool:
+        # an open port is not yet a serving gRPC server (on a busy machine the
+        # first call could time out): ready once it answers a real call
+        if not port_open(self.port):
+            return False
+        from pymilvus import MilvusClient
+
+        client = MilvusClient(uri=self.url, timeout=5)
+        try:
+            client.get_server_version(timeout=5)
+        finally:
+            client.close()
+        return True
+
+    def version(self) -> str:
+        return f"Milvus Lite {metadata.version('milvus-lite')}"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"

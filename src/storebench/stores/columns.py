@@ -1,0 +1,164 @@
+"""A column store for documents held in this process: the rows behind the
+memory store and behind the index-library stores (hnswlib, faiss, usearch).
+
+Rows live in growable numpy arrays (ids, one array per scalar field, float32
+vectors with their squared norms, an alive mask); an id->row dict finds
+documents. Rows are append-only: replacing or deleting a document leaves a
+tombstone, so a row number never changes until ``compact`` (which index
+libraries, whose labels are row numbers, do not call). Filters evaluate as
+numpy masks (``filters.evaluate``). Callers serialise writers; readers take
+the arrays as they find them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from storebench.data.batch import DocBatch, Schema
+from storebench.stores.filters import Filter, evaluate
+
+DTYPES = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
+
+
+class Columns:
+    def __init__(self, schema: Schema):
+        self.schema = schema
+        self.n = 0  # rows used (alive or not)
+        self.row_of: dict[int, int] = {}
+        self.ids = np.empty(0, np.int64)
+        self.alive = np.empty(0, bool)
+        self.cols: dict[str, np.ndarray] = {
+            k: np.empty(0, DTYPES[kind]) for k, kind in schema.fields.items()
+        }
+        self.vecs = np.empty((0, schema.dim or 0), np.float32)
+        self.sq = np.empty(0, np.float32)  # squared norms, for l2
+
+    # --- writes (the caller holds its write lock) ----------------------------
+    def _reserve(self, extra: int) -> None:
+        need = self.n + extra
+        cap = len(self.ids)
+        if need <= cap:
+            return
+        cap = max(need, 2 * cap, 1024)
+
+        def grow(a: np.ndarray) -> np.ndarray:
+            out = np.empty((cap, *a.shape[1:]), a.dtype)
+            out[: self.n] = a[: self.n]
+            return out
+
+        self.ids, self.alive, self.sq = grow(self.ids), grow(self.alive), grow(self.sq)
+        self.cols = {k: grow(v) for k, v in self.cols.items()}
+        if self.schema.dim:
+            self.vecs = grow(self.vecs)
+
+    def _set_vectors(self, rows: np.ndarray | slice, vecs: np.ndarray) -> None:
+        self.vecs[rows] = vecs
+        self.sq[rows] = np.einsum("ij,ij->i", vecs, vecs)
+
+    def append(self, docs: DocBatch) -> tuple[slice, np.ndarray]:
+        """Add the batch as new rows. Returns the new rows and the rows that
+        died: earlier rows of ids the batch replaces, and all but the last row
+        of an id repeated within the batch."""
+        n = len(docs)
+        old = self.rows(docs.ids)
+        dead = np.unique(old[old >= 0])
+        self.alive[dead] = False
+        self._reserve(n)
+        start = self.n
+        rows = slice(start, start + n)
+        self.ids[rows] = docs.ids
+        self.alive[rows] = True
+        for k, col in self.cols.items():
+            col[rows] = docs.fields[k]
+        if self.schema.dim:
+            self._set_vectors(rows, docs.vectors)  # type: ignore[arg-type]
+        before = len(self.row_of)
+        self.row_of.update(zip(docs.ids.tolist(), range(start, start + n), strict=True))
+        self.n += n
+        if len(self.row_of) - before != n - len(dead):  # an id repeated within the batch
+            final = self.rows(docs.ids)
+            repeated = np.arange(start, start + n)[final != np.arange(start, start + n)]
+            self.alive[repeated] = False
+            dead = np.concatenate([dead, repeated])
+        return rows, dead
+
+    def update(self, docs: DocBatch) -> tuple[np.ndarray, np.ndarray]:
+        """Overwrite the given fields (and vectors) of existing ids in place.
+        Returns their rows and which of ``docs`` they are (a boolean mask)."""
+        rows = self.rows(docs.ids)
+        hit = rows >= 0
+        rows = rows[hit]
+        for k, col in docs.fields.items():
+            self.cols[k][rows] = col[hit]
+        if docs.vectors is not None:
+            self._set_vectors(rows, docs.vectors[hit])
+        return rows, hit
+
+    def delete(self, ids: np.ndarray) -> np.ndarray:
+        """Tombstone these ids; returns the rows that died."""
+        rows = self.rows(ids)
+        rows = rows[rows >= 0]
+        self.alive[rows] = False
+        pop = self.row_of.pop
+        for i in ids.tolist():
+            pop(i, None)
+        return rows
+
+    def compact(self) -> None:
+        """Drop dead rows (renumbers rows)."""
+        keep = np.flatnonzero(self.alive[: self.n])
+        self.ids, self.alive, self.sq = self.ids[keep], self.alive[keep], self.sq[keep]
+        self.cols = {k: v[keep] for k, v in self.cols.items()}
+        if len(self.vecs):  # a collection without vectors never grew them
+            self.vecs = self.vecs[keep]
+        self.n = len(keep)
+        self.row_of = dict(zip(self.ids.tolist(), range(self.n), strict=True))
+
+    # --- reads -----------------------------------------------------------------
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """Row of each id, -1 where absent."""
+        get = self.row_of.get
+        return np.fromiter((get(i, -1) for i in ids.tolist()), np.int64, len(ids))
+
+    def count(self) -> int:
+        return len(self.row_of)
+
+    def mask(self, where: Filter | None) -> np.ndarray:
+        """Live rows matching ``where``, as a mask over rows 0..n."""
+        n = self.n
+        mask = self.alive[:n]
+        if where is not None:
+            mask = mask & evaluate(where, {k: v[:n] for k, v in self.cols.items()})
+        return mask
+
+    def batch(self, rows: np.ndarray, vectors: bool) -> DocBatch:
+        return DocBatch(
+            self.ids[rows],
+            {k: v[rows] for k, v in self.cols.items()},
+            self.vecs[rows] if vectors and self.schema.dim else None,
+        )
+
+    def get(self, ids: np.ndarray) -> DocBatch:
+        rows = self.rows(ids)
+        return self.batch(rows[rows >= 0], vectors=True)
+
+    def find(
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
+    ) -> DocBatch:
+        rows = np.flatnonzero(self.mask(where))
+        if order is not None:
+            field, desc = order
+            keys = self.cols[field][rows]
+            idx = np.argsort(keys, kind="stable")
+            rows = rows[idx[::-1] if desc else idx]
+        if limit is not None:
+            rows = rows[:limit]
+        return self.batch(rows, vectors=False)
+
+    def nbytes(self) -> int:
+        n = self.n
+        size = self.ids[:n].nbytes + self.alive[:n].nbytes + self.vecs[:n].nbytes
+        return size + self.sq[:n].nbytes + sum(v[:n].nbytes for v in self.cols.values())

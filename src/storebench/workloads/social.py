@@ -1,0 +1,337 @@
+"""``social``: agdb's social-network simulation.
+
+Users are created first (one per writer). Then, all at once: posters write
+posts, commenters comment on the latest post, post readers read the most
+recent posts, comment readers read the most recent comments on the latest
+post, each pausing between operations. Every operation is timed as one
+transaction (a comment = find the latest post + insert the comment with its
+reference). At the end: the database size, then the size after compaction.
+
+Two modes (the record says which ran):
+
+- default (corrected): each actor pauses the configured delay after every
+  operation, actors start spread over one delay period (so they do not all
+  fire in the same millisecond), and a read that finds nothing yet is not
+  counted as a read (it is recorded under ``skipped``).
+- compat: agdb's actual behaviour: actor i pauses ``delay_ms % (i + 1)``
+  (so readers average ~17 ms and some never pause) and a read that finds
+  nothing retries inside the same timed operation until data exists.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from storebench.data.batch import DocBatch, Schema
+from storebench.driver import Op, Task
+from storebench.errors import NotCounted, TaskFailed
+from storebench.stores.base import Capability, Collection
+from storebench.stores.filters import Cmp
+from storebench.workloads.base import Params, RunContext, Workload
+
+SEQ = "seq"
+
+
+class SocialParams(Params):
+    posters: int = Field(10, ge=0)
+    posts: int = Field(100, ge=1, description="posts per poster")
+    post_delay_ms: int = Field(100, ge=0)
+    title: str = Field("Title of the testing post", min_length=1)
+    body: str = Field("Body of the testing post should be longer than the title", min_length=1)
+    commenters: int = Field(10, ge=0)
+    comments: int = Field(100, ge=1, description="comments per commenter")
+    comment_delay_ms: int = Field(100, ge=0)
+    comment: str = Field("This is a testing comment of a post.", min_length=1)
+    post_readers: int = Field(100, ge=0)
+    post_reads: int = Field(100, ge=1, description="reads per post reader")
+    posts_per_read: int = Field(10, ge=1)
+    post_read_delay_ms: int = Field(100, ge=0)
+    comment_readers: int = Field(100, ge=0)
+    comment_reads: int = Field(100, ge=1, description="reads per comment reader")
+    comments_per_read: int = Field(10, ge=1)
+    comment_read_delay_ms: int = Field(100, ge=0)
+    scale: int = Field(1, ge=1, description="multiplies every kind of user (agdb's 10x)")
+    max_wait_s: float = Field(
+        1_000_000, ge=1, description="compat: reads a reader may repeat waiting for data"
+    )
+
+
+USERS = Schema({"name": "str", "email": "str"})
+
+
+def post_schema(users: str) -> Schema:
+    return Schema(
+        {SEQ: "int", "author": "int", "title": "str", "body": "str"},
+        indexed=(SEQ,),
+        refs={"author": users},
+    )
+
+
+def comment_schema(users: str, posts: str) -> Schema:
+    return Schema(
+        {SEQ: "int", "post": "int", "author": "int", "body": "str"},
+        indexed=(SEQ, "post"),
+        refs={"post": posts, "author": users},
+    )
+
+
+def _one(seq: int, **fields: Any) -> DocBatch:
+    cols = {
+        k: np.array([v], dtype=np.int64 if isinstance(v, int) else object)
+        for k, v in fields.items()
+    }
+    return DocBatch(np.array([seq], np.int64), {SEQ: np.array([seq], np.int64), **cols})
+
+
+class Collections:
+    """Names and schemas of the three collections; opened inside each client."""
+
+    def __init__(self, users: Collection, posts: Collection, comments: Collection):
+        self.spec = [(c.name, c.schema) for c in (users, posts, comments)]
+
+    def open(self, coll: Collection) -> list[Collection]:
+        return [coll.store.open_collection(name, schema) for name, schema in self.spec]
+
+
+class _UserWriter(Op):
+    def __init__(self, users: Collection):
+        self.insert = users.insert
+        self.batches = [
+            DocBatch(
+                np.array([i], np.int64),
+                {"name": np.array([f"user{i}"], object), "email": np.array([f"u{i}@a.b"], object)},
+            )
+            for i in range(1024)
+        ]
+
+    def __call__(self, i: int) -> None:
+        self.insert(self.batches[i])
+
+
+class UserWriter:
+    def __init__(self, colls: Collections):
+        self.colls = colls
+
+    def __call__(self, coll: Collection, c: int, clients: int) -> Op:
+        return _UserWriter(self.colls.open(coll)[0])
+
+
+class _Latest:
+    """Finds the latest post; compat retries until one exists."""
+
+    def __init__(self, posts: Collection, retry: bool, wait_s: float):
+        self.find = posts.find
+        self.retry = retry
+        self.wait_s = wait_s
+        self.order = (SEQ, True)
+
+    def __call__(self, limit: int = 1) -> DocBatch:
+        got = self.find(None, self.order, limit)
+        if len(got):
+            return got
+        if not self.retry:
+            raise NotCounted("no post yet")
+        return retry_until(lambda: self.find(None, self.order, limit), self.wait_s, "post")
+
+
+def retry_until(fn: Any, wait_s: float, what: str) -> DocBatch:
+    """agdb's readers repeat a read that found nothing, at once, until data
+    exists. A bound keeps a reader whose data never comes (comments on a post
+    nobody comments on any more) from spinning for ever; this deadline only
+    limits waiting, it times nothing."""
+    give_up = time.monotonic() + wait_s
+    while time.monotonic() < give_up:
+        got = fn()
+        if len(got):
+            return got
+        time.sleep(0)  # yield, as agdb's task does between tries
+    # agdb would spin on; we give up on this read (recorded as skipped)
+    raise NotCounted(f"gave up waiting for a {what}")
+
+
+class _PostWriter(Op):
+    def __init__(
+        self, posts: Collection, p: SocialParams, writer: int, writers: int, first_user: int
+    ):
+        self.insert = posts.insert
+        self.p, self.w, self.n, self.user = p, writer, writers, first_user + writer
+
+    def __call__(self, i: int) -> None:
+        seq = i * self.n + self.w if i >= 0 else -1 - i + (1 << 40)  # warm-up ids apart
+        self.insert(
+            _one(
+                seq,
+                author=self.user,
+                title=f"{self.p.title} {self.user}",
+                body=f"{self.p.body} {self.user}",
+            )
+        )
+
+
+class _CommentWriter(Op):
+    def __init__(
+        self,
+        posts: Collection,
+        comments: Collection,
+        p: SocialParams,
+        writer: int,
+        writers: int,
+        first_user: int,
+        compat: bool,
+    ):
+        self.latest = _Latest(posts, compat, p.max_wait_s)
+        self.insert = comments.insert
+        self.p, self.w, self.n, self.user = p, writer, writers, first_user + writer
+
+    def __call__(self, i: int) -> None:
+        post = int(self.latest().ids[0])
+        seq = i * self.n + self.w
+        self.insert(_one(seq, post=post, author=self.user, body=f"{self.p.comment} {self.user}"))
+
+
+class _PostReader(Op):
+    def __init__(self, posts: Collection, p: SocialParams, compat: bool):
+        self.latest = _Latest(posts, compat, p.max_wait_s)
+        self.k = p.posts_per_read
+
+    def __call__(self, i: int) -> None:
+        self.latest(self.k)
+
+
+class _CommentReader(Op):
+    def __init__(self, posts: Collection, comments: Collection, p: SocialParams, compat: bool):
+        self.latest = _Latest(posts, compat, p.max_wait_s)
+        self.find = comments.find
+        self.k = p.comments_per_read
+        self.compat = compat
+        self.wait_s = p.max_wait_s
+
+    def __call__(self, i: int) -> None:
+        post = int(self.latest().ids[0])
+        where = Cmp("post", "eq", post)
+        got = self.find(where, (SEQ, True), self.k)
+        if not len(got):
+            if not self.compat:
+                raise NotCounted("no comment yet")
+            retry_until(lambda: self.find(where, (SEQ, True), self.k), self.wait_s, "comment")
+
+
+class Actor:
+    """Factory for one kind of actor's ops (picklable)."""
+
+    def __init__(
+        self, kind: str, colls: Collections, p: SocialParams, compat: bool, first_user: int = 0
+    ):
+        self.kind, self.colls, self.p, self.compat, self.first_user = (
+            kind,
+            colls,
+            p,
+            compat,
+            first_user,
+        )
+
+    def __call__(self, coll: Collection, c: int, clients: int) -> Op:
+        _users, posts, comments = self.colls.open(coll)
+        if self.kind == "post":
+            return _PostWriter(posts, self.p, c, clients, self.first_user)
+        if self.kind == "comment":
+            return _CommentWriter(posts, comments, self.p, c, clients, self.first_user, self.compat)
+        if self.kind == "read_posts":
+            return _PostReader(posts, self.p, self.compat)
+        return _CommentReader(posts, comments, self.p, self.compat)
+
+
+def _compact_all(*colls: Collection) -> None:
+    for c in colls:
+        c.compact()
+
+
+class SocialWorkload(Workload):
+    name = "social"
+    Params = SocialParams
+    requires = frozenset({Capability.INSERT, Capability.FIND, Capability.ORDER})
+
+    def run(self, ctx: RunContext, p: SocialParams) -> None:
+        compat = ctx.mode == "compat"
+        ctx.metrics["method"] = (
+            "compat: agdb's delays (delay % (user+1)) and readers retrying until data exists"
+            if compat
+            else "corrected: fixed delays spread over one period; empty reads not counted"
+        )
+        s = p.scale
+        posters, commenters = p.posters * s, p.commenters * s
+        post_readers, comment_readers = p.post_readers * s, p.comment_readers * s
+        users = ctx.collection("users", USERS)
+        posts = ctx.collection("posts", post_schema(users.name))
+        comments = ctx.collection("comments", comment_schema(users.name, posts.name))
+        colls = Collections(users, posts, comments)
+
+        n_users = posters + commenters
+        ctx.measure(Task("creating_users", UserWriter(colls), ops=n_users), users, per_iter=1)
+        if users.count() != n_users:
+            raise TaskFailed(
+                f"count check: {ctx.store.engine} holds {users.count()} of {n_users} users"
+            )
+
+        actors = [
+            ("write_posts", "post", posters, p.posts, p.post_delay_ms, 1, 0),
+            ("write_comments", "comment", commenters, p.comments, p.comment_delay_ms, 1, posters),
+            (
+                "read_posts",
+                "read_posts",
+                post_readers,
+                p.post_reads,
+                p.post_read_delay_ms,
+                p.posts_per_read,
+                0,
+            ),
+            (
+                "read_comments",
+                "read_comments",
+                comment_readers,
+                p.comment_reads,
+                p.comment_read_delay_ms,
+                p.comments_per_read,
+                0,
+            ),
+        ]
+        tasks = []
+        per_iter = []
+        for name, kind, clients, iters, delay_ms, k, first_user in actors:
+            if not clients:
+                continue
+            if compat:
+                timing: dict[str, Any] = {
+                    "think_per_client": tuple((delay_ms % (i + 1)) / 1000 for i in range(clients))
+                }
+            else:
+                timing = {"think_s": delay_ms / 1000, "client_offset_s": delay_ms / 1000 / clients}
+            tasks.append(
+                Task(
+                    name,
+                    Actor(kind, colls, p, compat, first_user),
+                    clients=clients,
+                    ops=clients * iters,
+                    items_per_op=k,
+                    **timing,
+                )
+            )
+            per_iter.append(k)
+        results = ctx.measure_mix(tasks, posts)
+        for rec, (stats, _), k in zip(ctx.tasks[-len(results) :], results, per_iter, strict=True):
+            rec["per_iter"] = k  # the study's columns: Per iter, and Total as work
+            rec["busy_s"] = stats.latency.sum_ns / 1e9
+
+        if ctx.store.supports(Capability.SIZE):
+            ctx.metrics["db_size_bytes"] = sum(c.size_bytes() for c in (users, posts, comments))
+            if ctx.store.supports(Capability.COMPACT):
+                ctx.once("compact", lambda: _compact_all(users, posts, comments))
+                ctx.metrics["db_size_after_compact_bytes"] = sum(
+                    c.size_bytes() for c in (users, posts, comments)
+                )
+        ctx.metrics["posts"] = posts.count()
+        ctx.metrics["comments"] = comments.count()

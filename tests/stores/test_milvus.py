@@ -1,0 +1,115 @@
+"""Milvus beyond the conformance suite: the managed Milvus Lite server's
+lifecycle, Milvus Lite in this process, the HNSW index (flushed first), a
+server killed mid-run, other people's collections, the filter compiler."""
+
+import numpy as np
+import pytest
+from pymilvus import DataType, MilvusClient
+
+from storebench.stores import filters as F
+from storebench.stores.base import StoreSpec
+from storebench.stores.milvus import to_expr
+from tests.conftest import make_docs
+from tests.stores import servers as S
+
+pytestmark = pytest.mark.skipif(S.skipped("milvus"), reason="STOREBENCH_SKIP_ENGINES")
+
+
+def test_managed_server_starts_serves_and_stops():
+    S.check_managed(StoreSpec("milvus"))
+
+
+def test_milvus_lite_in_process_from_a_path(tmp_path):
+    docs = make_docs(200)
+    store = StoreSpec("milvus", str(tmp_path / "bench.db")).open()
+    try:
+        assert store.managed is None
+        assert store.spec.url.startswith("http://127.0.0.1:")  # client processes reach it
+        assert store.spec.options["lite_path"] == str(tmp_path / "bench.db")
+        coll = store.create_collection("sb_lite", docs.schema())
+        coll.insert(docs)
+        assert coll.count() == 200
+        assert coll.search(docs.vectors[:3], 1).ids[:, 0].tolist() == [0, 1, 2]
+        coll.drop()
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("metric", ["l2", "ip", "cosine"])
+def test_hnsw_index_reaches_the_recall_with_exact_distances(metric):
+    spec = StoreSpec("milvus", S.shared_url("milvus"))
+    assert S.check_ann(spec, {"m": 16, "ef_construct": 200}, 400, metric) >= 0.95
+
+
+def test_build_index_flushes_and_builds_hnsw_over_every_row():
+    docs = make_docs(2000, dim=16)
+    store = StoreSpec("milvus", S.shared_url("milvus")).open()
+    try:
+        coll = store.create_collection("sb_hnsw", docs.schema())
+        coll.insert(docs)
+        coll.build_index({"m": 8, "ef_construct": 64})
+        d = store.client.describe_index("sb_hnsw", "v")
+        assert d["index_type"] == "HNSW"
+        assert int(d["indexed_rows"]) == 2000 and int(d["pending_index_rows"]) == 0
+        coll.drop()
+    finally:
+        store.close()
+
+
+def test_filters_compile_to_milvus_expressions():
+    attr = {"tags.i": "f0", "score": "f1", "label": "f2"}
+    e = to_expr(
+        F.And(
+            (
+                F.Range("tags.i", 1, 5),
+                F.Or((F.Cmp("score", "lt", 0.5), F.Not(F.In("label", ('a"b', "c"))))),
+            )
+        ),
+        attr,
+    )
+    assert e == '((f0 >= 1 and f0 <= 5) and (f1 < 0.5 or not (f2 in ["a\\"b", "c"])))'
+
+
+def test_a_killed_server_fails_the_run_quickly_with_its_log(tmp_path, monkeypatch):
+    rec, seconds = S.kill_during_run("milvus", tmp_path, monkeypatch)
+    assert rec["status"] == "failed"
+    assert seconds < 15
+    names = [t["name"] for t in rec["tasks"]]
+    assert names[:2] == ["create", "build_index"]
+    assert "milvus-lite server died (exit code -9)" in rec["error"]
+    assert "MilvusLite gRPC server listening" in rec["error"]  # the log's tail
+
+
+def test_foreign_collections_survive_a_full_run(tmp_path):
+    url = S.shared_url("milvus")
+    c = MilvusClient(uri=url)
+    names = ["someone_elses", "storebench_00000000_crud"]  # the second: a careless pattern's prey
+    for name in names:
+        s = c.create_schema(auto_id=False, enable_dynamic_field=False)
+        s.add_field("id", DataType.INT64, is_primary=True)
+        s.add_field("v", DataType.FLOAT_VECTOR, dim=4)
+        c.create_collection(name, schema=s)
+        ip = c.prepare_index_params()
+        ip.add_index(field_name="v", index_type="FLAT", metric_type="L2")
+        c.create_index(name, ip)
+        c.load_collection(name)
+        c.insert(name, [{"id": i, "v": np.full(4, i, np.float32)} for i in range(30)])
+
+    def snapshot():
+        rows = {
+            n: sorted(
+                r["id"] for r in c.query(n, filter="id >= 0", output_fields=["id"], limit=100)
+            )
+            for n in names
+        }
+        return sorted(c.list_collections()), rows
+
+    before = snapshot()
+    try:
+        rec = S.crud_run(f"milvus={url}", tmp_path)
+        assert rec["status"] == "ok", rec["error"]
+        assert snapshot() == before
+    finally:
+        for n in names:
+            c.drop_collection(n)
+        c.close()

@@ -1,0 +1,137 @@
+"""pgvector beyond the conformance suite: the managed server's lifecycle, a
+server killed mid-run, other people's data, the HNSW index, bulk load."""
+
+import numpy as np
+import psutil
+import psycopg
+import pytest
+
+from storebench.stores.base import StoreSpec
+from storebench.stores.pgvector import copy_binary
+from tests.conftest import make_docs
+from tests.stores import servers as S
+
+pytestmark = pytest.mark.skipif(S.skipped("pgvector"), reason="STOREBENCH_SKIP_ENGINES")
+
+
+def test_managed_server_starts_serves_and_stops():
+    S.check_managed(StoreSpec("pgvector"))
+
+
+def test_managed_postgres_runs_unprivileged_on_localhost_only():
+    store = StoreSpec("pgvector").open()
+    try:
+        server = store.managed
+        proc = psutil.Process(server.proc.pid)
+        if psutil.Process().username() == "root":
+            assert proc.username() == "nobody"
+        addrs = {c.laddr.ip for c in proc.net_connections("inet") if c.status == "LISTEN"}
+        assert addrs == {"127.0.0.1"}
+        assert server.password not in " ".join(proc.cmdline())
+        assert server.password not in str(store.spec.describe())
+        assert server.password not in str(store.versions())
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("metric", ["l2", "ip", "cosine"])
+def test_hnsw_index_reaches_the_recall_with_exact_distances(metric):
+    url = S.shared_url("pgvector")
+    assert (
+        S.check_ann(StoreSpec("pgvector", url), {"m": 16, "ef_construct": 200}, 400, metric) >= 0.95
+    )
+
+
+def test_copy_binary_handles_text_columns_and_odd_strings():
+    docs = make_docs(50)
+    docs.fields["label"][:4] = ["", "ä-ü ß", 'quo"te,\\', "x" * 300]
+    store = StoreSpec("pgvector", S.shared_url("pgvector")).open()
+    try:
+        coll = store.create_collection("sb_copy", docs.schema())
+        coll.insert(docs)
+        got = coll.get(docs.ids).sorted_by_id()
+        assert list(got.fields["label"]) == list(docs.fields["label"])
+        assert got.vectors.tobytes() == docs.vectors.tobytes()
+        coll.drop()
+    finally:
+        store.close()
+    cols, data = copy_binary(
+        docs, ["tags.i", "score", "label"], {"tags.i": "int", "score": "float", "label": "str"}
+    )
+    assert cols == ["id", "tags.i", "score", "v", "label"]
+    assert data.startswith(b"PGCOPY\n\xff\r\n\x00") and data.endswith(b"\xff\xff")
+
+
+def test_a_killed_server_fails_the_run_quickly_with_its_log(tmp_path, monkeypatch):
+    rec, seconds = S.kill_during_run("pgvector", tmp_path, monkeypatch)
+    assert rec["status"] == "failed"
+    assert seconds < 15
+    names = [t["name"] for t in rec["tasks"]]
+    assert names[:2] == ["create", "build_index"]
+    assert "postgres server died (exit code -9)" in rec["error"]
+    assert "ready to accept connections" in rec["error"]  # the log's tail
+
+
+def test_foreign_data_survives_a_full_run(tmp_path):
+    url = S.shared_url("pgvector")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE someone_elses (id int PRIMARY KEY, note text)")
+        conn.execute("INSERT INTO someone_elses SELECT g, 'n' || g FROM generate_series(1, 100) g")
+        conn.execute("CREATE INDEX someone_elses_note ON someone_elses (note)")
+        # a name a careless clean-up by pattern would take
+        conn.execute('CREATE TABLE "storebench_00000000_crud" (id bigint)')
+        conn.execute('INSERT INTO "storebench_00000000_crud" VALUES (42)')
+
+        def snapshot():
+            tables = conn.execute(
+                "SELECT relname, relkind FROM pg_class WHERE relnamespace = 'public'::regnamespace ORDER BY 1"
+            ).fetchall()
+            rows = conn.execute("SELECT * FROM someone_elses ORDER BY id").fetchall()
+            mine = conn.execute('SELECT * FROM "storebench_00000000_crud"').fetchall()
+            return tables, rows, mine
+
+        before = snapshot()
+        try:
+            rec = S.crud_run(f"pgvector={url}", tmp_path)
+            assert rec["status"] == "ok", rec["error"]
+            assert snapshot() == before
+        finally:
+            conn.execute("DROP TABLE someone_elses")
+            conn.execute('DROP TABLE "storebench_00000000_crud"')
+    assert rec["store"]["url"].startswith("postgresql://storebench:***@")
+    password = S.shared_server("pgvector").password
+    assert all(password not in f.read_text() for f in tmp_path.glob("*.jsonl"))
+
+
+def test_search_params_reach_every_connection():
+    store = StoreSpec("pgvector", S.shared_url("pgvector"), search={"ef": 77}).open()
+    try:
+        docs = make_docs(20)
+        coll = store.create_collection("sb_ef", docs.schema())
+        coll.insert(docs)
+        coll.search(docs.vectors[:1], 3)
+        assert store.connection().execute("SHOW hnsw.ef_search").fetchone()[0] == "77"
+        coll.set_search_params({"ef": 123})
+        coll.search(docs.vectors[:1], 3)
+        assert store.connection().execute("SHOW hnsw.ef_search").fetchone()[0] == "123"
+        coll.drop()
+    finally:
+        store.close()
+    assert np.__name__  # numpy imported for helpers
+
+
+def test_insert_of_existing_ids_replaces_them():
+    docs = make_docs(100)
+    store = StoreSpec("pgvector", S.shared_url("pgvector")).open()
+    try:
+        coll = store.create_collection("sb_replace", docs.schema())
+        coll.insert(docs.slice(0, 60))
+        again = make_docs(100, seed=8)  # ids 0..99: 0..59 exist, 60..99 are new
+        coll.insert(again)
+        assert coll.count() == 100
+        got = coll.get(again.ids).sorted_by_id()
+        assert list(got.fields["label"]) == list(again.fields["label"])
+        assert got.vectors.tobytes() == again.vectors.tobytes()
+        coll.drop()
+    finally:
+        store.close()

@@ -1,0 +1,168 @@
+"""Redis beyond the conformance suite: the managed server's lifecycle,
+pipelines that really batch, indexing waited for, a server killed mid-run,
+other people's keys and indexes, the filter compiler."""
+
+import psutil
+import pytest
+import redis
+
+from storebench.stores import filters as F
+from storebench.stores.base import StoreSpec
+from storebench.stores.redis_store import to_query
+from tests.conftest import make_docs
+from tests.stores import servers as S
+
+pytestmark = pytest.mark.skipif(S.skipped("redis"), reason="STOREBENCH_SKIP_ENGINES")
+
+
+def client() -> redis.Redis:
+    return redis.Redis.from_url(S.shared_url("redis"), protocol=2)
+
+
+def test_managed_server_starts_serves_and_stops():
+    S.check_managed(StoreSpec("redis"))
+
+
+def test_managed_redis_listens_on_localhost_only_and_keeps_its_password():
+    store = StoreSpec("redis").open()
+    try:
+        server = store.managed
+        proc = psutil.Process(server.proc.pid)
+        addrs = {c.laddr.ip for c in proc.net_connections("inet") if c.status == "LISTEN"}
+        assert addrs == {"127.0.0.1"}
+        assert server.password not in " ".join(proc.cmdline())
+        assert server.password not in str(store.spec.describe())
+        assert "RediSearch" in store.versions()["engine"]
+    finally:
+        store.close()
+
+
+def _stats(r: redis.Redis) -> dict:
+    return r.info("commandstats")
+
+
+def test_inserts_go_out_in_one_pipeline_and_all_arrive(monkeypatch):
+    docs = make_docs(500)
+    store = StoreSpec("redis", S.shared_url("redis")).open()
+    r = client()
+    sends = []
+    real = redis.connection.Connection.send_packed_command
+
+    def counting(self, command, check_health=True):
+        sends.append(1)
+        return real(self, command, check_health)
+
+    try:
+        coll = store.create_collection("sb_pipe", docs.schema())
+        before = _stats(r).get("cmdstat_hset", {}).get("calls", 0)
+        size_before = r.dbsize()
+        monkeypatch.setattr(redis.connection.Connection, "send_packed_command", counting)
+        coll.insert(docs)
+        monkeypatch.undo()
+        # the engine's own counters: every HSET reached the server...
+        assert _stats(r)["cmdstat_hset"]["calls"] - before == 500
+        assert r.dbsize() - size_before == 500
+        # ...in one write, not one per command
+        assert len(sends) == 1
+        assert coll.count() == 500
+        coll.drop()
+    finally:
+        store.close()
+        r.close()
+
+
+def test_build_index_waits_until_the_engine_has_indexed_everything():
+    docs = make_docs(3000, dim=32, seed=3)
+    store = StoreSpec("redis", S.shared_url("redis")).open()
+    try:
+        coll = store.create_collection("sb_wait", docs.schema())
+        for b in docs.batches(1000):
+            coll.insert(b)
+        coll.build_index({"m": 16, "ef_construct": 200})
+        info = coll._info()
+        assert int(info["indexing"]) == 0 and float(info["percent_indexed"]) == 1.0
+        assert int(info["num_docs"]) == 3000
+        assert any(b"HNSW" in a for a in info["attributes"])
+        coll.drop()
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("metric", ["l2", "ip", "cosine"])
+def test_hnsw_index_reaches_the_recall_with_exact_distances(metric):
+    spec = StoreSpec("redis", S.shared_url("redis"))
+    assert S.check_ann(spec, {"m": 16, "ef_construct": 200}, 400, metric) >= 0.95
+
+
+def test_filters_compile_to_the_query_language():
+    attr = {"tags.i": "f0", "score": "f1", "label": "f2"}
+    kinds = {"tags.i": "int", "score": "float", "label": "str"}
+    q = to_query(
+        F.And(
+            (
+                F.Range("tags.i", 1, 5),
+                F.Or((F.Cmp("score", "lt", 0.5), F.Not(F.In("label", ("a b", "c-d"))))),
+            )
+        ),
+        attr,
+        kinds,
+    )
+    assert q == r"(@f0:[1 5] (@f1:[-inf (0.5] | -(@f2:{a\ b | c\-d})))"
+    assert to_query(F.In("tags.i", ()), attr, kinds) == "@_id:[+inf -inf]"
+
+
+def test_a_killed_server_fails_the_run_quickly_with_its_log(tmp_path, monkeypatch):
+    rec, seconds = S.kill_during_run("redis", tmp_path, monkeypatch)
+    assert rec["status"] == "failed"
+    assert seconds < 15
+    names = [t["name"] for t in rec["tasks"]]
+    assert names[:2] == ["create", "build_index"]
+    assert "redis server died (exit code -9)" in rec["error"]
+    assert "Ready to accept connections" in rec["error"]  # the log's tail
+
+
+def test_foreign_keys_and_indexes_survive_a_full_run(tmp_path):
+    r = client()
+    planted = {
+        "someone:1": {"a": "1", "v": "x"},
+        "someone:2": {"a": "2"},
+        # names a careless clean-up by pattern would take
+        "storebench_00000000_crud:7": {"a": "7"},
+        "storebench_00000000_crud": {"a": "bare"},
+    }
+    for k, v in planted.items():
+        r.hset(k, mapping=v)
+    r.set("plain-string", "keep me")
+    r.execute_command(
+        "FT.CREATE", "someone_idx", "ON", "HASH", "PREFIX", 1, "someone:", "SCHEMA", "a", "NUMERIC"
+    )
+    r.execute_command(
+        "FT.CREATE",
+        "storebench_00000000_crud",
+        "ON",
+        "HASH",
+        "PREFIX",
+        1,
+        "storebench_00000000_crud:",
+        "SCHEMA",
+        "a",
+        "NUMERIC",
+    )
+
+    def snapshot():
+        keys = sorted(r.scan_iter(count=1000))
+        values = {k: (r.hgetall(k) if r.type(k) == b"hash" else r.get(k)) for k in keys}
+        return values, sorted(r.execute_command("FT._LIST")), r.dbsize()
+
+    before = snapshot()
+    try:
+        rec = S.crud_run(f"redis={S.shared_url('redis')}", tmp_path)
+        assert rec["status"] == "ok", rec["error"]
+        assert snapshot() == before
+    finally:
+        r.execute_command("FT.DROPINDEX", "someone_idx")
+        r.execute_command("FT.DROPINDEX", "storebench_00000000_crud")
+        r.delete(*planted, "plain-string")
+        r.close()
+    password = S.shared_server("redis").password
+    assert all(password not in f.read_text() for f in tmp_path.glob("*.jsonl"))

@@ -1,0 +1,364 @@
+"""Reports: grouping, HDR arithmetic, views registry, escaping, exports and
+comparisons, on records from real (small) runs."""
+
+import copy
+import json
+import re
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+
+import storebench
+from storebench.metrics import Histogram
+from storebench.report import build, data, export, views
+from storebench.report import compare as cmp
+from storebench.report.plots import pareto_front
+
+pytest.importorskip("matplotlib")
+pytest.importorskip("pandas")
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    d = tmp_path_factory.mktemp("results")
+    storebench.run(
+        "crud",
+        stores=["memory", "sqlite"],
+        set={"n": 400, "ops": 60, "repeats": 2},
+        results_dir=d,
+    )
+    storebench.run(
+        "crud", stores=["memory"], set={"n": 400, "ops": 60, "clients": 2}, results_dir=d
+    )
+    return d
+
+
+@pytest.fixture
+def recs(results):
+    return data.load(results)
+
+
+# --- HDR arithmetic --------------------------------------------------------------
+
+
+def test_fast_decode_equals_histogram_decode(recs):
+    for t in recs[0]["tasks"]:
+        slow = Histogram.decode(t["histogram"])
+        fast = data.histogram(t["histogram"])
+        assert np.array_equal(slow._counts, fast._counts)
+        assert (fast.count, fast.hdr.min_value, fast.hdr.max_value) == (
+            slow.count,
+            slow.hdr.min_value,
+            slow.hdr.max_value,
+        )
+        assert fast.sum_ns == slow.sum_ns
+        assert data.stddev(fast) == pytest.approx(slow.hdr.get_stddev(), rel=1e-9)
+
+
+def test_vectorised_percentiles_equal_hdrhistogram_lookups():
+    h = Histogram()
+    rng = np.random.default_rng(1)
+    h.record(rng.lognormal(10, 1.5, 5000).astype(np.int64))
+    ps = [0, 0.1, 1, 25, 50, 90, 95, 99, 99.9, 99.99, 100]
+    assert data.percentiles(h, ps) == [h.percentile(p) for p in ps]
+    assert data.percentiles(Histogram(), [50]) == [0]
+
+
+def test_percentile_interval_narrows_with_more_samples():
+    rng = np.random.default_rng(2)
+    small, big = Histogram(), Histogram()
+    small.record(rng.normal(1e6, 1e5, 100).astype(np.int64))
+    big.record(rng.normal(1e6, 1e5, 100_000).astype(np.int64))
+    lo_s, hi_s = data.percentile_interval(small, 99)
+    lo_b, hi_b = data.percentile_interval(big, 99)
+    assert lo_s <= small.percentile(99) <= hi_s
+    assert lo_b <= big.percentile(99) <= hi_b
+    assert hi_b - lo_b < hi_s - lo_s
+
+
+def test_pareto_front_keeps_only_points_nothing_beats_on_both_axes():
+    pts = [(0.90, 1000), (0.95, 800), (0.93, 700), (0.99, 300), (0.99, 250), (0.80, 900)]
+    assert pareto_front(pts) == [(0.90, 1000), (0.95, 800), (0.99, 300)]
+    assert pareto_front([]) == []
+
+
+# --- grouping --------------------------------------------------------------------
+
+
+def test_repeats_form_one_configuration_whatever_the_private_db_path(recs):
+    sqlite = [r for r in recs if r["store"]["engine"] == "sqlite"]
+    assert len({r["store"]["url"] for r in sqlite}) == 2  # each run had its own file
+    assert len({r["key"] for r in sqlite}) == 2  # and the key includes the repeat
+    configs = data.group(data.ok_runs(recs))
+    by = {c.label: len(c.runs) for c in configs}
+    assert by == {"memory clients=1": 2, "sqlite clients=1": 2, "memory clients=2": 1}
+    s = configs[0].task("read").spread("ops_per_s")
+    assert s.n == 2 and s.min <= s.median <= s.max
+
+
+def test_a_url_the_user_gave_stays_part_of_the_configuration():
+    assert data.private_location("/tmp/storebench-sqlite-ab12cd34/store.db")
+    assert not data.private_location("/data/bench.db")
+    assert not data.private_location("postgresql://h/db")
+
+
+def test_credentials_are_redacted_in_any_text():
+    s = data.safe_text("connect to postgresql://bench:hunter2@db:5432/x failed")
+    assert "hunter2" not in s and "bench:***@db:5432" in s
+    m = data.safe_mapping({"url": "redis://:pw123@h:6379", "options": {"password": "pw123"}})
+    assert "pw123" not in json.dumps(m)
+
+
+# --- views -----------------------------------------------------------------------
+
+
+def test_crud_views_come_first_then_the_shared_ones():
+    names = [v.name for v in views.views_for("crud")]
+    assert names[:2] == ["crud_latency", "crud_rates"]
+    assert {"recall_qps", "tasks", "percentiles", "concurrency", "spread"} <= set(names)
+    # a workload without views of its own still gets the shared ones
+    assert [v.name for v in views.views_for("ingest")] == names[2:]
+
+
+def test_a_registered_view_shows_and_a_failing_one_becomes_a_note(recs):
+    @views.register("crud", "zz_demo", "Demo view")
+    def demo(v):
+        return [views.Table("runs", ["n"], [[str(len(v.ok))]])]
+
+    @views.register("crud", "zz_broken", "Broken view")
+    def broken(v):
+        raise RuntimeError("no luck")
+
+    try:
+        secs = views.run_views(views.ViewInput("crud", recs), plots=False)
+        by = {s.id: s for s in secs}
+        assert by["crud-zz_demo"].blocks[0].rows == [["5"]]
+        assert "no luck" in by["crud-zz_broken"].blocks[0].text
+        assert "crud-percentiles" not in by  # plots off: chart views skipped
+    finally:
+        reg = views._REGISTRY["crud"]
+        reg[:] = [v for v in reg if not v.name.startswith("zz_")]
+
+
+def test_docarray_tables_have_the_study_columns(recs):
+    secs = views.run_views(views.ViewInput("crud", recs), plots=False)
+    lat = next(s for s in secs if s.id == "crud-crud_latency")
+    tables = [b for b in lat.blocks if isinstance(b, views.Table)]
+    assert [t.title for t in tables] == ["memory", "sqlite"]
+    cols = tables[0].columns
+    assert cols[:3] == ["m", "ef_construct", "ef"]
+    assert cols[3:] == [
+        "clients",
+        "Recall@10",
+        "find by vector",
+        "find by condition",
+        "create 400",
+        "read",
+        "update",
+        "delete",
+        "runs",
+    ]
+    assert tables[1].rows[0][4] == "1.0000"  # sqlite searches exactly
+
+
+# --- the page --------------------------------------------------------------------
+
+
+class _Refs(HTMLParser):
+    """Every reference in a page that a browser could fetch."""
+
+    URL_ATTRS = {"src", "href", "xlink:href", "action", "formaction", "poster", "srcset", "data"}
+    FETCHING_TAGS = {
+        "script",
+        "link",
+        "iframe",
+        "object",
+        "embed",
+        "base",
+        "frame",
+        "audio",
+        "video",
+    }
+
+    def __init__(self):
+        super().__init__()
+        self.refs: list[str] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.FETCHING_TAGS:
+            self.refs.append(f"<{tag}>")
+        self._in_style = tag == "style"
+        for k, v in attrs:
+            if k in self.URL_ATTRS and v and not v.startswith(("#", "data:")):
+                self.refs.append(f"{tag} {k}={v}")
+            if k == "style" and v:
+                self._css(v)
+
+    def handle_data(self, text):
+        if self._in_style:
+            self._css(text)
+
+    def handle_endtag(self, tag):
+        self._in_style = False
+
+    def _css(self, css):
+        self.refs += re.findall(r"url\(\s*['\"]?(?!#|data:)[^)]*\)", css)
+        self.refs += re.findall(r"@import[^;]*", css)
+
+
+def external_references(page: str) -> list[str]:
+    p = _Refs()
+    p.feed(page)
+    return p.refs
+
+
+def test_html_page_is_self_contained(recs, tmp_path):
+    w = build.write(recs, tmp_path)
+    page = w.html.read_text()
+    assert external_references(page) == []
+    assert "<script" not in page and "<link" not in page and "<iframe" not in page
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+    assert page.count("<svg") == len(w.plots) // 2 >= 3
+
+
+def test_text_from_results_is_escaped_and_credentials_never_appear(recs, tmp_path):
+    evil = copy.deepcopy([r for r in recs if r["store"]["engine"] == "memory"][:1])[0]
+    evil["run_id"] = "evil-1"
+    evil["store"]["engine"] = "<script>alert(1)</script>$x$"
+    evil["versions"]["engine"] = "1.0<b>bold</b>"
+    evil["status"] = "failed"
+    evil["error"] = "boom <img src=x onerror=alert(2)> at postgresql://bench:hunter2@db:5432/x"
+    evil["traceback"] = "Traceback: redis://:s3cr3t@h:6379 </pre><script>alert(3)</script>"
+    evil["machine"]["hostname"] = "<i>host</i>"
+    ok = copy.deepcopy(evil)
+    ok["run_id"], ok["status"], ok["error"] = "evil-2", "ok", None
+    w = build.write([*recs, evil, ok], tmp_path)
+    md = w.markdown.read_text()
+    assert "hunter2" not in md and "s3cr3t" not in md
+    # Markdown passes HTML through except in code fences (the traceback's), shown literally
+    md_outside_fences = re.sub(r"^```\n.*?^```\n", "", md, flags=re.S | re.M)
+    outputs = [w.html.read_text(), md_outside_fences]
+    outputs += [p.read_text() for p in w.plots if p.suffix == ".svg"]
+    for text in outputs:
+        assert "hunter2" not in text and "s3cr3t" not in text
+        assert "<script>alert" not in text and "<img src=x" not in text and "<b>bold" not in text
+        assert "<i>host" not in text
+    page = outputs[0]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;img src=x onerror=alert(2)&gt;" in page
+    assert "bench:***@db:5432" in page
+    assert external_references(page) == []
+
+
+# --- exports ---------------------------------------------------------------------
+
+
+def test_frames_have_one_row_per_run_and_task(results, recs):
+    df = storebench.report.frames(results)
+    n_tasks = sum(len(r["tasks"]) for r in recs)
+    assert len(df) == n_tasks == 5 * 6
+    for col in (
+        "run_id",
+        "config",
+        "store.engine",
+        "params.n",
+        "task",
+        "ops_per_s",
+        "latency_ns.p99",
+    ):
+        assert col in df.columns
+    assert list(df.columns).index("task") > list(df.columns).index("machine.cores_logical")
+    vec = df[df.task == "find_by_vector"]
+    assert (vec["recall@10"] == 1.0).all()
+    h = Histogram.decode(vec.iloc[0]["histogram"])
+    assert h.percentile(99) == vec.iloc[0]["latency_ns.p99"]
+
+
+def test_csv_and_parquet_hold_the_same_rows(recs, tmp_path):
+    import pandas as pd
+
+    n = export.write_csv(recs, tmp_path / "r.csv")
+    m = export.write_parquet(recs, tmp_path / "r.parquet")
+    a = pd.read_csv(tmp_path / "r.csv")
+    b = pd.read_parquet(tmp_path / "r.parquet")
+    assert n == m == len(a) == len(b) == 30
+    assert list(a.columns) == list(b.columns)
+    assert np.allclose(a["ops_per_s"], b["ops_per_s"])
+
+
+def test_a_run_without_tasks_is_still_a_row(recs):
+    failed = copy.deepcopy(recs[0])
+    failed["status"], failed["tasks"], failed["error"] = "failed", [], "could not connect"
+    rows = export.rows([failed])
+    assert len(rows) == 1 and rows[0]["task"] is None and rows[0]["status"] == "failed"
+
+
+# --- compare ---------------------------------------------------------------------
+
+
+def test_compare_pairs_by_parameters_and_names_what_differs(recs):
+    a = cmp.select(recs, ["store=memory", "clients=1"])
+    b = cmp.select(recs, ["store=sqlite"])
+    comp = cmp.compare(a, b)
+    assert comp.differ == {"store.engine": ("memory", "sqlite")}
+    assert {r.pair for r in comp.rows} == {"all runs"}
+    row = next(r for r in comp.rows if r.task == "find_by_vector" and r.metric == "p50")
+    assert row.a.basis == "repeats" and row.a.runs == 2
+    assert row.ratio == pytest.approx(row.b.value / row.a.value)
+    rec = next(r for r in comp.rows if r.metric == "recall@10")
+    assert rec.verdict == "same" and rec.ratio == 1.0
+
+
+def test_compare_with_itself_is_all_same(recs):
+    comp = cmp.compare(recs, recs)
+    assert comp.differ == {} and comp.rows
+    assert {r.verdict for r in comp.rows} == {"same"}
+    assert comp.only_a == comp.only_b == []
+
+
+def test_single_runs_use_hdr_intervals(recs):
+    a = cmp.select(recs, ["clients=2"])
+    b = cmp.select(recs, ["store=memory", "clients=1", "repeat=0"])
+    comp = cmp.compare(a, b)
+    p99 = next(r for r in comp.rows if r.task == "read" and r.metric == "p99")
+    assert p99.a.basis == p99.b.basis == "hdr"
+    assert p99.a.lo <= p99.a.value <= p99.a.hi
+    ops = next(r for r in comp.rows if r.task == "read" and r.metric == "ops/s")
+    assert ops.a.basis == "hdr" and 0 < ops.a.lo < ops.a.value < ops.a.hi
+
+
+@pytest.mark.parametrize(
+    "a, b, higher, verdict",
+    [
+        ((100, 90, 110), (105, 95, 115), True, "noise"),
+        ((100, 98, 102), (120, 118, 122), True, "better"),
+        ((100, 98, 102), (120, 118, 122), False, "worse"),
+        ((100, 100, 100), (100, 90, 110), False, "same"),
+    ],
+)
+def test_differences_within_the_spread_are_noise(a, b, higher, verdict):
+    ia = cmp.Interval(*a, runs=3, basis="repeats")
+    ib = cmp.Interval(*b, runs=3, basis="repeats")
+    assert cmp._verdict(ia, ib, higher) == verdict
+
+
+def test_select_rejects_a_condition_without_value(recs):
+    from storebench.errors import UserError
+
+    with pytest.raises(UserError, match="KEY=VALUE"):
+        cmp.select(recs, ["store"])
+    assert cmp.select(recs, ["run_id=" + recs[0]["run_id"]]) == [recs[0]]
+    assert len(cmp.select(recs, ["params.n=400"])) == len(recs) == 5
+
+
+def test_the_reference_checker_sees_what_a_browser_would_fetch():
+    page = (
+        '<img src="http://a/x.png"><svg><image xlink:href="https://b/y.png"/></svg>'
+        '<div style="background:url(//c/z.png)"></div><style>@import "d.css";</style>'
+        '<script src="e.js"></script><a href="#ok">ok</a><img src="data:image/png;base64,AA">'
+        "<p>&lt;img src=x&gt; is text</p>"
+    )
+    refs = external_references(page)
+    assert len(refs) == 6, refs
