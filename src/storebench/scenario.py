@@ -63,7 +63,9 @@ class ScenarioFile(BaseModel):
         if isinstance(v, list):
             for s in v:
                 if s is None:  # YAML reads a bare null (or an empty item) as None
-                    raise ValueError("empty store entry (a store named null must be quoted: 'null')")
+                    raise ValueError(
+                        "empty store entry (a store named null must be quoted: 'null')"
+                    )
             return [{"engine": s} if isinstance(s, str) else s for s in v]
         return v
 
@@ -269,7 +271,9 @@ class Scenario:
         except ValidationError as exc:
             loc, msg = _first_error(exc)
             where = cls._where(path, lines, overrides, loc)
-            raise UserError(msg if where.startswith("--") else f"{_dotted(loc)}: {msg}", where=where) from exc
+            raise UserError(
+                msg if where.startswith("--") else f"{_dotted(loc)}: {msg}", where=where
+            ) from exc
 
     def error(self, loc: tuple[Any, ...], msg: str) -> UserError:
         where = self._where(self.source, self.lines, self.overrides, loc)

@@ -88,11 +88,22 @@ def test_crud_runs_on_a_dataset_and_unknown_datasets_are_refused(tmp_path, monke
     from storebench.errors import UserError
 
     monkeypatch.setenv("STOREBENCH_DATA", str(tmp_path / "data"))
-    datasets.make_synthetic(datasets.SyntheticSpec(n=1500, dim=16, nq=60, metric="cosine", seed=3), name="tiny-cos")
-    (rec,) = storebench.run("crud", stores=["memory"], set={"dataset": "tiny-cos", "ops": 60}, results_dir=tmp_path)
+    datasets.make_synthetic(
+        datasets.SyntheticSpec(n=1500, dim=16, nq=60, metric="cosine", seed=3), name="tiny-cos"
+    )
+    (rec,) = storebench.run(
+        "crud", stores=["memory"], set={"dataset": "tiny-cos", "ops": 60}, results_dir=tmp_path
+    )
     assert rec["status"] == "ok", rec["error"]
-    assert rec["metrics"]["data"] == {"dataset": "tiny-cos", "n": 1500, "dim": 16, "metric": "cosine"}
+    assert rec["metrics"]["data"] == {
+        "dataset": "tiny-cos",
+        "n": 1500,
+        "dim": 16,
+        "metric": "cosine",
+    }
     assert rec["metrics"]["recall@10"] == 1.0
     with pytest.raises(UserError, match="unknown dataset 'nope'"):
-        storebench.run("crud", stores=["memory"], set={"dataset": "nope"}, results_dir=tmp_path / "x")
+        storebench.run(
+            "crud", stores=["memory"], set={"dataset": "nope"}, results_dir=tmp_path / "x"
+        )
     assert not (tmp_path / "x").exists()

@@ -53,5 +53,7 @@ def test_compat_delays_follow_agdb_and_default_delays_are_fixed():
     delays = tuple((100 % (i + 1)) / 1000 for i in range(100))
     assert delays[:4] == (0.0, 0.0, 0.001, 0.0)
     assert 0.015 < sum(delays) / len(delays) < 0.019  # ~17 ms on average
-    t = Task("r", Actor("read_posts", None, None, True), clients=100, ops=100, think_per_client=delays)
+    t = Task(
+        "r", Actor("read_posts", None, None, True), clients=100, ops=100, think_per_client=delays
+    )
     assert t.think(2) == 0.001 and t.think(6) == 0.002 and t.think(99) == 0.0

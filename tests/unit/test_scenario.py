@@ -44,7 +44,9 @@ def test_errors_name_the_key_and_its_line(tmp_path):
 
 def test_overrides_and_grid_expand_into_runs(tmp_path):
     p = write(tmp_path, GOOD + "grid:\n  n: [100, 200]\n  index.m: [4, 8]\n")
-    with pytest.raises(UserError, match=r":9: grid.index.m: no store in this scenario has index parameter 'm'"):
+    with pytest.raises(
+        UserError, match=r":9: grid.index.m: no store in this scenario has index parameter 'm'"
+    ):
         Scenario.load(str(p))
     # a parameter some store has collapses for the others, and they say so
     runs = Scenario.load(str(p), stores=["memory,null"]).plan()
