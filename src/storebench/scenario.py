@@ -237,6 +237,10 @@ class Scenario:
                 target = nxt
             target[keys[-1]] = value
             overrides[".".join(keys)] = f"--set {'.'.join(keys)}"
+            if keys[0] == "params" and isinstance(raw.get("grid"), dict):
+                # a value set for a gridded parameter replaces its grid axis
+                for gk in (keys[1], ".".join(keys)):
+                    raw["grid"].pop(gk, None)
         if stores:
             raw["stores"] = parse_stores(list(stores))
             overrides["stores"] = "--store"

@@ -85,15 +85,23 @@ class Task:
     rate: float | None = None  # open loop: target ops/s over all clients
     items_per_op: int = 1
     executor: str | None = None  # None: the store's declared preference
+    # requests each client keeps in flight: W > 1 runs W lanes per client,
+    # each with its own connection, so a client has W requests outstanding
+    inflight: int = 1
     max_errors: int = 0  # failed ops tolerated before the task fails
 
     def __post_init__(self) -> None:
-        if self.clients < 1:
-            raise ValueError(f"task {self.name}: clients must be >= 1")
+        if self.clients < 1 or self.inflight < 1:
+            raise ValueError(f"task {self.name}: clients and inflight must be >= 1")
         if (self.ops is None) == (self.duration_s is None):
             raise ValueError(f"task {self.name}: give exactly one of ops or duration_s")
         if self.rate is not None and (self.rate <= 0 or self.think_s or self.think_per_client):
             raise ValueError(f"task {self.name}: rate must be > 0 and excludes think time")
+
+    @property
+    def lanes(self) -> int:
+        """Independent op streams: clients x in-flight requests each."""
+        return self.clients * self.inflight
 
     def think(self, c: int) -> float:
         return (
@@ -106,7 +114,7 @@ class Task:
         """How many measured ops client c runs (None: until the deadline)."""
         if self.ops is None:
             return None
-        return max(0, math.ceil((self.ops - c) / self.clients))
+        return max(0, math.ceil((self.ops - c) / self.lanes))
 
 
 @dataclass
@@ -138,14 +146,14 @@ def _measure(
 ) -> tuple[np.ndarray, np.ndarray | None, Counter[str], Counter[str], bool]:
     """Runs client c's measured ops (progress in ``ctl.progress[slot]``);
     returns (latencies, service times, errors, skipped, complete)."""
-    step = task.clients
+    step = task.lanes
     n = task.client_ops(c)
     deadline = start_ns + int(task.duration_s * 1e9) if task.duration_s is not None else 1 << 62
     size = n if n is not None else DURATION_CHUNK
     lat = np.zeros(size, np.int64)
     svc = np.zeros(size, np.int64) if task.rate is not None else None
-    interval = task.clients * 1e9 / task.rate if task.rate else 0.0
-    origin = start_ns + int(c * interval / task.clients)
+    interval = task.lanes * 1e9 / task.rate if task.rate else 0.0
+    origin = start_ns + int(c * interval / task.lanes)
     errors: Counter[str] = Counter()
     skipped: Counter[str] = Counter()
     think = task.think(c)
@@ -208,16 +216,16 @@ def run_client(
     """One client: build the op, warm up, meet the others, measure.
     ``slot`` is this client's place among all clients of a mix of tasks."""
     slot = c if slot is None else slot
-    ops = task.factory(coll, c, task.clients)
+    ops = task.factory(coll, c, task.lanes)
     op = ops.call
     i = -1 - c
     warm_end = loops.clock() + int(task.warmup_s * 1e9)
     for _ in range(task.warmup_ops):
         op(i)
-        i -= task.clients
+        i -= task.lanes
     while loops.clock() < warm_end and not ctl.stop[0]:
         op(i)
-        i -= task.clients
+        i -= task.lanes
     sync()  # all clients start measuring together
     if c == 0:
         log.info("task %s: measuring", task.name)
@@ -253,6 +261,8 @@ class Interrupted(StorebenchError):
 
 def merge(task: Task, results: list[ClientResult]) -> TaskStats:
     stats = TaskStats(task.name, clients=task.clients)
+    if task.inflight > 1:
+        stats.extra["inflight"] = task.inflight
     if task.rate is not None:
         stats.service = Histogram()
     for r in results:

@@ -35,7 +35,7 @@ def _failure(c: int, exc: BaseException) -> ClientResult:
 
 def _slots(tasks: list[Task]) -> list[tuple[int, int]]:
     """(task index, client index) for every client of every task, in slot order."""
-    return [(t, c) for t, task in enumerate(tasks) for c in range(task.clients)]
+    return [(t, c) for t, task in enumerate(tasks) for c in range(task.lanes)]
 
 
 def _per_task(
@@ -73,7 +73,7 @@ class Executor:
         interrupt, if one came."""
         counted = [t.ops for t in tasks]
         total = None if None in counted else sum(counted)  # type: ignore[arg-type]
-        n = sum(t.clients for t in tasks)
+        n = sum(t.lanes for t in tasks)
         bar = progress.task(
             "+".join(t.name for t in tasks), total=total, duration_s=tasks[0].duration_s
         )
