@@ -98,6 +98,21 @@ def run(
         sys.exit(1)
 
 
+@cli.command()
+@click.argument("scenario")
+@click.argument("path", required=False, type=click.Path(dir_okay=False))
+def init(scenario: str, path: str | None) -> None:
+    """Write built-in SCENARIO's file to PATH (default SCENARIO.yaml) to edit."""
+    from storebench.scenario import resolve
+
+    source = resolve(scenario)
+    target = Path(path or f"{scenario}.yaml")
+    if target.exists():
+        raise UserError("already exists; storebench does not overwrite it", where=str(target))
+    target.write_text(source.read_text())
+    click.echo(f"wrote {target}; run it with: storebench run {target}", err=True)
+
+
 @cli.command(name="list")
 @click.argument("what", type=click.Choice(["stores", "scenarios", "workloads", "executors"]))
 def list_(what: str) -> None:

@@ -141,3 +141,10 @@ def test_python_api_returns_the_records(tmp_path):
         )
         == []
     )
+
+
+def test_init_writes_a_scenario_to_edit_and_never_overwrites(tmp_path):
+    r = sb("init", "social", cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "social.yaml").read_text().startswith("# agdb")
+    again = sb("init", "social", cwd=tmp_path)
+    assert again.returncode == 2 and "already exists" in again.stderr
