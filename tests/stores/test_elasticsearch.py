@@ -155,3 +155,28 @@ def test_filters_compile_to_bool_queries():
         }
     }
     assert to_query(F.In("tags.i", ())) == {"match_none": {}}
+
+
+def test_unknown_options_and_bad_urls_are_user_errors_before_any_connection():
+    from storebench.errors import UserError
+
+    with pytest.raises(UserError, match="unknown option 'bogus'"):
+        StoreSpec(ENGINE, "http://127.0.0.1:1", options={"bogus": 1}).open()
+    with pytest.raises(UserError, match="refresh must be"):
+        StoreSpec(ENGINE, "http://127.0.0.1:1", options={"refresh": "sometimes"}).open()
+    with pytest.raises(UserError, match=r"expected http\(s\)://") as err:
+        StoreSpec(ENGINE, "es://u:s3cret@host:9200").open()
+    assert "s3cret" not in str(err.value)
+
+
+def test_refresh_wait_for_makes_each_write_visible_by_itself():
+    store = J.spec(ENGINE, options={"refresh": "wait_for"}).open()
+    try:
+        docs = J.make_docs(40)
+        coll = store.create_collection("sb_visible", docs.schema())
+        coll.insert(docs)
+        assert not store._dirty  # nothing left for a read to refresh
+        assert len(coll.find(F.Cmp("tags.i", "ge", 0))) == 40
+        coll.drop()
+    finally:
+        store.close()

@@ -125,14 +125,15 @@ class LuceneServer(Server):
         self,
         datadir: str | os.PathLike[str] | None = None,
         keep: bool = False,
-        heap: str = "1g",
-        min_heap: str = "512m",
+        heap: str | None = None,
     ):
         super().__init__(datadir, keep)
         self.home = ensure(self.dist)  # fetched once; not part of the start-up time
         check_readable_by(self.home, self.user)
         self.transport_port = free_port()
-        self.heap, self.min_heap = heap, min_heap
+        # the JVM heap: -Xms512m -Xmx1g unless given (then both the same, as
+        # the engines recommend)
+        self.heap_opts = f"-Xms{heap} -Xmx{heap}" if heap else "-Xms512m -Xmx1g"
         self._java_home = java_home()
 
     @property
@@ -187,7 +188,7 @@ class LuceneServer(Server):
         env.update(
             {
                 f"{p}_PATH_CONF": str(self.conf_dir),
-                f"{p}_JAVA_OPTS": f"-Xms{self.min_heap} -Xmx{self.heap}",
+                f"{p}_JAVA_OPTS": self.heap_opts,
                 f"{p}_TMPDIR": str(self.dir / "tmp"),
                 f"{p}_JAVA_HOME": self._java_home,
                 "HOME": str(self.dir),  # nobody's home does not exist

@@ -243,6 +243,18 @@ class Store:
         """Engine and client versions, for the result record."""
         return {}
 
+    def engine_stats(self) -> dict[str, dict[str, Any]] | None:
+        """Optional: the engine's own cumulative counters per operation, where
+        it keeps them and they are cheap to read, as ``{op: {"calls": int,
+        "time_s": float, "command": str}}`` with ``op`` one of ``search``,
+        ``insert``, ... (the adapter maps its own command names). Workloads
+        read them before and after a measured task: the difference is the
+        engine's own time per call, recorded beside the driver's latency so
+        the client's share is visible. Counters are engine-wide: other
+        traffic on an external server is counted too. None (the default):
+        the engine reports nothing of the kind."""
+        return None
+
     def health(self) -> str | None:
         """None if the engine is fine; else what happened to it (a managed
         server that died, with its last log lines)."""

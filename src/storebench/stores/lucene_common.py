@@ -27,9 +27,10 @@ Options (``StoreSpec.options``): ``shards`` (1), ``replicas`` (0),
 ``refresh`` (auto | wait_for | none), ``force_merge`` (true: ``build_index``
 merges to one segment, so search runs on one HNSW graph), ``request_timeout``
 (seconds, 120), ``verify_certs`` / ``ca_certs`` (https), and for a managed
-server ``heap`` (JVM heap, "1g"). Credentials: in the URL
-(``http://user:pass@host:9200``) or ``STOREBENCH_<ENGINE>_USERNAME`` /
-``..._PASSWORD``; never in records or messages.
+server ``heap`` (JVM -Xms and -Xmx, e.g. "2g"; default -Xms512m -Xmx1g).
+Credentials: in the URL (``http://user:pass@host:9200``) or
+``STOREBENCH_<ENGINE>_USERNAME`` / ``..._PASSWORD``; never in records or
+messages.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
@@ -469,11 +469,11 @@ class LuceneStore(Store):
         for k in ("m", "ef_construct"):
             if k in spec.index and int(spec.index[k]) < 1:
                 raise UserError(f"{k} must be >= 1", where="store.index")
-        self._dirty: set[str] = set()
-        self._lock = threading.Lock()
+        self._dirty: set[str] = set()  # written since the last refresh (auto)
         self.client: Any = None
         if spec.url is None:
-            self.managed = self.server_class(heap=str(opts.get("heap", "1g"))).start()
+            heap = opts.get("heap")
+            self.managed = self.server_class(heap=str(heap) if heap else None).start()
             self.spec = spec.with_(url=self.managed.url)
         try:
             url, auth = self._split_url(self.spec.url or "")
@@ -482,13 +482,9 @@ class LuceneStore(Store):
         except BaseException as exc:
             where = redact_url(self.spec.url)
             self.close()
-            if isinstance(exc, StorebenchError):
+            if isinstance(exc, UserError) or not isinstance(exc, Exception):
                 raise
-            if isinstance(exc, Exception):
-                raise UserError(
-                    f"cannot reach {self.engine} at {where}: {exc}", where="store"
-                ) from None
-            raise
+            raise UserError(f"cannot use {self.engine} at {where}: {exc}", where="store") from None
 
     def _split_url(self, url: str) -> tuple[str, tuple[str, str] | None]:
         parts = urlsplit(url)
@@ -500,7 +496,8 @@ class LuceneStore(Store):
         env = self.engine.upper()
         user = parts.username or os.environ.get(f"STOREBENCH_{env}_USERNAME")
         password = parts.password or os.environ.get(f"STOREBENCH_{env}_PASSWORD")
-        netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        netloc = host + (f":{parts.port}" if parts.port else "")
         clean = urlunsplit(parts._replace(netloc=netloc))
         return clean, ((user, password or "") if user else None)
 

@@ -503,6 +503,19 @@ class RedisStore(Store):
                 self._algorithm[name] = "HNSW" if b"HNSW" in attr else "FLAT"
         return coll
 
+    def engine_stats(self) -> dict[str, dict[str, Any]] | None:
+        """``INFO commandstats``: calls and microseconds the server itself
+        spent per command (FT.SEARCH for searches, HSET for writes). The
+        search module runs queries on the main thread here (no WORKERS), so
+        the time is the whole query's."""
+        stats = self.client.info("commandstats")
+        out: dict[str, dict[str, Any]] = {}
+        for op, cmd in (("search", "FT.SEARCH"), ("write", "HSET")):
+            s = stats.get(f"cmdstat_{cmd}")
+            if s:
+                out[op] = {"calls": int(s["calls"]), "time_s": s["usec"] / 1e6, "command": cmd}
+        return out
+
     def versions(self) -> dict[str, str]:
         info = self.client.info("server")
         search = self._modules.get("search", "?")

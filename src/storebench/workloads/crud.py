@@ -18,17 +18,20 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from storebench.data import synthetic
 from storebench.data.batch import DocBatch
-from storebench.data.shared import Shared
-from storebench.data.truth import GroundTruth, recall_at_k
+from storebench.data.truth import GroundTruth
 from storebench.driver import FnOp, Op, Task
 from storebench.errors import NotSupported, TaskFailed, UserError
 from storebench.stores.base import Capability, Collection
 from storebench.stores.filters import Cmp
 from storebench.workloads.base import Params, RunContext, Workload
-
-TAG = "tags.i"
+from storebench.workloads.vector_common import (
+    TAG,
+    InsertFactory,
+    SearchFactory,
+    VectorData,
+    score,
+)
 
 
 class CrudParams(Params):
@@ -53,27 +56,6 @@ class CrudParams(Params):
 # --- operation factories (module level: picklable for process clients) -------
 
 
-class _Inserts(Op):
-    def __init__(self, ids: Shared, tags: Shared, vecs: Shared, batch: int, coll: Collection):
-        self.insert = coll.insert
-        ids_a, tags_a, vecs_a = ids.array, tags.array, vecs.array
-        self.batches = [
-            DocBatch(ids_a[s : s + batch], {TAG: tags_a[s : s + batch]}, vecs_a[s : s + batch])
-            for s in range(0, len(ids_a), batch)
-        ]
-
-    def __call__(self, i: int) -> None:
-        self.insert(self.batches[i])
-
-
-class InsertFactory:
-    def __init__(self, ids: Shared, tags: Shared, vecs: Shared, batch: int):
-        self.args = (ids, tags, vecs, batch)
-
-    def __call__(self, coll: Collection, c: int, clients: int) -> Op:
-        return _Inserts(*self.args, coll)
-
-
 class PoolFactory:
     """Op i applies ``method`` to ``pool[i % len(pool)]`` (warm-up i < 0
     wraps to the pool's end)."""
@@ -87,91 +69,6 @@ class PoolFactory:
         pool = self.pool
         m = len(pool)
         return FnOp(lambda i: fn(pool[i % m]))
-
-
-class _Searches(Op):
-    def __init__(self, coll: Collection, queries: Shared, k: int):
-        self.search = coll.search
-        self.q = np.ascontiguousarray(queries.array)
-        self.k = k
-        self.found = np.full((len(self.q), k), -1, np.int64)
-        self.seen = np.zeros(len(self.q), bool)
-
-    def __call__(self, i: int) -> None:
-        j = i % len(self.q)
-        self.found[j] = self.search(self.q[j : j + 1], self.k).ids[0]
-        self.seen[j] = True
-
-    def finish(self) -> Any:
-        return self.found, self.seen
-
-
-class SearchFactory:
-    def __init__(self, queries: Shared, k: int):
-        self.queries = queries
-        self.k = k
-
-    def __call__(self, coll: Collection, c: int, clients: int) -> Op:
-        return _Searches(coll, self.queries, self.k)
-
-
-# --- data ----------------------------------------------------------------------
-
-
-class CrudData:
-    """The documents, queries and ground truth: synthetic (DocArray's shape:
-    uniform ``tags.i``, clustered vectors) or a dataset's."""
-
-    def __init__(self, p: CrudParams):
-        self.p = p
-        self.ds = None
-        if p.dataset is not None:
-            from storebench.data import datasets
-
-            self.ds = datasets.load(p.dataset)
-            if self.ds.nq == 0:
-                raise UserError("the dataset has no queries for find by vector", where=self.ds.name)
-            self.n = min(p.n, self.ds.n) if "n" in p.model_fields_set else self.ds.n
-            self.ids = np.asarray(self.ds.ids[: self.n])
-            self.vecs = self.ds.vectors if self.n == self.ds.n else self.ds.vectors[: self.n]
-            self.metric = self.ds.metric
-            if TAG in self.ds.fields:  # a copy: updates change it
-                self.tags = np.array(self.ds.fields[TAG][: self.n], dtype=np.int64)
-            else:
-                self.tags = synthetic.uniform_ints(self.n, 0, p.tag_values or self.n, p.seed)
-            self.describe = {
-                "dataset": self.ds.name,
-                "n": self.n,
-                "dim": self.ds.dim,
-                "metric": self.metric,
-            }
-        else:
-            self.n = p.n
-            self.ids = np.arange(p.n, dtype=np.int64)
-            self.tags = synthetic.uniform_ints(p.n, 0, p.tag_values or p.n, p.seed)
-            self.vecs = synthetic.vectors(p.n, p.dim, p.data, p.seed)
-            self.metric = p.metric
-            self.describe = {
-                "synthetic": p.data,
-                "n": p.n,
-                "dim": p.dim,
-                "metric": p.metric,
-                "seed": p.seed,
-            }
-
-    def queries(self, count: int) -> np.ndarray:
-        if self.ds is not None:
-            return np.ascontiguousarray(self.ds.queries[: min(count, self.ds.nq)])
-        return synthetic.vectors(count, self.p.dim, self.p.data, self.p.seed + 1)
-
-    def truth(self, live: np.ndarray, queries: np.ndarray, k: int) -> GroundTruth:
-        """Exact neighbours among the documents still alive (cached on disk
-        for datasets)."""
-        if self.ds is not None:
-            mask = np.zeros(self.ds.n, bool)
-            mask[: self.n] = live
-            return self.ds.truth(k, where=mask, nq=len(queries))
-        return GroundTruth.compute(self.ids[live], self.vecs[live], queries, k, self.metric)
 
 
 # --- the workload ------------------------------------------------------------
@@ -201,8 +98,9 @@ class CrudWorkload(Workload):
                 "compat: create as one call of all documents, one operation per task, no warm-up"
             )
         rng = np.random.default_rng([p.seed, 7])
-        data = CrudData(p)
+        data = VectorData(p, tags=True)
         n, ids, tags, vecs = data.n, data.ids, data.tags, data.vecs
+        assert tags is not None
         ctx.metrics["data"] = data.describe
         docs = DocBatch(ids, {TAG: tags}, vecs)
         coll = ctx.collection("crud", docs.schema(data.metric, indexed=(TAG,)))
@@ -212,11 +110,11 @@ class CrudWorkload(Workload):
         # create
         batch_size = batch_size or n
         n_batches = -(-n // batch_size)
-        shared = (ctx.share("ids", ids), ctx.share("tags", tags), ctx.share("vecs", vecs))
+        shared_ids, shared_vecs = ctx.share("ids", ids), ctx.share("vecs", vecs)
         ctx.measure(
             Task(
                 "create",
-                InsertFactory(*shared, batch_size),
+                InsertFactory(shared_ids, {TAG: ctx.share("tags", tags)}, shared_vecs, batch_size),
                 clients=min(p.clients, n_batches),
                 ops=n_batches,
                 items_per_op=batch_size,
@@ -322,13 +220,4 @@ class CrudWorkload(Workload):
 
 def _recall(payloads: list[Any], truth: GroundTruth, n_queries: int, k: int) -> float | None:
     """Mean recall@k over the queries the clients ran (each returns its rows)."""
-    found = np.full((n_queries, k), -1, np.int64)
-    seen = np.zeros(n_queries, bool)
-    for rows, ran in payloads:
-        found[ran] = rows[ran]
-        seen |= ran
-    if not seen.any():
-        return None
-    return float(
-        recall_at_k(found[seen], GroundTruth(truth.ids[seen], truth.distances[seen]), k).mean()
-    )
+    return score(payloads, truth, k).recall

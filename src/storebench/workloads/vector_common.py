@@ -1,0 +1,719 @@
+"""What the vector workloads share: their data, upload and search operations,
+recall and precision, the phases of a search run, client CPU accounting, the
+engine's own time, and the recall-target tuner.
+
+``crud`` uses the data, the upload and search operations and the scoring;
+``search``, ``tune`` and ``scale`` use all of it through ``SearchRun``.
+
+Data: synthetic (clustered or uniform vectors, ``tags.i`` for crud, label
+columns with chosen selectivities for filtered search) or a dataset from
+the data directory. Ground truth is exact, per filter where one applies.
+
+Operation factories live at module level so process clients can unpickle
+them; arrays reach process clients as memory-mapped files (``Shared``),
+never as copies.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from storebench.data import synthetic
+from storebench.data.batch import DocBatch
+from storebench.data.shared import Shared
+from storebench.data.truth import GroundTruth, recall_at_k
+from storebench.driver import Op, Task
+from storebench.driver.core import cpu_count
+from storebench.errors import NotSupported, TaskFailed, UserError
+from storebench.stores.base import Capability, Collection
+from storebench.stores.filters import Cmp, Filter
+from storebench.workloads.base import Params, RunContext
+
+TAG = "tags.i"
+TRUTH_K = 100  # neighbours kept per query, so ties at the k-th place are seen
+SATURATED = 0.9  # client CPU at this fraction of its ceiling flags the client
+
+
+# --- data ----------------------------------------------------------------------
+
+
+class VectorData:
+    """The documents, queries and exact ground truth: synthetic or a dataset's.
+
+    ``p`` needs ``dataset, n, dim, metric, data, seed`` (and ``tag_values``
+    when ``tags``). With a dataset, ``n`` (if given) keeps its first rows.
+    ``tags`` adds DocArray's ``tags.i`` (uniform ints, a copy: crud updates
+    it); ``labels`` adds one keyword column per selectivity (``label_1p``
+    holds ``label_1p`` on ~1% of the rows, ``other`` elsewhere); a dataset
+    must already have them (``storebench dataset make --labels``)."""
+
+    def __init__(self, p: Any, *, tags: bool = False, labels: Sequence[float] = ()):
+        self.p = p
+        self.ds = None
+        self.tags: np.ndarray | None = None
+        self.labels: dict[str, np.ndarray] = {}
+        self.selectivity = {synthetic.label_name(s): float(s) for s in labels}
+        tag_values = getattr(p, "tag_values", None)
+        if p.dataset is not None:
+            from storebench.data import datasets
+
+            self.ds = datasets.load(p.dataset)
+            if self.ds.nq == 0:
+                raise UserError("the dataset has no queries for find by vector", where=self.ds.name)
+            self.n = min(p.n, self.ds.n) if "n" in p.model_fields_set else self.ds.n
+            self.ids = np.asarray(self.ds.ids[: self.n])
+            self.vecs = self.ds.vectors if self.n == self.ds.n else self.ds.vectors[: self.n]
+            self.metric = self.ds.metric
+            if tags:
+                if TAG in self.ds.fields:  # a copy: updates change it
+                    self.tags = np.array(self.ds.fields[TAG][: self.n], dtype=np.int64)
+                else:
+                    self.tags = synthetic.uniform_ints(self.n, 0, tag_values or self.n, p.seed)
+            for name in self.selectivity:
+                if name not in self.ds.fields:
+                    raise UserError(
+                        f"{self.ds.name} has no {name} column for filtered search (make one: "
+                        "storebench dataset make --labels 0.01,0.1,0.5,0.99)",
+                        where="labels",
+                    )
+                self.labels[name] = self.ds.fields[name][: self.n]
+            self.describe: dict[str, Any] = {
+                "dataset": self.ds.name,
+                "n": self.n,
+                "dim": self.ds.dim,
+                "metric": self.metric,
+            }
+        else:
+            self.n = p.n
+            self.ids = np.arange(p.n, dtype=np.int64)
+            if tags:
+                self.tags = synthetic.uniform_ints(p.n, 0, tag_values or p.n, p.seed)
+            self.vecs = synthetic.vectors(p.n, p.dim, p.data, p.seed)
+            self.metric = p.metric
+            for name, s in self.selectivity.items():
+                self.labels[name] = synthetic.label_column(p.n, s, p.seed)
+            self.describe = {
+                "synthetic": p.data,
+                "n": p.n,
+                "dim": p.dim,
+                "metric": p.metric,
+                "seed": p.seed,
+            }
+
+    @property
+    def fields(self) -> dict[str, np.ndarray]:
+        out = {} if self.tags is None else {TAG: self.tags}
+        return out | self.labels
+
+    def queries(self, count: int) -> np.ndarray:
+        if self.ds is not None:
+            return np.ascontiguousarray(self.ds.queries[: min(count, self.ds.nq)])
+        return synthetic.vectors(count, self.p.dim, self.p.data, self.p.seed + 1)
+
+    def truth(self, live: np.ndarray, queries: np.ndarray, k: int) -> GroundTruth:
+        """Exact neighbours among the rows ``live`` keeps (a boolean mask over
+        the ``n`` documents: the ones left after deletes, the first m of a
+        growing collection, the rows a filter selects). Cached on disk for
+        datasets."""
+        if self.ds is not None:
+            mask = np.zeros(self.ds.n, bool)
+            mask[: self.n] = live
+            return self.ds.truth(k, where=mask, nq=len(queries))
+        return GroundTruth.compute(self.ids, self.vecs, queries, k, self.metric, where=live)
+
+
+# --- operation factories (module level: picklable for process clients) ---------
+
+
+class _Inserts(Op):
+    """Op i inserts batch i of rows [start, stop)."""
+
+    def __init__(
+        self,
+        ids: Shared,
+        fields: Mapping[str, Shared],
+        vecs: Shared,
+        batch: int,
+        start: int,
+        stop: int | None,
+        coll: Collection,
+    ):
+        self.insert = coll.insert
+        ids_a, vecs_a = ids.array, vecs.array
+        cols = {k: v.array for k, v in fields.items()}
+        stop = len(ids_a) if stop is None else stop
+        self.batches = [
+            DocBatch(
+                ids_a[s : min(s + batch, stop)],
+                {k: c[s : min(s + batch, stop)] for k, c in cols.items()},
+                vecs_a[s : min(s + batch, stop)],
+            )
+            for s in range(start, stop, batch)
+        ]
+
+    def __call__(self, i: int) -> None:
+        self.insert(self.batches[i])
+
+
+class InsertFactory:
+    """Batched inserts of rows [start, stop) of shared columns."""
+
+    def __init__(
+        self,
+        ids: Shared,
+        fields: Mapping[str, Shared],
+        vecs: Shared,
+        batch: int,
+        start: int = 0,
+        stop: int | None = None,
+    ):
+        self.args = (ids, dict(fields), vecs, batch, start, stop)
+
+    def __call__(self, coll: Collection, c: int, clients: int) -> Op:
+        return _Inserts(*self.args, coll)
+
+
+class _Searches(Op):
+    def __init__(
+        self,
+        coll: Collection,
+        queries: Shared,
+        k: int,
+        where: Filter | None,
+        setting: Mapping[str, Any] | None,
+        owner: int,
+    ):
+        # a process client opened its own store from the spec: the search
+        # setting the parent applied must be applied here too
+        if setting and os.getpid() != owner:
+            coll.set_search_params(setting)
+        self.search = coll.search
+        self.q = np.ascontiguousarray(queries.array)
+        self.k = k
+        self.where = where
+        self.found = np.full((len(self.q), k), -1, np.int64)
+        self.seen = np.zeros(len(self.q), bool)
+
+    def __call__(self, i: int) -> None:
+        j = i % len(self.q)
+        if self.where is None:
+            self.found[j] = self.search(self.q[j : j + 1], self.k).ids[0]
+        else:
+            self.found[j] = self.search(self.q[j : j + 1], self.k, self.where).ids[0]
+        self.seen[j] = True
+
+    def finish(self) -> Any:
+        return self.found, self.seen
+
+
+class SearchFactory:
+    """One query vector per op (op i: query ``i % len(queries)``); each client
+    returns the ids it found per query, for recall."""
+
+    def __init__(
+        self,
+        queries: Shared,
+        k: int,
+        where: Filter | None = None,
+        setting: Mapping[str, Any] | None = None,
+    ):
+        self.queries = queries
+        self.k = k
+        self.where = where
+        self.setting = dict(setting) if setting else None
+        self.owner = os.getpid()
+
+    def __call__(self, coll: Collection, c: int, clients: int) -> Op:
+        return _Searches(coll, self.queries, self.k, self.where, self.setting, self.owner)
+
+
+# --- recall and precision ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Score:
+    recall: float | None  # mean recall@k (ties count)
+    precision: float | None  # hits over results returned (a short answer is not penalised)
+    queries: int  # distinct queries scored
+    short: int = 0  # queries that got fewer than k results
+
+
+def score(payloads: Sequence[Any], truth: GroundTruth, k: int) -> Score:
+    """Recall@k and precision@k over the queries the clients ran (each
+    client returns its (found ids, ran) pair)."""
+    nq = len(truth.ids)
+    found = np.full((nq, k), -1, np.int64)
+    seen = np.zeros(nq, bool)
+    for rows, ran in payloads:
+        found[ran] = rows[ran]
+        seen |= ran
+    if not seen.any():
+        return Score(None, None, 0)
+    return score_found(found[seen], truth[seen], k)
+
+
+def score_found(found: np.ndarray, truth: GroundTruth, k: int) -> Score:
+    found = found[:, :k]
+    rec = recall_at_k(found, truth, k)
+    # recall_at_k divides the hits by min(k, true neighbours within the k-th
+    # distance); the same bound gives the hits back
+    kth = truth.distances[:, k - 1].astype(np.float64)
+    bound = kth + np.abs(kth) * 1e-3 + 1e-6
+    allowed = ((truth.distances <= bound[:, None]) & (truth.ids >= 0)).sum(axis=1)
+    hits = np.rint(rec * np.minimum(k, allowed).clip(min=1))
+    returned = (found >= 0).sum(axis=1)
+    prec = float(hits.sum() / returned.sum()) if returned.sum() else 0.0
+    return Score(float(rec.mean()), prec, len(found), int((returned < k).sum()))
+
+
+# --- parameters ----------------------------------------------------------------
+
+
+class VectorParams(Params):
+    """Parameters every vector search workload has."""
+
+    dataset: str | None = Field(
+        None, description="a dataset name or path (`storebench dataset list`); default synthetic"
+    )
+    n: int = Field(10_000, ge=1, description="documents (with a dataset: at most its size)")
+    dim: int = Field(128, ge=1, description="vector dimension (synthetic)")
+    metric: Literal["l2", "ip", "cosine"] = "l2"
+    data: Literal["clustered", "uniform"] = "clustered"
+    seed: int = 0
+    queries: int = Field(1_000, ge=1, description="distinct query vectors (and truth rows)")
+    k: int = Field(10, ge=1, description="neighbours per query")
+    batch_size: int = Field(1_000, ge=1, description="documents per insert call")
+    upload_clients: int | None = Field(
+        None, ge=1, description="parallel uploaders; default: the largest client count"
+    )
+    ops: int | None = Field(
+        None, ge=1, description="queries per measured task; default: the query set once"
+    )
+    duration_s: float | None = Field(
+        None, gt=0, description="run each measured task this long instead of `ops` queries"
+    )
+    warmup: int = Field(20, ge=0, description="untimed queries per client before measuring")
+    warmup_s: float = Field(0.0, ge=0, description="untimed seconds per client before measuring")
+    rate: float | None = Field(
+        None, gt=0, description="open loop: target queries/s over all clients (default closed)"
+    )
+    executor: Literal["auto", "threads", "processes"] = Field(
+        "auto",
+        description="auto: processes for several clients where the store allows, else "
+        "the driver's choice",
+    )
+    labels: list[float] = Field(
+        default_factory=list, description="filtered search at these selectivities (0.01 = 1%)"
+    )
+    filter_clients: int = Field(1, ge=1, description="clients of each filtered-search task")
+    engine_time: bool = Field(True, description="record the engine's own time where it has one")
+
+    @field_validator("labels")
+    @classmethod
+    def _selectivities(cls, v: list[float]) -> list[float]:
+        for s in v:
+            if not 0.0 < s <= 1.0:
+                raise ValueError(f"selectivity {s} is not in (0, 1]")
+        return v
+
+    def max_clients(self) -> int:
+        return 1
+
+
+def check_dataset(p: VectorParams) -> None:
+    """A named dataset exists, has queries, and holds the label columns."""
+    if p.dataset is None:
+        return
+    from storebench.data import datasets
+
+    ds = datasets.load(p.dataset)
+    if ds.nq == 0:
+        raise UserError(f"{ds.name} has no queries to search with", where="dataset")
+    for s in p.labels:
+        name = synthetic.label_name(s)
+        if name not in ds.fields:
+            raise UserError(
+                f"{ds.name} has no {name} column (storebench dataset make --labels ...)",
+                where="labels",
+            )
+
+
+def setting_label(setting: Mapping[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in setting.items())
+
+
+def task_name(kind: str, *parts: str) -> str:
+    return " ".join([kind, *(p for p in parts if p)])
+
+
+def powers_of_two(top: int) -> list[int]:
+    """1, 2, 4, ... up to ``top`` (and ``top`` itself)."""
+    out = [1]
+    while out[-1] * 2 <= top:
+        out.append(out[-1] * 2)
+    if out[-1] != top:
+        out.append(top)
+    return out
+
+
+# --- client CPU and engine time ------------------------------------------------------
+
+
+def client_accounting(rec: Mapping[str, Any], executor: str, clients: int) -> dict[str, Any]:
+    """Client CPU beside the wall time, and whether the client was the bottleneck.
+
+    The driver records each client's CPU time over its measured window. A
+    process client's is its own; a thread client reads the CPU time of the
+    whole process, so over N threads the sum is N times the process's. The
+    client CPU per wall second ``u`` is therefore ``client_cpu_s / elapsed_s``
+    for processes and that over N for threads. Its ceiling ``c`` is
+    ``min(client processes, usable cores)`` for processes and 1 for threads
+    (one interpreter: the GIL runs one thread's Python at a time). The client
+    is *saturated* when ``u >= 0.9 c``: adding server capacity would not
+    raise the throughput. For an embedded store the client process is also
+    the engine, so there it says the process is CPU-bound."""
+    wall = float(rec.get("elapsed_s") or 0.0)
+    cpu = float(rec.get("client_cpu_s") or 0.0)
+    lanes = clients * int(rec.get("inflight", 1))
+    if wall <= 0:
+        return {}
+    procs = executor == "processes"
+    per_s = cpu / wall if procs else cpu / wall / lanes
+    ceiling = float(min(lanes, cpu_count())) if procs else 1.0
+    out: dict[str, Any] = {
+        "client_cpu_per_s": round(per_s, 4),
+        "client_cpu_ceiling": ceiling,
+        "client_saturated": per_s >= SATURATED * ceiling,
+    }
+    if isinstance(rec.get("server_cpu_s"), int | float):
+        out["server_cpu_per_s"] = round(float(rec["server_cpu_s"]) / wall, 4)
+    return out
+
+
+def engine_delta(
+    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None, op: str, ours_ns: float | None
+) -> dict[str, Any] | None:
+    """The engine's own time per call over a measured task, from its
+    cumulative counters read before and after (``Store.engine_stats``)."""
+    if not after or op not in after:
+        return None
+    b = (before or {}).get(op) or {"calls": 0, "time_s": 0.0}
+    a = after[op]
+    calls = int(a["calls"]) - int(b["calls"])
+    spent = float(a["time_s"]) - float(b["time_s"])
+    if calls <= 0:
+        return None
+    out: dict[str, Any] = {
+        "command": a.get("command", op),
+        "calls": calls,
+        "time_s": round(spent, 6),
+        "mean_ns": spent / calls * 1e9,
+    }
+    if ours_ns is not None:
+        out["client_share_ns"] = ours_ns - out["mean_ns"]
+    return out
+
+
+# --- the recall-target tuner ----------------------------------------------------------
+
+
+@dataclass
+class Tuning:
+    """The smallest value reaching the target, and every probe made."""
+
+    param: str
+    target: float
+    value: int | None  # None: not reached up to the maximum
+    recall: float | None  # recall at ``value`` (or at the best probe)
+    probes: list[tuple[int, float]] = field(default_factory=list)  # sorted by value
+    monotone: bool = True
+    violations: list[tuple[int, int]] = field(default_factory=list)  # (lower, higher) pairs
+    reached: bool = True
+
+    @property
+    def best(self) -> int:
+        """``value``, else the probe with the highest recall."""
+        if self.value is not None:
+            return self.value
+        return max(self.probes, key=lambda pr: (pr[1], -pr[0]))[0]
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "param": self.param,
+            "target": self.target,
+            "value": self.value,
+            "recall": self.recall,
+            "reached": self.reached,
+            "monotone": self.monotone,
+            "violations": [list(v) for v in self.violations],
+            "probes": [[v, r] for v, r in self.probes],
+        }
+
+
+def tune(
+    recall_of: Callable[[int], float],
+    target: float,
+    start: int,
+    maximum: int,
+    param: str = "ef",
+    tolerance: float = 0.002,
+) -> Tuning:
+    """Smallest integer ``v`` in [start, maximum] with ``recall_of(v) >= target``.
+
+    Doubles from ``start`` until the target is reached (or ``maximum`` is
+    probed), then bisects between the last value below the target and the
+    first one above it. Bisection assumes recall does not fall as ``v``
+    grows; every probe is kept and the assumption is checked afterwards: a
+    probe whose recall is lower than a smaller value's by more than
+    ``tolerance`` is a violation and marks the result not monotone."""
+    if start < 1 or maximum < start:
+        raise ValueError(f"tuning range [{start}, {maximum}] is empty")
+    probes: dict[int, float] = {}
+
+    def at(v: int) -> float:
+        if v not in probes:
+            probes[v] = float(recall_of(v))
+        return probes[v]
+
+    lo: int | None = None
+    hi: int | None = None
+    v = start
+    while True:
+        if at(v) >= target:
+            hi = v
+            break
+        lo = v
+        if v >= maximum:
+            break
+        v = min(v * 2, maximum)
+    if hi is not None and lo is not None:
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if at(mid) >= target:
+                hi = mid
+            else:
+                lo = mid
+    pts = sorted(probes.items())
+    violations = []
+    best_below = -math.inf
+    best_at = 0
+    for v_, r in pts:
+        if r < best_below - tolerance:
+            violations.append((best_at, v_))
+        if r > best_below:
+            best_below, best_at = r, v_
+    t = Tuning(param, target, hi, None, pts, not violations, violations, hi is not None)
+    t.recall = probes[t.best]
+    return t
+
+
+# --- the phases of a search run ----------------------------------------------------------
+
+
+class SearchRun:
+    """One run of a vector search workload: load, index, count check, then
+    measured searches at chosen settings and client counts."""
+
+    def __init__(self, ctx: RunContext, p: VectorParams, name: str, n_max: int | None = None):
+        self.ctx = ctx
+        self.p = p
+        self.data = VectorData(p, labels=p.labels)
+        if n_max is not None and n_max > self.data.n:
+            raise UserError(
+                f"sizes up to {n_max:,} need that many documents; the data has {self.data.n:,}",
+                where="steps",
+            )
+        self.k = p.k
+        self.truth_k = max(p.k, TRUTH_K)
+        ctx.metrics["data"] = self.data.describe
+        first = DocBatch(
+            self.data.ids[:1],
+            {f: c[:1] for f, c in self.data.fields.items()},
+            np.asarray(self.data.vecs[:1]),
+        )
+        self.coll = ctx.collection(
+            name, first.schema(self.data.metric, indexed=tuple(self.data.labels))
+        )
+        self.shared_ids = ctx.share("ids", self.data.ids)
+        self.shared_vecs = ctx.share("vecs", self.data.vecs)
+        self.shared_fields = {
+            f: ctx.share(f"field{i}", c) for i, (f, c) in enumerate(self.data.fields.items())
+        }
+        self.queries = self.data.queries(p.queries)
+        self.shared_q = ctx.share("queries", self.queries)
+        self.loaded = 0
+        self.truths: dict[str | None, GroundTruth] = {}
+
+    # --- executors
+    def executor(self, clients: int) -> str | None:
+        """The task's executor: as asked, else processes for several clients
+        where the store can serve them (queries reach them memory-mapped),
+        else the driver's choice (None)."""
+        p, ctx = self.p, self.ctx
+        if p.executor != "auto":
+            return p.executor
+        if ctx.driver.executor is None and clients > 1:
+            if ctx.store.supports(Capability.SHARED_ACROSS_PROCESSES):
+                return "processes"
+        return None
+
+    def executor_name(self, task: Task) -> str:
+        return task.executor or self.ctx.driver.executor or self.ctx.store.client_mode
+
+    # --- load, index, count
+    def upload(self, stop: int, name: str = "upload") -> None:
+        """Insert rows [loaded, stop) in batches by parallel uploaders."""
+        p, ctx = self.p, self.ctx
+        start = self.loaded
+        batches = -(-(stop - start) // p.batch_size)
+        clients = min(p.upload_clients or p.max_clients(), batches)
+        task = Task(
+            name,
+            InsertFactory(
+                self.shared_ids, self.shared_fields, self.shared_vecs, p.batch_size, start, stop
+            ),
+            clients=clients,
+            ops=batches,
+            items_per_op=p.batch_size,
+            executor=self.executor(clients),
+        )
+        stats, _ = ctx.measure(task, self.coll, phase="upload", n=stop)
+        rec = ctx.tasks[-1]
+        rec["items"] = stop - start  # the last batch may be short
+        rec["items_per_s"] = (stop - start) / stats.elapsed_ns * 1e9 if stats.elapsed_ns else 0.0
+        rec["executor"] = self.executor_name(task)
+        self.loaded = stop
+        self.count_check(stop, f"after {name}")
+
+    def count_check(self, expected: int, when: str) -> None:
+        """The engine's own count must equal what was loaded: a run against a
+        half-empty collection is a failed run, not a fast one."""
+        held = self.coll.count()
+        self.ctx.metrics.setdefault("count_checks", []).append(
+            {"when": when, "expected": expected, "held": held}
+        )
+        if held != expected:
+            raise TaskFailed(
+                f"count check {when}: {self.ctx.store.engine} holds {held:,} of "
+                f"{expected:,} documents"
+            )
+
+    def build_index(self, name: str = "build_index") -> float | None:
+        """Time the index build (the adapter returns once the engine says it
+        is ready); None for a store without one (exact search)."""
+        ctx = self.ctx
+        if not ctx.store.supports(Capability.INDEX):
+            return None
+        ctx.once(name, lambda: self.coll.build_index(ctx.store.spec.index), items=self.loaded)
+        ctx.tasks[-1]["phase"] = "index"
+        ctx.tasks[-1]["n"] = self.loaded
+        self.count_check(self.loaded, f"after {name}")
+        return float(ctx.tasks[-1]["elapsed_s"])
+
+    # --- truth
+    def truth(self, label: str | None) -> GroundTruth:
+        """Exact neighbours among the loaded rows (those with the label)."""
+        key = label
+        if key not in self.truths:
+            live = np.zeros(self.data.n, bool)
+            live[: self.loaded] = True
+            if label is not None:
+                live &= np.asarray(self.data.labels[label]) == label
+            self.truths[key] = self.data.truth(live, self.queries, self.truth_k)
+        return self.truths[key]
+
+    def reset_truth(self) -> None:
+        self.truths.clear()
+
+    # --- search
+    def apply(self, setting: Mapping[str, Any]) -> None:
+        if setting:
+            self.coll.set_search_params(setting)
+
+    def measure(
+        self,
+        name: str,
+        setting: Mapping[str, Any],
+        clients: int,
+        label: str | None = None,
+        **extra: Any,
+    ) -> dict[str, Any] | None:
+        """One measured search task; its record gets recall@k, precision@k,
+        client CPU accounting and the engine's own time per call."""
+        p, ctx = self.p, self.ctx
+        where: Filter | None = Cmp(label, "eq", label) if label is not None else None
+        if where is not None:
+            try:
+                ctx.store.require({Capability.FILTERED_SEARCH})
+            except NotSupported as exc:
+                ctx.unsupported(name, exc)
+                return None
+        truth = self.truth(label)
+        task = Task(
+            name,
+            SearchFactory(self.shared_q, self.k, where, setting),
+            clients=clients,
+            ops=None if p.duration_s else (p.ops or len(self.queries)),
+            duration_s=p.duration_s,
+            warmup_ops=p.warmup,
+            warmup_s=p.warmup_s,
+            rate=p.rate,
+            executor=self.executor(clients),
+        )
+        executor = self.executor_name(task)
+        extra = {"phase": "search", "search": dict(setting), "executor": executor} | extra
+        if label is not None:
+            extra |= {"filter": label, "selectivity": self.data.selectivity[label]}
+        if p.rate is not None:
+            extra["target_rate"] = p.rate
+        before = ctx.store.engine_stats() if p.engine_time else None
+        _, payloads = ctx.measure(task, self.coll, **extra)
+        after = ctx.store.engine_stats() if p.engine_time else None
+        rec = ctx.tasks[-1]
+        s = score(payloads, truth, self.k)
+        rec[f"recall@{self.k}"] = s.recall
+        rec[f"precision@{self.k}"] = s.precision
+        rec["queries_scored"] = s.queries
+        rec["short_answers"] = s.short
+        rec.update(client_accounting(rec, executor, clients))
+        eng = engine_delta(before, after, "search", (rec.get("latency_ns") or {}).get("mean"))
+        if eng is not None:
+            rec["engine"] = eng
+        return rec
+
+    def recall_at(self, setting: Mapping[str, Any], label: str | None = None) -> float:
+        """Recall@k at a setting, untimed (for tuning): every query, in
+        batches, through the same search call."""
+        self.apply(setting)
+        truth = self.truth(label)
+        where = Cmp(label, "eq", label) if label is not None else None
+        found = np.full((len(self.queries), self.k), -1, np.int64)
+        for s in range(0, len(self.queries), 100):
+            q = self.queries[s : s + 100]
+            res = (
+                self.coll.search(q, self.k)
+                if where is None
+                else self.coll.search(q, self.k, where)
+            )
+            found[s : s + len(q)] = res.ids[:, : self.k]
+        r = score_found(found, truth, self.k).recall
+        return 0.0 if r is None else r
+
+    def filtered(self, setting: Mapping[str, Any], suffix: str, **extra: Any) -> None:
+        """Filtered search at each selectivity (recall against filtered truth)."""
+        for label, s in self.data.selectivity.items():
+            pct = f"{s * 100:g}%"
+            self.measure(
+                task_name("filtered", pct, suffix, f"c={self.p.filter_clients}"),
+                setting,
+                self.p.filter_clients,
+                label,
+                **extra,
+            )
