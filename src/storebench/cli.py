@@ -89,6 +89,10 @@ def run(
         sys.exit(130)
     finally:
         bar.close()
+    if len(records) > 1 or any(r.get("search_sweep") for r in records):
+        from storebench.report.terminal import print_study_tables
+
+        print_study_tables(records, console)  # the study's own table shapes
     failed = [r for r in records if r["status"] != "ok"]
     click.echo(
         f"{len(records)} run(s), {len(failed)} not ok; results in {Path(results_dir) / (sc.file.name + '.jsonl')}",

@@ -229,6 +229,8 @@ class Scenario:
         for keys, value in parse_set(list(sets)):
             if keys[0] not in top:
                 keys = ["params", *keys]
+            if keys[0] == "grid" and len(keys) > 2:  # grid keys hold dots: grid.index.m
+                keys = ["grid", ".".join(keys[1:])]
             target = raw
             for k in keys[:-1]:
                 nxt = target.setdefault(k, {})

@@ -107,3 +107,40 @@ def test_crud_runs_on_a_dataset_and_unknown_datasets_are_refused(tmp_path, monke
             "crud", stores=["memory"], set={"dataset": "nope"}, results_dir=tmp_path / "x"
         )
     assert not (tmp_path / "x").exists()
+
+
+def test_hnsw_grid_builds_once_per_build_config_and_reports_each_ef(tmp_path):
+    from storebench.report.data import expand_sweeps
+
+    recs = storebench.run(
+        "crud",
+        stores=["hnswlib", "memory"],
+        set=[
+            "n=600",
+            "dim=16",
+            "ops=30",
+            "grid.index.m=[8,16]",
+            "grid.index.ef_construct=[32]",
+            "grid.search.ef=[16,64]",
+        ],
+        results_dir=tmp_path,
+    )
+    hnsw = [r for r in recs if r["store"]["engine"] == "hnswlib"]
+    mem = [r for r in recs if r["store"]["engine"] == "memory"]
+    assert len(hnsw) == 2 and len(mem) == 1  # exact memory runs once...
+    assert set(mem[0]["not_applicable"]) == {
+        "index.m",
+        "index.ef_construct",
+        "search.ef",
+    }  # ...and says why
+    for r in hnsw:
+        searches = [t for t in r["tasks"] if t["name"] == "find_by_vector"]
+        assert [t["search"] for t in searches] == [{"ef": 16}, {"ef": 64}]
+        assert sum(t["name"] == "build_index" for t in r["tasks"]) == 1
+    rows = expand_sweeps(recs)
+    assert len(rows) == 2 * 2 + 1
+    assert {
+        (r["store"]["index"].get("m"), r["store"]["search"].get("ef"))
+        for r in rows
+        if r["store"]["engine"] == "hnswlib"
+    } == {(8, 16), (8, 64), (16, 16), (16, 64)}

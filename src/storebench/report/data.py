@@ -71,7 +71,34 @@ def load(paths: str | Path | Iterable[str | Path]) -> list[Record]:
         store = r.get("store") or {}
         if isinstance(store, dict):
             r["store"] = safe_mapping(store)
-    return recs
+    return expand_sweeps(recs)
+
+
+def expand_sweeps(recs: Iterable[Record]) -> list[Record]:
+    """A run that swept search parameters (one index build, several ``ef``)
+    becomes one record per setting: its store's search parameters include the
+    setting and its tasks are the shared ones plus that setting's. Every view
+    then sees one configuration per (build, search setting)."""
+    out: list[Record] = []
+    for r in recs:
+        tasks = r.get("tasks") or []
+        settings: list[dict[str, Any]] = []
+        for t in tasks:
+            s = t.get("search")
+            if isinstance(s, dict) and s and s not in settings:
+                settings.append(s)
+        if len(settings) < 2:
+            out.append(r)
+            continue
+        for s in settings:
+            c = dict(r)
+            store = dict(r.get("store") or {})
+            store["search"] = {**(store.get("search") or {}), **s}
+            c["store"] = store
+            c["tasks"] = [t for t in tasks if not t.get("search") or t.get("search") == s]
+            c["search_sweep"] = {}
+            out.append(c)
+    return out
 
 
 def load_nonempty(paths: Iterable[str | Path]) -> list[Record]:

@@ -102,3 +102,33 @@ def print_records(records: Iterable[dict[str, Any]], console: Console | None = N
     for rec in records:
         console.print(run_table(rec))
         console.print()
+
+
+def print_study_tables(records: list[dict[str, Any]], console: Console | None = None) -> None:
+    """After a run: each workload's own report tables (the studies' shapes,
+    as the Markdown report shows them), in the terminal."""
+    from storebench.report.data import expand_sweeps
+    from storebench.report.views import ALL, ViewInput, views_for
+    from storebench.report.views import Table as ViewTable
+
+    console = console or make_console()
+    by_workload: dict[str, list[dict[str, Any]]] = {}
+    for rec in expand_sweeps(records):
+        by_workload.setdefault(rec["workload"], []).append(rec)
+    for workload, recs in by_workload.items():
+        v = ViewInput(workload, recs)
+        for view in views_for(workload):
+            if view.workload == ALL or view.needs_plots:
+                continue
+            for block in view.fn(v):
+                if not isinstance(block, ViewTable):
+                    continue
+                t = Table(title=block.title, title_justify="left")
+                for col, al in zip(block.columns, block.aligns(), strict=False):
+                    t.add_column(col, justify="left" if al == "l" else "right")
+                for row in block.rows:
+                    t.add_row(*row)
+                if block.note:
+                    t.caption, t.caption_justify = block.note, "left"
+                console.print(t)
+                console.print()
