@@ -16,6 +16,7 @@ from typing import Any
 
 from storebench import results
 from storebench.driver import Driver, Interrupted
+from storebench.driver.executors import Executor, executors_released, setup_executor
 from storebench.errors import StorebenchError, Terminated, signal_name
 from storebench.progress import NoProgress
 from storebench.scenario import Run, Scenario
@@ -69,12 +70,14 @@ def execute(run: Run, progress: Any = None) -> dict[str, Any]:
     record = _base_record(run, run_id)
     store = None
     ctx = None
+    executor: type[Executor] | None = None
     interrupt: KeyboardInterrupt | None = None
     log.info("run %s: %s on %s %s", run_id, run.workload, run.spec.engine, run.grid_point or "")
     try:
         store = run.spec.open()
         record["versions"].update(store.versions())
         record["store"] = store.spec.describe()  # with defaults the store filled in
+        executor = setup_executor(run.executor or store.client_mode, run.driver)
         ctx = RunContext(run_id, store, Driver(progress, run.executor), run.mode, run.sweep)
         workload_class(run.workload)().run(ctx, run.params)
         record["status"] = "ok"
@@ -96,6 +99,8 @@ def execute(run: Run, progress: Any = None) -> dict[str, Any]:
             if health and record["status"] != "ok":
                 record["error"] = f"{record['error']}; {health}"
             record["server"] = store.server_facts()
+        if executor is not None:  # where the clients ran (a cluster's shape)
+            record["executor"] = executor.describe()
         if ctx is not None:
             record["tasks"] = ctx.tasks
             record["metrics"] = ctx.metrics
@@ -126,7 +131,8 @@ def run_scenario(
     if resume and path.exists():
         done = {r["key"] for r in results.read(path) if r.get("status") == "ok"}
     records = []
-    with sigterm_as_interrupt():
+    # executors_released: e.g. a local Ray cluster the runs started stops
+    with sigterm_as_interrupt(), executors_released():
         for run in scenario.plan():
             if run.key in done:
                 continue

@@ -42,6 +42,10 @@ class StoreEntry(BaseModel):
 class DriverConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     executor: str | None = None  # threads | processes | plug-in; default: the store's preference
+    # the ray executor: "local" starts a private Ray on 127.0.0.1 for the run;
+    # "auto" or HOST:PORT joins a running cluster (docs/ray.md)
+    ray_address: str = "local"
+    ray_timeout_s: float = Field(default=60.0, gt=0)  # limit on every wait for a Ray client
 
 
 class ScenarioFile(BaseModel):
@@ -85,6 +89,7 @@ class Run:
     # search parameters swept inside the run (the index is built once for them)
     sweep: dict[str, list[Any]] = field(default_factory=dict)
     not_applicable: tuple[str, ...] = ()  # grid keys this engine does not have
+    driver: dict[str, Any] = field(default_factory=dict)  # executor settings (driver.*)
 
     @property
     def key(self) -> str:
@@ -385,6 +390,7 @@ class Scenario:
                                 f.driver.executor,
                                 sweep,
                                 not_applicable,
+                                f.driver.model_dump(exclude={"executor"}),
                             )
                         )
         return runs

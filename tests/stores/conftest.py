@@ -15,6 +15,7 @@ ENGINES: dict[str, Callable[[Path], StoreSpec]] = {
     "sqlite": lambda tmp: StoreSpec("sqlite", str(tmp / "conformance.db")),
     "sqlite:memory": lambda tmp: StoreSpec("sqlite", options={"mode": "memory", "synchronous": "off"}),
     # servers: external mode, against one server per engine the tests started
+    "agdb": lambda tmp: StoreSpec("agdb", shared_url("agdb")),  # graph: no vector search
     "pgvector": lambda tmp: StoreSpec(
         "pgvector", shared_url("pgvector"), index={"m": 16, "ef_construct": 200}, search={"ef": 200}
     ),
@@ -57,6 +58,22 @@ ENGINES: dict[str, Callable[[Path], StoreSpec]] = {
         index={"m": 16, "ef_construct": 200},
         search={"ef": 100},
     ),
+    # graph and document engines: no vector search (the vector is only stored)
+    "kuzu": lambda tmp: StoreSpec("kuzu", str(tmp / "kuzu.db")),
+    "kuzu:memory": lambda tmp: StoreSpec("kuzu", options={"mode": "memory"}),
+    "mongita": lambda tmp: StoreSpec("mongita", str(tmp / "mongita")),
+    "mongita:memory": lambda tmp: StoreSpec("mongita", options={"mode": "memory"}),
+    # the social study's `postgres` (pgvector, commits not waiting for the WAL
+    # flush), on a server of its own: the suite plants foreign tables
+    "postgres:sync-off": lambda tmp: StoreSpec(
+        "pgvector",
+        shared_url("postgres"),
+        options={"synchronous_commit": "off"},
+        index={"m": 16, "ef_construct": 200},
+        search={"ef": 200},
+    ),
+    "falkordb": lambda tmp: StoreSpec("falkordb", shared_url("falkordb")),
+    "mariadb": lambda tmp: StoreSpec("mariadb", shared_url("mariadb")),
     "duckdb": lambda tmp: StoreSpec(
         "duckdb", str(tmp / "duckdb"), index={"m": 16, "ef_construct": 200}, search={"ef": 200}
     ),

@@ -42,10 +42,32 @@ def _milvus() -> Server:
     return MilvusLiteServer()
 
 
+def _agdb() -> Server:
+    from storebench.servers.agdb import AgdbServer
+
+    return AgdbServer()
+
+
+def _falkordb() -> Server:
+    from storebench.servers.falkordb import FalkorDBServer
+
+    return FalkorDBServer()
+
+
+def _mariadb() -> Server:
+    from storebench.servers.mariadb import MariaDBServer
+
+    return MariaDBServer()
+
+
 FACTORIES: dict[str, Callable[[], Server]] = {
+    "agdb": _agdb,
     "pgvector": _postgres,
     "redis": _redis,
     "milvus": _milvus,
+    "falkordb": _falkordb,
+    "mariadb": _mariadb,
+    "postgres": _postgres,  # a second PostgreSQL, for pgvector's storage modes
 }
 
 _servers: dict[str, Server] = {}
@@ -163,7 +185,8 @@ def check_ann(spec: StoreSpec, index: dict, ef: int, metric: str = "l2") -> floa
     return recall
 
 
-SMALL_RUN = {"n": 2000, "dim": 16, "batch_size": 500, "ops": 200, "warmup": 2}
+# grid={}: one run (the crud scenario's HNSW grid would make six)
+SMALL_RUN = {"n": 2000, "dim": 16, "batch_size": 500, "ops": 200, "warmup": 2, "grid": "{}"}
 
 
 def crud_run(store: str, results: Path, **params: Any) -> dict[str, Any]:

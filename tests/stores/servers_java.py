@@ -25,6 +25,8 @@ from tests.stores import servers as S
 from tests.stores.servers import FACTORIES
 
 INDEX = {"m": 16, "ef_construct": 200}
+# one build and one ef: crud's default HNSW grid would make a run per build
+ONE_POINT = {"grid.index.m": "[16]", "grid.index.ef_construct": "[200]", "grid.search.ef": "[100]"}
 
 
 def _elasticsearch() -> Server:
@@ -77,6 +79,8 @@ def check_killed_server(engine: str, tmp_path: Path, monkeypatch: Any) -> dict[s
         return real(self)
 
     monkeypatch.setattr(LuceneServer, "version", spy)
+    for k, v in ONE_POINT.items():  # one run: no next grid point to start after the kill
+        monkeypatch.setitem(S.SMALL_RUN, k, v)
     rec, seconds = S.kill_during_run(engine, tmp_path, monkeypatch)
     assert rec["status"] == "failed"
     assert seconds < 30
@@ -103,7 +107,7 @@ def check_foreign_data_survives(
     before = snapshot()
     try:
         authed = url.replace("http://", "http://someone:s3cret@")
-        rec = S.crud_run(f"{engine}={authed}", tmp_path)
+        rec = S.crud_run(f"{engine}={authed}", tmp_path, **ONE_POINT)
         assert rec["status"] == "ok", rec.get("error")
         assert snapshot() == before  # nothing else left, nothing taken
     finally:

@@ -122,6 +122,8 @@ def indexed(store, coll):
 
 
 def test_search_recall(store, coll, docs):
+    if not store.supports(Capability.SEARCH):
+        pytest.skip(f"{store.engine} declares no search (capability {Capability.SEARCH!s})")
     indexed(store, coll)
     queries = make_docs(30, seed=5).vectors
     truth = GroundTruth.compute(docs.ids, docs.vectors, queries, 20, "l2")

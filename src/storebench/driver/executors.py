@@ -7,11 +7,13 @@ through the shared stop flag when the user interrupts."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import queue as queue_mod
 import signal
 import threading
 from array import array
+from collections.abc import Iterator, Mapping
 from importlib import metadata
 from typing import Any
 
@@ -64,6 +66,23 @@ class Executor:
     def run(self, tasks: list[Task], coll: Collection, progress: Any) -> list[list[ClientResult]]:
         """Run the tasks' clients together; results per task."""
         raise NotImplementedError
+
+    # Per-run hooks (the runner calls them through setup_executor and
+    # executors_released): an executor that needs more than one process (a
+    # cluster) connects in setup, describes where its clients ran for the
+    # record, and lets go of what it started in teardown.
+    @classmethod
+    def setup(cls, options: Mapping[str, Any]) -> None:
+        """Before a run: the scenario's ``driver`` settings."""
+
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        """For the run's record (``record["executor"]``): where clients ran."""
+        return {"name": cls.name}
+
+    @classmethod
+    def teardown(cls) -> None:
+        """After the last run: release what ``setup`` or ``run`` started."""
 
     def _watch(
         self, tasks: list[Task], ctl: Controls, progress: Any, start: Any, alive: Any, collect: Any
@@ -268,9 +287,37 @@ def executor_class(name: str) -> type[Executor]:
                 f"unknown executor {name!r} (known: {', '.join(executor_names())})",
                 where="driver.executor",
             )
-        cls = eps[name].load()
+        try:
+            cls = eps[name].load()
+        except ImportError as exc:
+            raise UserError(
+                f"executor {name!r} needs its library: pip install 'storebench[{name}]' ({exc})",
+                where="driver.executor",
+            ) from exc
     return cls
 
 
 def get_executor(name: str, store: Store) -> Executor:
     return executor_class(name)(store)
+
+
+_active: dict[str, type[Executor]] = {}
+
+
+def setup_executor(name: str, options: Mapping[str, Any]) -> type[Executor]:
+    """The executor class for a run, set up with the run's driver settings."""
+    cls = executor_class(name)
+    cls.setup(options)
+    _active[name] = cls
+    return cls
+
+
+@contextlib.contextmanager
+def executors_released() -> Iterator[None]:
+    """Around a scenario's runs: each executor set up lets go of what it
+    started when they end, however they end."""
+    try:
+        yield
+    finally:
+        while _active:
+            _active.popitem()[1].teardown()

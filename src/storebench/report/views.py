@@ -37,6 +37,7 @@ ENTRY_POINT_GROUP = "storebench.report_views"
 # adds one line here (e.g. "storebench.report.social").
 BUILTIN_VIEW_MODULES: tuple[str, ...] = (
     "storebench.report.crud",
+    "storebench.report.search",
     "storebench.report.generic",
 )
 
@@ -156,8 +157,12 @@ def _load() -> None:
 
 
 def views_for(workload: str) -> list[View]:
+    """A workload's own views, then the shared ones it does not replace (a
+    view of its own with a shared view's name takes that view's place)."""
     _load()
-    return [*_REGISTRY.get(workload, []), *_REGISTRY.get(ALL, [])]
+    own = _REGISTRY.get(workload, [])
+    names = {v.name for v in own}
+    return [*own, *(v for v in _REGISTRY.get(ALL, []) if v.name not in names)]
 
 
 def registry() -> dict[str, list[View]]:

@@ -143,9 +143,7 @@ class KeyValue(TypedDict):
     value: dict[str, Any]
 
 
-DbElement = TypedDict(
-    "DbElement", {"id": int, "from": int, "to": int, "values": list[KeyValue]}
-)
+DbElement = TypedDict("DbElement", {"id": int, "from": int, "to": int, "values": list[KeyValue]})
 
 
 class QueryResult(TypedDict):
@@ -299,9 +297,7 @@ class AgdbApi:
         self.login()
 
     def admin_user_add(self, username: str, password: str) -> None:
-        self.request(
-            "POST", f"/admin/user/{quote(username, safe='')}/add", {"password": password}
-        )
+        self.request("POST", f"/admin/user/{quote(username, safe='')}/add", {"password": password})
 
     def db_list(self) -> list[ServerDatabase]:
         return list(self.request("GET", "/db/list", idempotent=True))
@@ -315,9 +311,7 @@ class AgdbApi:
     def exec(self, owner: str, db: str, queries: list[Query]) -> list[QueryResult]:
         """Read-only queries, run in one read transaction (results in order;
         a query may use an earlier one's result as ``{"Alias": ":N"}``)."""
-        return list(
-            self.request("POST", f"{_db_path(owner, db)}/exec", queries, idempotent=True)
-        )
+        return list(self.request("POST", f"{_db_path(owner, db)}/exec", queries, idempotent=True))
 
     def exec_mut(self, owner: str, db: str, queries: list[Query]) -> list[QueryResult]:
         """Queries in one write transaction: all apply or none."""

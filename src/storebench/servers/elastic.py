@@ -127,14 +127,20 @@ class LuceneServer(Server):
         keep: bool = False,
         heap: str | None = None,
     ):
-        super().__init__(datadir, keep)
+        # before the private directory exists: a failure here leaves nothing
         self.home = ensure(self.dist)  # fetched once; not part of the start-up time
-        check_readable_by(self.home, self.user)
+        self._java_home = java_home()
+        super().__init__(datadir, keep)
+        try:
+            check_readable_by(self.home, self.user)
+        except DistError:
+            if self._own_dir:
+                shutil.rmtree(self.dir, ignore_errors=True)
+            raise
         self.transport_port = free_port()
         # the JVM heap: -Xms512m -Xmx1g unless given (then both the same, as
         # the engines recommend)
         self.heap_opts = f"-Xms{heap} -Xmx{heap}" if heap else "-Xms512m -Xmx1g"
-        self._java_home = java_home()
 
     @property
     def conf_dir(self) -> Path:

@@ -342,6 +342,17 @@ class PgVectorStore(Store):
                 f"cannot connect to PostgreSQL at {redact_url(self.spec.url)}: {exc}",
                 where="store pgvector",
             ) from exc
+        sync = self.spec.options.get("synchronous_commit")  # a storage mode: on | off
+        if sync is not None:
+            if isinstance(sync, bool):  # YAML reads a bare on/off as a boolean
+                sync = "on" if sync else "off"
+            if str(sync).lower() not in ("on", "off", "local", "remote_write", "remote_apply"):
+                conn.close()
+                raise UserError(
+                    f"synchronous_commit must be on or off, not {sync!r}",
+                    where="store pgvector options",
+                )
+            conn.execute("SELECT set_config('synchronous_commit', %s, false)", [str(sync).lower()])
         return conn
 
     def _vector_ready(self, conn: psycopg.Connection[Any]) -> None:

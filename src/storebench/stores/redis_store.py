@@ -327,9 +327,11 @@ class RedisCollection(Collection):
         )
         q = f"{base}=>[KNN {int(k)} @v $B{runtime} AS __d]"
         vecs = np.ascontiguousarray(vectors, dtype=np.float32)
-        pipe = self._r.pipeline(transaction=False)
+        # one query: a plain command (a pipeline of one costs ~0.15 ms of client CPU more)
+        pipe: Any = self._r if len(vecs) == 1 else self._r.pipeline(transaction=False)
+        replies = []
         for j in range(len(vecs)):
-            pipe.execute_command(
+            reply = pipe.execute_command(
                 "FT.SEARCH",
                 self.name,
                 q,
@@ -348,9 +350,12 @@ class RedisCollection(Collection):
                 "DIALECT",
                 2,
             )
+            replies.append(reply)
+        if len(vecs) != 1:
+            replies = pipe.execute()
         out_ids = np.full((len(vecs), k), -1, np.int64)
         out_d = np.full((len(vecs), k), np.inf, np.float32)
-        for j, res in enumerate(pipe.execute()):
+        for j, res in enumerate(replies):
             keys, vals = res[1::2], res[2::2]
             for c, (key, val) in enumerate(zip(keys, vals, strict=True)):
                 out_ids[j, c] = self._id_of(key)

@@ -323,8 +323,22 @@ class VectorParams(Params):
                 raise ValueError(f"selectivity {s} is not in (0, 1]")
         return v
 
-    def max_clients(self) -> int:
+    def top_clients(self) -> int:
+        """The largest client count of the run (the default uploaders)."""
         return 1
+
+
+def client_list(v: Any) -> Any:
+    """A single client count is a list of one; each must be >= 1."""
+    if isinstance(v, int):
+        v = [v]
+    if isinstance(v, list):
+        if not v:
+            raise ValueError("give at least one client count")
+        for c in v:
+            if isinstance(c, int) and c < 1:
+                raise ValueError(f"client counts must be >= 1, got {c}")
+    return v
 
 
 def check_dataset(p: VectorParams) -> None:
@@ -398,7 +412,10 @@ def client_accounting(rec: Mapping[str, Any], executor: str, clients: int) -> di
 
 
 def engine_delta(
-    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None, op: str, ours_ns: float | None
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    op: str,
+    ours_ns: float | None,
 ) -> dict[str, Any] | None:
     """The engine's own time per call over a measured task, from its
     cumulative counters read before and after (``Store.engine_stats``)."""
@@ -476,6 +493,7 @@ def tune(
     if start < 1 or maximum < start:
         raise ValueError(f"tuning range [{start}, {maximum}] is empty")
     probes: dict[int, float] = {}
+    target_ = target - 1e-9  # a mean of per-query recalls carries rounding
 
     def at(v: int) -> float:
         if v not in probes:
@@ -486,7 +504,7 @@ def tune(
     hi: int | None = None
     v = start
     while True:
-        if at(v) >= target:
+        if at(v) >= target_:
             hi = v
             break
         lo = v
@@ -496,7 +514,7 @@ def tune(
     if hi is not None and lo is not None:
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if at(mid) >= target:
+            if at(mid) >= target_:
                 hi = mid
             else:
                 lo = mid
@@ -521,13 +539,14 @@ class SearchRun:
     """One run of a vector search workload: load, index, count check, then
     measured searches at chosen settings and client counts."""
 
-    def __init__(self, ctx: RunContext, p: VectorParams, name: str, n_max: int | None = None):
+    def __init__(self, ctx: RunContext, p: VectorParams, name: str, n: int | None = None):
         self.ctx = ctx
         self.p = p
-        self.data = VectorData(p, labels=p.labels)
-        if n_max is not None and n_max > self.data.n:
+        # n: the documents the run needs when not p.n (scale: its largest size)
+        self.data = VectorData(p if n is None else p.model_copy(update={"n": n}), labels=p.labels)
+        if n is not None and n > self.data.n:
             raise UserError(
-                f"sizes up to {n_max:,} need that many documents; the data has {self.data.n:,}",
+                f"sizes up to {n:,} need that many documents; the data has {self.data.n:,}",
                 where="steps",
             )
         self.k = p.k
@@ -559,9 +578,12 @@ class SearchRun:
         p, ctx = self.p, self.ctx
         if p.executor != "auto":
             return p.executor
-        if ctx.driver.executor is None and clients > 1:
-            if ctx.store.supports(Capability.SHARED_ACROSS_PROCESSES):
-                return "processes"
+        if (
+            ctx.driver.executor is None
+            and clients > 1
+            and ctx.store.supports(Capability.SHARED_ACROSS_PROCESSES)
+        ):
+            return "processes"
         return None
 
     def executor_name(self, task: Task) -> str:
@@ -573,7 +595,7 @@ class SearchRun:
         p, ctx = self.p, self.ctx
         start = self.loaded
         batches = -(-(stop - start) // p.batch_size)
-        clients = min(p.upload_clients or p.max_clients(), batches)
+        clients = min(p.upload_clients or p.top_clients(), batches)
         task = Task(
             name,
             InsertFactory(
@@ -643,10 +665,14 @@ class SearchRun:
         setting: Mapping[str, Any],
         clients: int,
         label: str | None = None,
+        setting_key: str = "search",
         **extra: Any,
     ) -> dict[str, Any] | None:
         """One measured search task; its record gets recall@k, precision@k,
-        client CPU accounting and the engine's own time per call."""
+        client CPU accounting and the engine's own time per call. The
+        setting goes under ``setting_key``: ``search`` for a swept setting
+        (reports then treat each as a configuration of its own), ``setting``
+        for one the workload chose (tuned)."""
         p, ctx = self.p, self.ctx
         where: Filter | None = Cmp(label, "eq", label) if label is not None else None
         if where is not None:
@@ -668,7 +694,7 @@ class SearchRun:
             executor=self.executor(clients),
         )
         executor = self.executor_name(task)
-        extra = {"phase": "search", "search": dict(setting), "executor": executor} | extra
+        extra = {"phase": "search", setting_key: dict(setting), "executor": executor} | extra
         if label is not None:
             extra |= {"filter": label, "selectivity": self.data.selectivity[label]}
         if p.rate is not None:
@@ -698,15 +724,15 @@ class SearchRun:
         for s in range(0, len(self.queries), 100):
             q = self.queries[s : s + 100]
             res = (
-                self.coll.search(q, self.k)
-                if where is None
-                else self.coll.search(q, self.k, where)
+                self.coll.search(q, self.k) if where is None else self.coll.search(q, self.k, where)
             )
             found[s : s + len(q)] = res.ids[:, : self.k]
         r = score_found(found, truth, self.k).recall
         return 0.0 if r is None else r
 
-    def filtered(self, setting: Mapping[str, Any], suffix: str, **extra: Any) -> None:
+    def filtered(
+        self, setting: Mapping[str, Any], suffix: str, setting_key: str = "search", **extra: Any
+    ) -> None:
         """Filtered search at each selectivity (recall against filtered truth)."""
         for label, s in self.data.selectivity.items():
             pct = f"{s * 100:g}%"
@@ -715,5 +741,6 @@ class SearchRun:
                 setting,
                 self.p.filter_clients,
                 label,
+                setting_key,
                 **extra,
             )

@@ -1,0 +1,151 @@
+"""A managed MariaDB from Debian's ``mariadb-server`` package.
+
+``mariadb-install-db`` makes a fresh data directory in the private directory
+(``--no-defaults``: the system's /etc/mysql files are not read), then
+``mariadbd`` runs in the foreground, listening on 127.0.0.1 only, with its
+socket, pid file and temporary files inside the private directory. An init
+file (0600, removed once the server is ready) creates the ``storebench``
+user, allowed from 127.0.0.1 only, with a random password, and the
+``storebench`` database. ``mariadbd`` refuses to run as root: as root the
+server runs as ``nobody``.
+
+``settings`` adds server variables (``{"innodb_flush_log_at_trx_commit":
+"2"}``: the log written at each commit but flushed to disk once a second).
+
+Not on PyPI: install the package (Debian/Ubuntu: ``apt-get install -y
+mariadb-server``); the server's service is never started or touched.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+from pathlib import Path
+from typing import ClassVar
+from urllib.parse import quote
+
+from storebench.servers.base import Server, ServerError
+
+USER = "storebench"
+DATABASE = "storebench"
+
+
+def mariadb_binaries() -> tuple[str, str]:
+    """(mariadb-install-db, mariadbd), from PATH or Debian's places."""
+    found = []
+    for name, fallback in (
+        ("mariadb-install-db", "/usr/bin/mariadb-install-db"),
+        ("mariadbd", "/usr/sbin/mariadbd"),
+    ):
+        path = shutil.which(name) or (fallback if os.access(fallback, os.X_OK) else None)
+        if path is None:
+            raise ServerError(
+                f"the managed mariadb server needs `{name}`: install MariaDB "
+                "(Debian/Ubuntu: apt-get install -y mariadb-server)"
+            )
+        found.append(path)
+    return found[0], found[1]
+
+
+class MariaDBServer(Server):
+    name = "mariadb"
+    refuses_root = True
+    start_timeout_s: ClassVar[float] = 90.0
+
+    def __init__(
+        self,
+        datadir: str | os.PathLike[str] | None = None,
+        keep: bool = False,
+        settings: dict[str, str] | None = None,
+    ):
+        super().__init__(datadir, keep)
+        self.install_db, self.mariadbd = mariadb_binaries()
+        self.data = self.dir / "data"
+        self.password = secrets.token_urlsafe(18)
+        self.settings = {str(k): str(v) for k, v in (settings or {}).items()}
+        self.init_file = self.dir / "init.sql"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(LC_ALL="C", LANG="C", TZ="UTC")
+        for k in ("MYSQL_HOST", "MYSQL_TCP_PORT", "MYSQL_UNIX_PORT", "MYSQL_PWD"):
+            env.pop(k, None)
+        return env
+
+    def prepare(self) -> None:
+        (self.dir / "tmp").mkdir(exist_ok=True)
+        self.give_to_user(self.dir / "tmp")
+        self.run_prepare(
+            [
+                self.install_db,
+                "--no-defaults",
+                f"--datadir={self.data}",
+                "--auth-root-authentication-method=socket",
+                "--skip-test-db",
+                f"--tmpdir={self.dir / 'tmp'}",
+            ],
+            "mariadb-install-db",
+            cwd=self.dir,
+        )
+        pw = self.password.replace("\\", "\\\\").replace("'", "\\'")
+        self.init_file.touch(mode=0o600)
+        self.init_file.write_text(
+            f"CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1' IDENTIFIED BY '{pw}';\n"
+            f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'127.0.0.1';\n"
+            f"CREATE DATABASE IF NOT EXISTS {DATABASE};\n"
+        )
+        self.give_to_user(self.dir)
+
+    def command(self) -> list[str]:
+        settings = {
+            "datadir": str(self.data),
+            "socket": str(self.dir / "mariadb.sock"),
+            "pid-file": str(self.dir / "mariadbd.pid"),
+            "tmpdir": str(self.dir / "tmp"),
+            "port": str(self.port),
+            "bind-address": "127.0.0.1",
+            "init-file": str(self.init_file),
+            "max_connections": "1000",
+            **self.settings,
+        }
+        return [
+            self.mariadbd,
+            "--no-defaults",
+            "--skip-name-resolve",
+            *(f"--{k}={v}" for k, v in settings.items()),
+        ]
+
+    def ready(self) -> bool:
+        import pymysql
+
+        conn = pymysql.connect(
+            host="127.0.0.1",
+            port=self.port,
+            user=USER,
+            password=self.password,
+            database=DATABASE,
+            connect_timeout=2,
+        )
+        conn.close()
+        return True
+
+    def start(self) -> Server:
+        super().start()
+        self.init_file.unlink(missing_ok=True)  # done: the password leaves the disk
+        return self
+
+    def version(self) -> str:
+        out = subprocess.run(
+            [self.mariadbd, "--version"], capture_output=True, text=True, check=False
+        )
+        return out.stdout.strip()
+
+    @property
+    def url(self) -> str:
+        return f"mysql://{USER}:{quote(self.password, safe='')}@127.0.0.1:{self.port}/{DATABASE}"
+
+    @property
+    def socket_path(self) -> Path:
+        return self.dir / "mariadb.sock"

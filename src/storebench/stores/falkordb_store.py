@@ -1,0 +1,463 @@
+"""The FalkorDB store: a property graph (Cypher) over the Redis protocol,
+through the ``falkordb`` client.
+
+One graph holds a store's collections (references are edges, and edges live
+inside one graph): option ``graph`` names it (default: a new graph
+``storebench_<random>``, recorded in the resolved spec so client processes
+reach the same one). A collection is a node label: nodes ``(:<collection>
+{id, <fields>, vec})``, with a range index on ``id`` (which also marks the
+label as a storebench collection) and on each field listed in
+``Schema.indexed``. Each reference field (``Schema.refs``) is an edge of
+type ``<field>`` from the document to the referenced node; reading the field
+returns the id at the edge's end (-1 when there is none, e.g. after the
+referenced document was deleted: ``DETACH DELETE`` takes its edges). The
+vector, when the schema has one, is a list property (float32 values as
+doubles: exact), only stored and returned: the store declares no search.
+(Not ``vecf32``: FalkorDB 4.16 loses some updates of an existing ``vecf32``
+property.)
+
+Writes are one query per batch over list parameters, one list per column
+(``UNWIND range(0, $n - 1) AS i MERGE (n:L {id: $k[i]}) SET ...``): an
+insert replaces an existing document, as in every store; referenced nodes
+are matched first, so a document whose reference points at nothing is not
+written (and the insert fails, naming how many). ``find`` is ``MATCH ...
+WHERE ... WITH n ORDER BY ... LIMIT``; an equality on a reference field at
+the top of the filter becomes a pattern anchored at the referenced node (an
+index lookup, then the edges), other conditions on references read the
+edge's end through ``OPTIONAL MATCH``. Filters compile to Cypher with
+parameters (``to_cypher``).
+
+No size: FalkorDB reports memory per graph and per label in whole megabytes
+only (``GRAPH.MEMORY USAGE``), and keeps no other per-collection account.
+No compaction command either.
+
+Without a URL the store starts a managed FalkorDB (``servers/falkordb.py``)
+and stops it on close; with ``redis://[:password@]host:port/db`` it only
+connects (``REDIS_PASSWORD`` fills in a password the URL leaves out).
+``drop`` deletes the label's nodes and indexes, and the graph itself only
+if this store created it and nothing is left in it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any
+
+import falkordb
+import numpy as np
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from storebench.data.batch import DocBatch, Schema
+from storebench.errors import StorebenchError, UserError
+from storebench.stores.base import Capability, Collection, Store, StoreSpec, redact_url
+from storebench.stores.filters import SQL_CMP, And, Cmp, Filter, In, Not, Or, Range, fields_of
+
+_NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
+ID, VEC = "id", "vec"
+
+
+class MissingReference(StorebenchError):
+    """A reference field points at a document its collection does not hold."""
+
+
+class IndexFailed(StorebenchError):
+    """FalkorDB reported an index it could not build."""
+
+
+def ident(name: str) -> str:
+    """A Cypher identifier in backticks (FalkorDB has no escape for a backtick)."""
+    if "`" in name or not name:
+        raise UserError(f"name {name!r} cannot be a FalkorDB identifier", where="store falkordb")
+    return f"`{name}`"
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def to_cypher(f: Filter, column: Callable[[str], str], params: dict[str, Any]) -> str:
+    """Compile a filter to a Cypher boolean expression; values become
+    parameters ``$p0, $p1, ...`` added to ``params``."""
+
+    def param(value: Any) -> str:
+        name = f"p{len(params)}"
+        params[name] = value
+        return f"${name}"
+
+    def go(node: Filter) -> str:
+        if isinstance(node, Cmp):
+            return f"{column(node.field)} {SQL_CMP[node.op]} {param(_plain(node.value))}"
+        if isinstance(node, Range):
+            col = column(node.field)
+            return f"({col} >= {param(_plain(node.lo))} AND {col} <= {param(_plain(node.hi))})"
+        if isinstance(node, In):
+            if not node.values:
+                return "false"
+            return f"{column(node.field)} IN {param([_plain(v) for v in node.values])}"
+        if isinstance(node, And | Or):
+            glue = " AND " if isinstance(node, And) else " OR "
+            return "(" + glue.join(go(p) for p in node.parts) + ")"
+        if isinstance(node, Not):
+            return f"NOT ({go(node.part)})"
+        raise TypeError(f"not a filter: {node!r}")
+
+    return go(f)
+
+
+def _anchors(where: Filter | None, refs: list[str]) -> tuple[list[tuple[str, int]], Filter | None]:
+    """Equalities with an integer on reference fields at the top of the
+    filter (one per field; they become anchored patterns) and the rest."""
+    if where is None:
+        return [], None
+    parts = list(where.parts) if isinstance(where, And) else [where]
+    anchors: dict[str, int] = {}
+    rest: list[Filter] = []
+    for p in parts:
+        if (
+            isinstance(p, Cmp)
+            and p.op == "eq"
+            and p.field in refs
+            and p.field not in anchors
+            and isinstance(_plain(p.value), int)
+        ):
+            anchors[p.field] = int(p.value)
+        else:
+            rest.append(p)
+    tail = None if not rest else rest[0] if len(rest) == 1 else And(tuple(rest))
+    return list(anchors.items()), tail
+
+
+class FalkorDBCollection(Collection):
+    store: FalkorDBStore
+
+    def __init__(self, store: FalkorDBStore, name: str, schema: Schema):
+        super().__init__(store, name, schema)
+        for f in schema.fields:
+            ident(f)
+            if f in (ID, VEC):
+                raise UserError(
+                    f"field name {f!r} is reserved by the falkordb store", where="store falkordb"
+                )
+        self._l = ident(name)
+        self._names = list(schema.fields)
+        self._props = [f for f in self._names if f not in schema.refs]
+        self._refs = list(schema.refs)
+        self._vec = schema.dim is not None
+
+    def _target(self, field: str) -> str:
+        return ident(self.schema.refs[field])
+
+    def _pos(self, field: str) -> int:
+        return self._names.index(field)
+
+    # --- reading -----------------------------------------------------------------
+    def _returns(self, with_vectors: bool) -> tuple[str, str]:
+        opt = "".join(
+            f" OPTIONAL MATCH (n)-[:{ident(f)}]->(t{self._pos(f)}:{self._target(f)})"
+            for f in self._refs
+        )
+        cols = [f"n.{ID}"]
+        for j, f in enumerate(self._names):
+            if f in self.schema.refs:
+                cols.append(f"coalesce(t{j}.{ID}, -1) AS c{j}")
+            else:
+                cols.append(f"n.{ident(f)} AS c{j}")
+        if with_vectors and self._vec:
+            cols.append(f"n.{VEC}")
+        return opt, ", ".join(cols)
+
+    def _to_batch(self, rows: list[list[Any]], with_vectors: bool) -> DocBatch:
+        if not rows:
+            empty = DocBatch.empty(self.schema)
+            return empty if with_vectors else empty.select(None, vectors=False)
+        cols = list(zip(*rows, strict=True))
+        fields: dict[str, np.ndarray] = {
+            f: np.array(cols[j + 1], dtype=_NP_TYPE[self.schema.fields[f]])
+            for j, f in enumerate(self._names)
+        }
+        vecs = None
+        if with_vectors and self._vec:
+            vecs = np.array(cols[-1], np.float32).reshape(len(rows), int(self.schema.dim or 0))
+        return DocBatch(np.array(cols[0], np.int64), fields, vecs)
+
+    def get(self, ids: np.ndarray) -> DocBatch:
+        opt, cols = self._returns(with_vectors=True)
+        q = f"UNWIND $ids AS k MATCH (n:{self._l} {{{ID}: k}}){opt} RETURN {cols}"
+        return self._to_batch(self.store.read(q, {"ids": ids.tolist()}), with_vectors=True)
+
+    def _column(self, field: str) -> str:
+        if field in self.schema.refs:
+            return f"r{self._pos(field)}"
+        if field not in self.schema.fields:
+            raise UserError(f"no field {field!r} in {self.name}", where="store falkordb filter")
+        return f"n.{ident(field)}"
+
+    def find(
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
+    ) -> DocBatch:
+        anchors, rest = _anchors(where, self._refs)
+        params: dict[str, Any] = {}
+        patterns = [f"(n:{self._l})"]
+        for j, (f, value) in enumerate(anchors):
+            patterns.append(f"(n)-[:{ident(f)}]->(:{self._target(f)} {{{ID}: $a{j}}})")
+            params[f"a{j}"] = value
+        q = "MATCH " + ", ".join(patterns)
+        needed = (fields_of(rest) if rest is not None else set()) | ({order[0]} if order else set())
+        pre = [f for f in self._refs if f in needed]
+        for f in pre:
+            q += f" OPTIONAL MATCH (n)-[:{ident(f)}]->(t{self._pos(f)}:{self._target(f)})"
+        if pre:
+            q += " WITH n, " + ", ".join(
+                f"coalesce(t{self._pos(f)}.{ID}, -1) AS r{self._pos(f)}" for f in pre
+            )
+        if rest is not None:
+            q += " WHERE " + to_cypher(rest, self._column, params)
+        direction = "DESC" if order and order[1] else "ASC"
+        q += " WITH n"
+        if order is not None:
+            q += f" ORDER BY {self._column(order[0])} {direction}"
+        if limit is not None:
+            q += " LIMIT $limit"
+            params["limit"] = int(limit)
+        opt, cols = self._returns(with_vectors=False)
+        q += f"{opt} RETURN {cols}"
+        if order is not None:  # the OPTIONAL MATCHes above need not keep the order
+            q += f" ORDER BY c{self._pos(order[0])} {direction}"
+        return self._to_batch(self.store.read(q, params), with_vectors=False)
+
+    def count(self) -> int:
+        rows = self.store.read(f"MATCH (n:{self._l}) RETURN count(n)", {})
+        return int(rows[0][0])
+
+    # --- writing -----------------------------------------------------------------
+    def _write(self, docs: DocBatch, fields: list[str], merge: bool) -> int:
+        """One query for the batch; returns the documents written."""
+        params: dict[str, Any] = {"n": len(docs), "k": docs.ids.tolist()}
+        for f in fields:
+            params[f"c{self._pos(f)}"] = docs.fields[f].tolist()
+        refs = [f for f in fields if f in self.schema.refs]
+        sets = [f"n.{ident(f)} = $c{self._pos(f)}[i]" for f in fields if f not in self.schema.refs]
+        if docs.vectors is not None and self._vec:
+            params["v"] = docs.vectors.tolist()
+            # a list of doubles, not vecf32: FalkorDB 4.16 loses some updates of
+            # an existing vecf32 property (the SET reports fewer properties set)
+            sets.append(f"n.{VEC} = $v[i]")
+        q = "UNWIND range(0, $n - 1) AS i"
+        # referenced nodes first: a row whose reference points at nothing goes
+        for f in refs:
+            q += f" MATCH (t{self._pos(f)}:{self._target(f)} {{{ID}: $c{self._pos(f)}[i]}})"
+        q += f" {'MERGE' if merge else 'MATCH'} (n:{self._l} {{{ID}: $k[i]}})"
+        if sets:
+            q += " SET " + ", ".join(sets)
+        if refs:
+            keep = ", ".join(["n", *(f"t{self._pos(f)}" for f in refs)])
+            types = "|".join(ident(f) for f in refs)
+            q += (
+                f" WITH {keep} OPTIONAL MATCH (n)-[e:{types}]->() DELETE e"
+                f" WITH DISTINCT {keep} CREATE "
+                + ", ".join(f"(n)-[:{ident(f)}]->(t{self._pos(f)})" for f in refs)
+            )
+        q += " RETURN count(n)"
+        rows = self.store.write(q, params)
+        return int(rows[0][0]) if rows else 0
+
+    def insert(self, docs: DocBatch) -> None:
+        if len(np.unique(docs.ids)) != len(docs):  # the last of an id's rows wins
+            _, last = np.unique(docs.ids[::-1], return_index=True)
+            docs = docs.take(np.sort(len(docs) - 1 - last))
+        written = self._write(docs, self._names, merge=True)
+        if written != len(docs):
+            raise MissingReference(
+                f"{len(docs) - written} of {len(docs)} documents reference a document "
+                f"missing from {sorted(set(self.schema.refs.values()))}: those were not written"
+            )
+
+    def update(self, docs: DocBatch) -> None:
+        if not docs.fields and docs.vectors is None:
+            return
+        self._write(docs, list(docs.fields), merge=False)
+
+    def delete(self, ids: np.ndarray) -> None:
+        self.store.write(
+            f"UNWIND $ids AS k MATCH (n:{self._l} {{{ID}: k}}) DETACH DELETE n",
+            {"ids": ids.tolist()},
+        )
+
+    def _drop(self) -> None:
+        self.store._drop_label(self.name)
+
+
+class FalkorDBStore(Store):
+    """Options: ``graph`` (the graph's name), ``persistence`` (managed server:
+    ``none``, ``rdb`` or ``aof``) and ``module_args`` (managed server: the
+    module's arguments, e.g. ``[THREAD_COUNT, 4]``)."""
+
+    engine = "falkordb"
+    capabilities = frozenset(
+        {
+            Capability.INSERT,
+            Capability.GET,
+            Capability.UPDATE,
+            Capability.DELETE,
+            Capability.FIND,
+            Capability.ORDER,
+            Capability.SHARED_ACROSS_PROCESSES,
+        }
+    )
+    option_names = ("graph", "persistence", "module_args")
+    extra = "falkordb"
+
+    def __init__(self, spec: StoreSpec):
+        super().__init__(spec)
+        graph = spec.options.get("graph") or f"storebench_{uuid.uuid4().hex[:12]}"
+        if spec.url is None:
+            from storebench.servers.falkordb import FalkorDBServer
+
+            self.managed = FalkorDBServer(
+                persistence=spec.options.get("persistence", "none"),
+                module_args=list(spec.options.get("module_args", [])),
+            ).start()
+            spec = spec.with_(url=self.managed.url)
+        elif spec.options.get("persistence") or spec.options.get("module_args"):
+            raise UserError(
+                "persistence and module_args apply to the managed server only",
+                where="store falkordb options",
+            )
+        self.spec = spec.with_(options={**spec.options, "graph": graph})
+        self.graph_name = str(graph)
+        try:
+            self.db = self._connect()
+            self.graph = self.db.select_graph(self.graph_name)
+            # a graph that exists now is someone's: never deleted by this store
+            self._made_graph = self.graph_name not in self._graphs()
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self) -> falkordb.FalkorDB:
+        url = self.spec.url or ""
+        if "://" not in url:
+            raise UserError(
+                f"expected redis://[:password@]host:port/db, got {redact_url(url)!r}",
+                where="store falkordb url",
+            )
+        kw: dict[str, Any] = {
+            # no silent retries: a failed call is reported, a dead server fails the run
+            "retry": Retry(NoBackoff(), 0),
+            # redis-py 8's pool holds 100 connections and then raises
+            # MaxConnectionsError: the social study runs 220 client threads
+            "max_connections": 100_000,
+        }
+        if "@" not in url and os.environ.get("REDIS_PASSWORD"):
+            kw["password"] = os.environ["REDIS_PASSWORD"]
+        try:
+            db = falkordb.FalkorDB.from_url(url, **kw)
+            modules = db.connection.execute_command("MODULE", "LIST")
+        except redis.RedisError as exc:
+            raise UserError(
+                f"cannot reach FalkorDB at {redact_url(url)}: {exc}", where="store falkordb"
+            ) from exc
+        info = {}
+        for m in modules:  # a dict, or a flat [key, value, ...] list
+            d = m if isinstance(m, dict) else dict(zip(m[::2], m[1::2], strict=True))
+            d = {k.decode() if isinstance(k, bytes) else k: v for k, v in d.items()}
+            name = d.get("name", "")
+            info[name.decode() if isinstance(name, bytes) else str(name)] = d.get("ver", 0)
+        if "graph" not in info:
+            raise UserError(
+                f"the Redis server at {redact_url(url)} has no graph module (FalkorDB)",
+                where="store falkordb",
+            )
+        ver = int(info["graph"])
+        self._module_version = f"{ver // 10000}.{ver // 100 % 100}.{ver % 100}"
+        return db
+
+    def _graphs(self) -> list[str]:
+        return [g.decode() if isinstance(g, bytes) else g for g in self.db.list_graphs()]
+
+    # --- queries -------------------------------------------------------------------
+    def read(self, query: str, params: dict[str, Any]) -> list[list[Any]]:
+        return self.graph.ro_query(query, params).result_set
+
+    def write(self, query: str, params: dict[str, Any]) -> list[list[Any]]:
+        return self.graph.query(query, params).result_set
+
+    def _indexes(self) -> dict[str, list[str]]:
+        """Node label -> indexed properties (with their state checked)."""
+        if self.graph_name not in self._graphs():
+            return {}
+        rows = self.read(
+            "CALL db.indexes() YIELD label, properties, entitytype, status "
+            "RETURN label, properties, entitytype, status",
+            {},
+        )
+        out: dict[str, list[str]] = {}
+        for label, props, kind, status in rows:
+            if kind == "NODE":
+                out[label] = list(props)
+                if status not in ("OPERATIONAL", "UNDER CONSTRUCTION"):
+                    raise IndexFailed(f"falkordb index on {label}: {status}")
+        return out
+
+    # --- collections -----------------------------------------------------------------
+    def has_collection(self, name: str) -> bool:
+        if ID in self._indexes().get(name, []):
+            return True
+        if self.graph_name not in self._graphs():
+            return False
+        return bool(self.read(f"MATCH (n:{ident(name)}) RETURN 1 LIMIT 1", {}))
+
+    def _create(self, name: str, schema: Schema) -> Collection:
+        coll = FalkorDBCollection(self, name, schema)
+        indexes = self._indexes()
+        for f, target in schema.refs.items():
+            if target != name and ID not in indexes.get(target, []):
+                raise UserError(
+                    f"{name}.{f} references {target!r}, which is not a collection in graph "
+                    f"{self.graph_name!r} (create it first)",
+                    where="store falkordb",
+                )
+        for prop in (ID, *schema.indexed):
+            self.write(f"CREATE INDEX FOR (n:{ident(name)}) ON (n.{ident(prop)})", {})
+        # an index on an empty label is ready at once; the state is checked
+        if ID not in self._indexes().get(name, []):
+            raise IndexFailed(f"falkordb: the index on {name}.id is missing after CREATE INDEX")
+        return coll
+
+    def _open(self, name: str, schema: Schema) -> Collection:
+        if not self.has_collection(name):
+            raise UserError(
+                f"no collection {name!r} in graph {self.graph_name!r}", where="store falkordb"
+            )
+        return FalkorDBCollection(self, name, schema)
+
+    def _drop_label(self, name: str) -> None:
+        label = ident(name)
+        self.write(f"MATCH (n:{label}) DETACH DELETE n", {})
+        for prop in self._indexes().get(name, []):
+            self.write(f"DROP INDEX FOR (n:{label}) ON (n.{ident(prop)})", {})
+        empty = not self._indexes() and not self.read("MATCH (n) RETURN 1 LIMIT 1", {})
+        if self._made_graph and empty:
+            self.graph.delete()
+
+    def versions(self) -> dict[str, str]:
+        redis_version = self.db.connection.info("server").get("redis_version", "?")
+        return {
+            "engine": f"FalkorDB {self._module_version} (Redis {redis_version})",
+            "client": f"falkordb {metadata.version('falkordb')}",
+        }
+
+    def close(self) -> None:
+        db = getattr(self, "db", None)
+        if db is not None:
+            db.connection.close()
+            self.db = None
+        super().close()

@@ -1,0 +1,77 @@
+"""``search``: the Redis study's method (Qdrant's vector-db-benchmark).
+
+Phases, each timed on its own: upload (batched, parallel uploaders), index
+build (the adapter returns when the engine says the index is ready), then a
+count check (the engine's own count must equal the documents loaded: a
+short load fails the run). Then, for each search setting (``search.X``
+grid keys are swept inside the run, over one index build) and each client
+count: the query set once (or ``ops`` queries, or ``duration_s``), closed
+loop by default or open loop at ``rate``; recall@k and precision@k against
+exact ground truth; client CPU beside the throughput; the engine's own time
+per call where it reports one. ``labels`` adds filtered search per
+selectivity, scored against filtered ground truth.
+
+The study's grid is M x EF_CONSTRUCTION (one index each, ``index.m`` and
+``index.ef_construct``) x EF (``search.ef``), each configuration run three
+times (``repeats: 3``), the best kept: the report shows best and spread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from storebench.stores.base import Capability
+from storebench.workloads.base import RunContext, Workload
+from storebench.workloads.vector_common import (
+    SearchRun,
+    VectorParams,
+    check_dataset,
+    client_list,
+    setting_label,
+    task_name,
+)
+
+
+class SearchParams(VectorParams):
+    clients: list[int] = Field(
+        default_factory=lambda: [1, 2, 4],
+        description="client counts measured in turn (1: single-client latency)",
+    )
+
+    _clients = field_validator("clients", mode="before")(client_list)
+
+    def top_clients(self) -> int:
+        return max(self.clients)
+
+
+class SearchWorkload(Workload):
+    name = "search"
+    Params = SearchParams
+    requires = frozenset({Capability.INSERT, Capability.SEARCH})
+
+    @classmethod
+    def check(cls, p: SearchParams) -> None:
+        check_dataset(p)
+
+    def run(self, ctx: RunContext, p: SearchParams) -> None:
+        r = SearchRun(ctx, p, "search")
+        r.upload(r.data.n)
+        up = ctx.tasks[-1]
+        ctx.metrics["upload_s"] = up["elapsed_s"]
+        ctx.metrics["upload_docs_per_s"] = up["items_per_s"]
+        index_s = r.build_index()
+        if index_s is not None:
+            ctx.metrics["index_s"] = index_s
+        rkey = f"recall@{p.k}"
+        for setting in ctx.search_settings():
+            r.apply(setting)
+            label = setting_label(setting)
+            for clients in p.clients:
+                rec: dict[str, Any] | None = r.measure(
+                    task_name("search", label, f"c={clients}"), setting, clients
+                )
+                if rec is not None and rec.get(rkey) is not None:
+                    ctx.metrics.setdefault(rkey, rec[rkey])  # of the first setting
+            r.filtered(setting, label)

@@ -1,0 +1,122 @@
+"""``tune``: the Milvus evaluation's latency and throughput at a target recall.
+
+After the same load, index build and count check as ``search``, the search
+parameter (``tune_param``, ``ef`` by default) is tuned: the smallest value
+whose recall@k over the query set reaches ``target_recall`` (0.95), by
+doubling from ``tune_start`` (default k) and then bisecting, every probe
+kept and recall checked to be monotone in the parameter. At that setting:
+single-client latency (mean, p50, p95, p99), then throughput and latency
+at each concurrency 1, 2, 4, ... up to ``max_clients`` (the study: 100
+clients, 60 s each after 30 s of warm-up): the latency vs throughput curve,
+with QPS at the highest concurrency as the study's throughput figure.
+
+A store without the parameter (exact search) is measured as it is, and the
+record says so. ``search.X`` grid keys are ignored here: tuning chooses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from storebench.errors import UserError
+from storebench.stores.base import Capability
+from storebench.workloads.base import RunContext, Workload
+from storebench.workloads.vector_common import (
+    SearchRun,
+    VectorParams,
+    check_dataset,
+    client_list,
+    powers_of_two,
+    setting_label,
+    task_name,
+    tune,
+)
+
+
+class TuneParams(VectorParams):
+    target_recall: float = Field(0.95, gt=0, le=1, description="recall@k to reach")
+    tune_param: str = Field("ef", description="the search parameter tuned (ef, nprobe, ...)")
+    tune_start: int | None = Field(None, ge=1, description="first value probed; default k")
+    tune_max: int = Field(4096, ge=1, description="largest value probed")
+    tune_tolerance: float = Field(
+        0.002, ge=0, description="a recall drop larger than this as the value grows is a violation"
+    )
+    max_clients: int = Field(16, ge=1, description="concurrency goes 1, 2, 4, ... up to this")
+    clients: list[int] | None = Field(
+        None, description="client counts measured; default 1, 2, 4, ... max_clients"
+    )
+
+    _clients = field_validator("clients", mode="before")(client_list)
+
+    def client_counts(self) -> list[int]:
+        return list(self.clients) if self.clients else powers_of_two(self.max_clients)
+
+    def top_clients(self) -> int:
+        return max(self.client_counts())
+
+
+def tune_setting(ctx: RunContext, r: SearchRun, p: TuneParams) -> tuple[dict[str, Any], Any]:
+    """The setting to measure at, and what tuning found (recorded)."""
+    base = dict(ctx.store.spec.search)
+    if (
+        not ctx.store.supports(Capability.SEARCH_PARAMS)
+        or p.tune_param not in ctx.store.search_params
+    ):
+        recall = r.recall_at(base)
+        return base, {
+            "param": None,
+            "target": p.target_recall,
+            "recall": recall,
+            "reached": recall >= p.target_recall,
+            "note": f"{ctx.store.engine} has no search parameter {p.tune_param}: measured as it is",
+        }
+    start = p.tune_start or p.k
+    if start > p.tune_max:
+        raise UserError(f"tune_start {start} is above tune_max {p.tune_max}", where="tune_max")
+    t = tune(
+        lambda v: r.recall_at(base | {p.tune_param: v}),
+        p.target_recall,
+        start,
+        p.tune_max,
+        p.tune_param,
+        p.tune_tolerance,
+    )
+    setting = base | {p.tune_param: t.best}
+    r.apply(setting)
+    return setting, t.record()
+
+
+def measure_curve(
+    r: SearchRun, setting: dict[str, Any], clients: list[int], prefix: str = "", **extra: Any
+) -> None:
+    """Latency and throughput at each concurrency, then filtered search."""
+    label = " ".join(x for x in (prefix, setting_label(setting)) if x)
+    for c in clients:
+        r.measure(task_name("search", label, f"c={c}"), setting, c, setting_key="setting", **extra)
+    r.filtered(setting, label, "setting", **extra)
+
+
+class TuneWorkload(Workload):
+    name = "tune"
+    Params = TuneParams
+    requires = frozenset({Capability.INSERT, Capability.SEARCH})
+
+    @classmethod
+    def check(cls, p: TuneParams) -> None:
+        check_dataset(p)
+
+    def run(self, ctx: RunContext, p: TuneParams) -> None:
+        r = SearchRun(ctx, p, "tune")
+        r.upload(r.data.n)
+        ctx.metrics["upload_s"] = ctx.tasks[-1]["elapsed_s"]
+        index_s = r.build_index()
+        if index_s is not None:
+            ctx.metrics["index_s"] = index_s
+        setting, found = tune_setting(ctx, r, p)
+        ctx.metrics["tune"] = found
+        if found.get("param"):
+            ctx.metrics[f"tuned_{found['param']}"] = found["value"]
+        ctx.metrics[f"recall@{p.k}_tuned"] = found["recall"]
+        measure_curve(r, setting, p.client_counts())

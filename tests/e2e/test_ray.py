@@ -1,0 +1,222 @@
+"""The ray executor on a two-node Ray cluster on this machine.
+
+Every node is pinned to 127.0.0.1 (``loopback_only``: Ray would otherwise
+rewrite it to the machine's interface address), with one CPU, a 100 MB
+object store and no dashboard. The cluster is started once for the module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+ray = pytest.importorskip("ray")  # the test extra installs it (storebench[ray])
+
+import storebench  # noqa: E402
+from storebench.data.batch import Schema  # noqa: E402
+from storebench.driver import Driver, FnOp, Task  # noqa: E402
+from storebench.driver.core import merge  # noqa: E402
+from storebench.driver.ray_executor import RayExecutor, loopback_only  # noqa: E402
+from storebench.errors import TaskFailed  # noqa: E402
+from storebench.metrics import Histogram  # noqa: E402
+from storebench.progress import NoProgress  # noqa: E402
+from storebench.stores.base import StoreSpec  # noqa: E402
+from tests.stores.servers import shared_url  # noqa: E402
+
+NODE = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "object_store_memory": 100 * 2**20}
+SMALL = {"n": 2000, "dim": 16, "batch_size": 500, "ops": 400, "warmup": 2, "clients": 2}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from ray.cluster_utils import Cluster
+
+    with loopback_only():
+        c = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
+        c.add_node(**NODE)
+        c.wait_for_nodes()
+        ray.init(address=c.address, logging_level="WARNING")
+    try:
+        yield c
+    finally:
+        RayExecutor.teardown()
+        ray.shutdown()
+        c.shutdown()
+
+
+@pytest.fixture
+def executor(cluster):
+    RayExecutor.setup({"ray_address": cluster.address})  # ray_timeout_s: 60
+    yield RayExecutor
+    RayExecutor.teardown()  # kills the pooled client actors; the cluster stays
+
+
+class StaggeredWarmup:
+    """Client c warms up for c * 0.3 s, then each op sleeps 0.5 ms."""
+
+    def __call__(self, coll, c, clients):
+        time.sleep(c * 0.3)
+        return FnOp(lambda i: time.sleep(0.0005))
+
+
+def test_clients_spread_over_nodes_start_together_and_merge_exactly(executor):
+    store = StoreSpec("null").open()
+    coll = store.create_collection("x", Schema())
+    task = Task("t", StaggeredWarmup(), clients=4, ops=2_000)
+    (results,) = executor(store).run([task], coll, NoProgress())
+    assert len(results) == 4 and not any(r.error for r in results)
+    stats = merge(task, results)
+    # merged counts are the sum of the actors' counts, histograms bucket by bucket
+    assert stats.ops == sum(r.ops for r in results) == 2_000
+    assert stats.latency.count == sum(r.latency.count for r in results) == 2_000
+    union = Histogram()
+    for r in results:
+        union.merge(r.latency)
+    assert stats.latency.summary() == union.summary()
+    # warm-ups end 0.9 s apart, measuring starts together (the barrier)
+    starts = [r.start_ns for r in results]
+    assert max(starts) - min(starts) < 0.3e9
+    # two clients on each node; per-node ops and CPU in the description
+    shape = executor.describe()
+    assert shape["ray_version"] == ray.__version__ and len(shape["nodes"]) == 2
+    assert all(n["ip"] == "127.0.0.1" and n["cpus"] == 1 for n in shape["nodes"])
+    (entry,) = shape["tasks"]
+    assert [d["clients"] for d in entry["nodes"].values()] == [2, 2]
+    assert sum(d["ops"] for d in entry["nodes"].values()) == stats.ops
+    assert all(d["cpu_s"] > 0 for d in entry["nodes"].values())
+
+
+def test_crud_on_sqlite_through_the_runner_records_the_cluster(cluster, tmp_path):
+    sets = {
+        **SMALL,
+        "grid": "{}",
+        "driver.executor": "ray",
+        "driver.ray_address": cluster.address,
+    }
+    (rec,) = storebench.run("crud", stores=["sqlite"], set=sets, results_dir=tmp_path)
+    assert rec["status"] == "ok", rec["error"]
+    ex = rec["executor"]
+    assert ex["name"] == "ray" and len(ex["nodes"]) == 2 and ex["data"] == ["path"]
+    timed = [t for t in rec["tasks"] if t.get("clients") == 2]
+    assert [t["name"] for t in timed] == [e["task"] for e in ex["tasks"]]
+    for t, e in zip(timed, ex["tasks"], strict=True):
+        assert t["ops"] == sum(d["ops"] for d in e["nodes"].values())
+        assert sorted(d["clients"] for d in e["nodes"].values()) == [1, 1]
+    assert rec["metrics"]["recall@10"] == 1.0  # sqlite searches exactly
+
+
+def test_crud_on_a_managed_redis_with_data_through_the_object_store(cluster, tmp_path, monkeypatch):
+    monkeypatch.setattr(RayExecutor, "transfer", "object_store")
+    # ef in the store's spec: each client opens its store from the spec (a
+    # swept search.ef is set on the driver's collection only)
+    scenario = tmp_path / "ray-crud.yaml"
+    scenario.write_text(
+        json.dumps(
+            {
+                "name": "ray-crud",
+                "workload": "crud",
+                "stores": [
+                    {
+                        "engine": "redis",
+                        "url": shared_url("redis"),
+                        "index": {"m": 16, "ef_construct": 200},
+                        "search": {"ef": 200},
+                    }
+                ],
+                "params": SMALL,
+                "driver": {"executor": "ray", "ray_address": cluster.address},
+            }
+        )
+    )
+    (rec,) = storebench.run(str(scenario), results_dir=tmp_path)
+    assert rec["status"] == "ok", rec["error"]
+    assert rec["executor"]["data"] == ["object_store"]
+    search = next(t for t in rec["tasks"] if t["name"] == "find_by_vector")
+    assert search["ops"] == 400 and search["clients"] == 2
+    # the queries reached the clients intact: recall is the index's, not noise
+    assert rec["metrics"]["recall@10"] > 0.95
+
+
+class PidFiles:
+    """Each client writes its process id, then does 1 ms ops."""
+
+    def __init__(self, where: str):
+        self.where = where
+
+    def __call__(self, coll, c, clients):
+        Path(self.where, f"{c}.pid").write_text(str(os.getpid()))
+        return FnOp(lambda i: time.sleep(0.001))
+
+
+def test_a_killed_client_fails_the_task_within_the_time_limit(executor, tmp_path):
+    coll = StoreSpec("null").open().create_collection("k", Schema())
+    killed: list[float] = []
+
+    def killer() -> None:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("*.pid"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # they are measuring
+        os.kill(int((tmp_path / "1.pid").read_text()), signal.SIGKILL)
+        killed.append(time.monotonic())
+
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    task = Task("long", PidFiles(str(tmp_path)), clients=2, ops=10_000_000)
+    with pytest.raises(TaskFailed, match="client 1 .*lost"):
+        Driver(executor="ray").run(task, coll)
+    done = time.monotonic()
+    t.join(5)
+    assert killed and done - killed[0] < 15  # well inside the limit (ray_timeout_s: 60)
+
+
+def ray_pids() -> set[int]:
+    out = set()
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if "gcs_server" in cmd or "raylet" in cmd:
+            out.add(p.pid)
+    return out
+
+
+def test_ctrl_c_stops_the_actors_and_the_local_ray_the_run_started(tmp_path):
+    before = ray_pids()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "storebench", "-v", "run", "crud", "--store", "sqlite"]
+        + ["--set", "n=2000", "--set", "ops=1000000", "--set", "clients=2"]
+        + ["--set", "grid={}", "--set", "driver.executor=ray", "--results", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal gives it
+    )
+    seen = ""
+    deadline = time.monotonic() + 120
+    while "task read:" not in seen and time.monotonic() < deadline:
+        line = p.stderr.readline()
+        if not line:
+            break
+        seen += line
+    assert "task read:" in seen, seen
+    time.sleep(3)  # the clients are measuring
+    os.killpg(p.pid, signal.SIGINT)  # Ctrl-C reaches the whole group
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    (rec,) = [json.loads(line) for line in (tmp_path / "crud.jsonl").read_text().splitlines()]
+    assert rec["status"] == "interrupted"
+    assert rec["executor"]["local"] and rec["executor"]["nodes"][0]["ip"] == "127.0.0.1"
+    read = rec["tasks"][1]
+    assert read["name"] == "read" and not read["complete"] and 0 < read["ops"] < 1_000_000
+    deadline = time.monotonic() + 15
+    while ray_pids() - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not ray_pids() - before, "the local Ray outlived the run"

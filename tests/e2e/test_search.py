@@ -1,0 +1,204 @@
+"""The search, tune and scale scenarios end to end on small data: phases in
+order, the count check, recall per setting and per selectivity, tuning,
+growing sizes, process clients, open loop, engine-side time, reports."""
+
+import pytest
+
+import storebench
+from storebench.report import data, views
+from storebench.stores.memory import MemoryCollection
+
+SMALL = {"n": 1500, "dim": 16, "queries": 60, "k": 10, "batch_size": 500, "warmup": 2}
+
+
+def run(scenario, stores, tmp_path, **sets):
+    if scenario == "search" and set(stores) <= {"memory", "sqlite"}:
+        sets.setdefault("grid", {})  # no index or search parameters to sweep
+    return storebench.run(scenario, stores=stores, set={**SMALL, **sets}, results_dir=tmp_path)
+
+
+def tasks(rec):
+    return {t["name"]: t for t in rec["tasks"]}
+
+
+def test_search_times_upload_index_and_searches_per_setting_and_client_count(tmp_path):
+    (rec,) = run(
+        "search",
+        ["hnswlib"],
+        tmp_path,
+        repeats=1,
+        clients=[1, 2],
+        labels=[0.1, 0.5],
+        **{"grid.index.m": "[16]", "grid.search.ef": "[10, 80]"},
+    )
+    assert rec["status"] == "ok", rec["error"]
+    names = [t["name"] for t in rec["tasks"]]
+    assert names[:2] == ["upload", "build_index"]
+    assert names[2:] == [
+        "search ef=10 c=1",
+        "search ef=10 c=2",
+        "filtered 10% ef=10 c=1",
+        "filtered 50% ef=10 c=1",
+        "search ef=80 c=1",
+        "search ef=80 c=2",
+        "filtered 10% ef=80 c=1",
+        "filtered 50% ef=80 c=1",
+    ]
+    t = tasks(rec)
+    assert t["upload"]["items"] == 1500 and t["upload"]["clients"] == 2  # uploaders = clients
+    assert rec["metrics"]["count_checks"][0] == {
+        "when": "after upload",
+        "expected": 1500,
+        "held": 1500,
+    }
+    low, high = t["search ef=10 c=1"], t["search ef=80 c=1"]
+    assert low["recall@10"] < high["recall@10"] and high["recall@10"] >= 0.95
+    assert low["search"] == {"ef": 10} and low["ops"] == 60  # the query set once
+    assert t["search ef=80 c=2"]["recall@10"] == pytest.approx(high["recall@10"])
+    for name in ("search ef=80 c=1", "filtered 10% ef=80 c=1"):
+        task = t[name]
+        assert 0 < task["precision@10"] <= 1 and task["latency_ns"]["p99"] > 0
+        assert {"client_cpu_per_s", "client_cpu_ceiling", "client_saturated"} <= set(task)
+    f = t["filtered 10% ef=80 c=1"]
+    assert f["filter"] == "label_10p" and f["selectivity"] == 0.1 and f["recall@10"] > 0.9
+
+
+def test_a_short_load_fails_the_run_before_any_search(tmp_path, monkeypatch):
+    real = MemoryCollection.insert
+
+    def lossy(self, docs):  # an engine that silently drops the tail of each batch
+        real(self, docs.slice(0, len(docs) - 3))
+
+    monkeypatch.setattr(MemoryCollection, "insert", lossy)
+    for scenario in ("search", "tune", "scale"):
+        (rec,) = run(scenario, ["memory"], tmp_path / scenario, repeats=1, clients=[1])
+        assert rec["status"] == "failed"
+        assert "count check after upload" in rec["error"], rec["error"]
+        assert "holds 1,491 of 1,500 documents" in rec["error"]
+        assert not [t for t in rec["tasks"] if t.get("phase") == "search"]
+
+
+def test_repeats_are_one_configuration_with_best_and_spread(tmp_path):
+    recs = run("search", ["memory"], tmp_path, repeats=3, clients=[1, 2], labels=[])
+    assert [r["repeat"] for r in recs] == [0, 1, 2] and len({r["key"] for r in recs}) == 3
+    (config,) = data.group(data.load(tmp_path))
+    assert len(config.runs) == 3
+    v = views.ViewInput("search", data.load(tmp_path))
+    (note, table) = views.views_for("search")[0].fn(v)
+    assert table.columns[-1] == "runs" and table.rows[0][-1] == "3"
+    qps_cell = table.rows[0][table.columns.index("QPS 2 clients")]
+    best = max(t["ops_per_s"] for r in recs for t in r["tasks"] if t["name"] == "search c=2")
+    assert qps_cell.startswith(f"{best:,.0f}") and "±" in qps_cell  # best of the runs, spread
+
+
+def test_tuning_reaches_the_target_with_the_smallest_ef_and_monotone_recall(tmp_path):
+    (rec,) = run("tune", ["hnswlib"], tmp_path, max_clients=2, target_recall=0.95, labels=[0.1])
+    assert rec["status"] == "ok", rec["error"]
+    tun = rec["metrics"]["tune"]
+    assert tun["param"] == "ef" and tun["reached"] and tun["monotone"]
+    probes = dict(tun["probes"])
+    ef = tun["value"]
+    assert probes[ef] >= 0.95 and rec["metrics"]["tuned_ef"] == ef
+    assert ef == 10 or probes[ef - 1] < 0.95  # nothing smaller reaches it
+    t = tasks(rec)
+    assert set(t) == {
+        "upload",
+        "build_index",
+        f"search ef={ef} c=1",
+        f"search ef={ef} c=2",
+        f"filtered 10% ef={ef} c=1",
+    }
+    one = t[f"search ef={ef} c=1"]
+    assert one["setting"] == {"ef": ef} and one["recall@10"] >= 0.9
+    assert {"mean", "p50", "p95", "p99"} <= set(one["latency_ns"])
+
+
+def test_an_exact_store_is_measured_as_it_is(tmp_path):
+    (rec,) = run("tune", ["memory"], tmp_path, max_clients=1)
+    assert rec["status"] == "ok"
+    assert rec["metrics"]["tune"]["param"] is None and rec["metrics"]["tune"]["recall"] == 1.0
+
+
+def test_scale_measures_each_doubling_against_its_own_truth(tmp_path):
+    (rec,) = run("scale", ["hnswlib"], tmp_path, n=500, steps=3, clients=[1], ops=40)
+    assert rec["status"] == "ok", rec["error"]
+    steps = rec["metrics"]["scale"]
+    assert [s["n"] for s in steps] == [500, 1000, 2000]
+    assert [c["expected"] for c in rec["metrics"]["count_checks"]] == [
+        500,
+        500,
+        1000,
+        1000,
+        2000,
+        2000,
+    ]
+    searches = [t for t in rec["tasks"] if t.get("phase") == "search"]
+    assert [t["n"] for t in searches] == [500, 1000, 2000]
+    assert all(t["recall@10"] >= 0.9 for t in searches)
+    uploads = [t for t in rec["tasks"] if t.get("phase") == "upload"]
+    assert [t["items"] for t in uploads] == [500, 500, 1000]  # only the new documents
+
+
+def test_process_clients_get_the_queries_and_the_setting(tmp_path):
+    (rec,) = run("search", ["sqlite"], tmp_path, repeats=1, clients=[1, 2], labels=[], n=800)
+    t = tasks(rec)
+    assert t["search c=1"]["executor"] == "threads"
+    assert t["search c=2"]["executor"] == "processes"  # sqlite serves processes
+    assert t["search c=2"]["recall@10"] == 1.0 and t["search c=2"]["queries_scored"] == 60
+
+
+def test_open_loop_at_a_target_rate(tmp_path):
+    (rec,) = run("search", ["memory"], tmp_path, repeats=1, clients=[1], labels=[], rate=400)
+    t = tasks(rec)["search c=1"]
+    assert t["target_rate"] == 400 and "service_ns" in t
+    assert t["ops_per_s"] == pytest.approx(400, rel=0.3)
+
+
+def test_engine_side_time_on_redis(tmp_path):
+    from tests.stores.servers import shared_url
+
+    url = shared_url("redis")
+    (rec,) = run(
+        "search",
+        [f"redis={url}"],
+        tmp_path,
+        repeats=1,
+        clients=[1, 2],
+        labels=[0.1],
+        **{"grid.index.m": "[16]", "grid.search.ef": "[10, 200]"},
+    )
+    assert rec["status"] == "ok", rec["error"]
+    t = tasks(rec)
+    for name in ("search ef=10 c=1", "search ef=200 c=2"):
+        eng = t[name]["engine"]
+        assert eng["command"] == "FT.SEARCH" and eng["calls"] >= t[name]["ops"]
+        assert 0 < eng["mean_ns"] < t[name]["latency_ns"]["mean"]
+    # the ef reached the process clients: recall differs by setting there too
+    assert t["search ef=200 c=2"]["executor"] == "processes"
+    assert t["search ef=200 c=2"]["recall@10"] > t["search ef=10 c=2"]["recall@10"]
+    assert t["search ef=10 c=2"]["recall@10"] == pytest.approx(t["search ef=10 c=1"]["recall@10"])
+
+
+def test_reports_of_the_three_workloads(tmp_path):
+    run("search", ["memory", "hnswlib"], tmp_path, repeats=2, clients=[1, 2], labels=[0.5])
+    run("tune", ["hnswlib"], tmp_path, max_clients=2)
+    run("scale", ["hnswlib"], tmp_path, n=500, steps=2, clients=[1, 2], ops=40)
+    pytest.importorskip("matplotlib")
+    recs = data.load(tmp_path)
+    for workload, own in (
+        ("search", ["search_table", "qps_clients"]),
+        ("tune", ["tune_table", "tune_probes"]),
+        ("scale", ["scale_table", "scale_plot"]),
+    ):
+        names = [view.name for view in views.views_for(workload)]
+        assert names[: len(own)] == own
+        assert names.count("recall_qps") == 1 and names.count("concurrency") == 1
+        v = views.ViewInput(workload, [r for r in recs if r["workload"] == workload])
+        sections = views.run_views(v)
+        titles = [s.title for s in sections]
+        assert not any(
+            isinstance(b, views.Text) and b.text.startswith("This view failed")
+            for s in sections
+            for b in s.blocks
+        ), titles
+        assert "Latency vs throughput over concurrency" in titles
