@@ -56,7 +56,7 @@ class SocialParams(Params):
     comment_read_delay_ms: int = Field(100, ge=0)
     scale: int = Field(1, ge=1, description="multiplies every kind of user (agdb's 10x)")
     max_wait_s: float = Field(
-        1_000_000, ge=1, description="compat: reads a reader may repeat waiting for data"
+        1.0, gt=0, description="compat: seconds a read repeats waiting for data before giving up"
     )
 
 
