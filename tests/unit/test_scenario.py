@@ -44,10 +44,14 @@ def test_errors_name_the_key_and_its_line(tmp_path):
 
 def test_overrides_and_grid_expand_into_runs(tmp_path):
     p = write(tmp_path, GOOD + "grid:\n  n: [100, 200]\n  index.m: [4, 8]\n")
+    # in a file, a grid key no store has collapses (exact stores in an HNSW grid)
+    (run,) = [r for r in Scenario.load(str(p)).plan() if r.params.n == 100]
+    assert run.not_applicable == ("index.m",)
+    # typed on the command line, it is a typo until some store has it
     with pytest.raises(
-        UserError, match=r":9: grid.index.m: no store in this scenario has index parameter 'm'"
+        UserError, match=r"--set grid.index.mm: no store in this scenario has index parameter 'mm'"
     ):
-        Scenario.load(str(p))
+        Scenario.load(str(p), sets=["grid.index.mm=[1]"])
     # a parameter some store has collapses for the others, and they say so
     runs = Scenario.load(str(p), stores=["memory,null"]).plan()
     assert [(r.spec.engine, r.grid_point.get("index.m")) for r in runs if r.params.n == 100] == [
