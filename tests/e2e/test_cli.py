@@ -47,7 +47,7 @@ def test_crud_prints_a_table_per_store_with_full_recall(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["run", "crud", "--store", "nosuch"], "stores.0.engine: unknown store 'nosuch' (known: "),
+        (["run", "crud", "--store", "nosuch"], "--store: unknown store 'nosuch' (known: "),
         (
             ["run", "crud", "--set", "batchsize=10"],
             "--set params.batchsize: unknown key",
