@@ -39,23 +39,25 @@ class Get:
         return FnOp(lambda i: get(pool[i % DOCS]))
 
 
-def measure(coll, executor: str, clients: int, ops: int, repeats: int) -> list[tuple]:
-    out = []
-    driver = Driver(executor=executor)
+def measure(coll, executors: list[str], clients: int, ops: int, repeats: int) -> dict[str, list]:
+    """Each executor ``repeats`` times, interleaved (a busy machine's load
+    drifts over minutes: back-to-back blocks would compare different loads)."""
+    out: dict[str, list] = {e: [] for e in executors}
     for _ in range(repeats):
-        task = Task("get", Get(), clients=clients, ops=ops * clients, warmup_ops=100)
-        t0 = time.perf_counter()
-        stats, _ = driver.run(task, coll)
-        wall = time.perf_counter() - t0
-        out.append(
-            (
-                stats.ops_per_s,
-                stats.latency.percentile(50),
-                stats.latency.percentile(99),
-                wall,
-                stats.elapsed_ns / 1e9,
+        for executor in executors:
+            task = Task("get", Get(), clients=clients, ops=ops * clients, warmup_ops=100)
+            t0 = time.perf_counter()
+            stats, _ = Driver(executor=executor).run(task, coll)
+            wall = time.perf_counter() - t0
+            out[executor].append(
+                (
+                    stats.ops_per_s,
+                    stats.latency.percentile(50),
+                    stats.latency.percentile(99),
+                    wall,
+                    stats.elapsed_ns / 1e9,
+                )
             )
-        )
     return out
 
 
@@ -74,8 +76,8 @@ def main() -> None:
         rng.random((DOCS, 16), dtype=np.float32),
     )
     table = Table(
-        title=f"processes vs ray: get-by-id, {args.clients} clients, {cpu_count()} cores "
-        f"(best of {args.repeats}; wall = whole task incl. client start)"
+        title=f"processes vs ray: get-by-id, {args.clients} clients, {cpu_count()} cores, "
+        f"{args.repeats} runs each interleaved (medians; wall = whole task incl. client start)"
     )
     for col in (
         "store",
@@ -83,8 +85,8 @@ def main() -> None:
         "ops",
         "ops/s best",
         "ops/s median",
-        "p50",
-        "p99",
+        "p50 median",
+        "p99 median",
         "task wall s",
         "measured s",
     ):
@@ -101,11 +103,11 @@ def main() -> None:
             try:
                 coll = store.create_collection("overhead", docs.schema())
                 coll.insert(docs)
-                for executor in ("processes", "ray"):
-                    if executor == "ray" and label == "null":  # first Ray task: start + actors
-                        measure(coll, "ray", args.clients, 1_000, 1)
-                        print(f"local Ray start and first task: {time.perf_counter() - t0:.1f} s")
-                    rows = measure(coll, executor, args.clients, ops, args.repeats)
+                if label == "null":  # the first Ray task: start and client actors
+                    measure(coll, ["ray"], args.clients, 1_000, 1)
+                    print(f"local Ray start and first task: {time.perf_counter() - t0:.1f} s")
+                runs = measure(coll, ["processes", "ray"], args.clients, ops, args.repeats)
+                for executor, rows in runs.items():
                     best = max(rows)
                     table.add_row(
                         label,
@@ -113,8 +115,8 @@ def main() -> None:
                         f"{ops * args.clients:,}",
                         f"{best[0]:,.0f}",
                         f"{statistics.median(r[0] for r in rows):,.0f}",
-                        f"{best[1] / 1e3:,.1f} us",
-                        f"{best[2] / 1e3:,.1f} us",
+                        f"{statistics.median(r[1] for r in rows) / 1e3:,.1f} us",
+                        f"{statistics.median(r[2] for r in rows) / 1e3:,.1f} us",
                         f"{statistics.median(r[3] for r in rows):.2f}",
                         f"{statistics.median(r[4] for r in rows):.3f}",
                     )

@@ -137,7 +137,8 @@ def list_(what: str) -> None:
                 t.add_row(name, "no", "", "", str(exc).split(": ", 2)[-1])
                 continue
             caps = ", ".join(sorted(str(c) for c in cls.capabilities))
-            t.add_row(name, "yes", cls.client_mode, "exact" if cls.exact else "approximate", caps)
+            search = "-" if "search" not in caps else "exact" if cls.exact else "approximate"
+            t.add_row(name, "yes", cls.client_mode, search, caps)
         console.print(t)
     elif what == "scenarios":
         from storebench.scenario import Scenario, builtin_names

@@ -114,36 +114,55 @@ def test_crud_on_sqlite_through_the_runner_records_the_cluster(cluster, tmp_path
     assert rec["metrics"]["recall@10"] == 1.0  # sqlite searches exactly
 
 
-def test_crud_on_a_managed_redis_with_data_through_the_object_store(cluster, tmp_path, monkeypatch):
+def test_search_on_a_managed_redis_with_queries_through_the_object_store(
+    cluster, tmp_path, monkeypatch
+):
     monkeypatch.setattr(RayExecutor, "transfer", "object_store")
-    # ef in the store's spec: each client opens its store from the spec (a
-    # swept search.ef is set on the driver's collection only)
-    scenario = tmp_path / "ray-crud.yaml"
-    scenario.write_text(
-        json.dumps(
-            {
-                "name": "ray-crud",
-                "workload": "crud",
-                "stores": [
-                    {
-                        "engine": "redis",
-                        "url": shared_url("redis"),
-                        "index": {"m": 16, "ef_construct": 200},
-                        "search": {"ef": 200},
-                    }
-                ],
-                "params": SMALL,
-                "driver": {"executor": "ray", "ray_address": cluster.address},
-            }
-        )
+    sets = {
+        "n": 1500,
+        "dim": 16,
+        "queries": 100,
+        "batch_size": 500,
+        "warmup": 2,
+        "repeats": 1,
+        "clients": "[2]",
+        "labels": "[]",
+        "grid": "{index.m: [16], index.ef_construct: [200], search.ef: [200]}",
+        "driver.executor": "ray",
+        "driver.ray_address": cluster.address,
+    }
+    (rec,) = storebench.run(
+        "search", stores=[f"redis={shared_url('redis')}"], set=sets, results_dir=tmp_path
     )
-    (rec,) = storebench.run(str(scenario), results_dir=tmp_path)
     assert rec["status"] == "ok", rec["error"]
-    assert rec["executor"]["data"] == ["object_store"]
-    search = next(t for t in rec["tasks"] if t["name"] == "find_by_vector")
-    assert search["ops"] == 400 and search["clients"] == 2
-    # the queries reached the clients intact: recall is the index's, not noise
-    assert rec["metrics"]["recall@10"] > 0.95
+    ex = rec["executor"]
+    assert ex["data"] == ["object_store"]
+    searches = [t for t in rec["tasks"] if t.get("phase") == "search"]
+    assert searches and len(ex["tasks"]) == 1 + len(searches)  # the upload, then these
+    for t, e in zip(searches, ex["tasks"][1:], strict=True):
+        assert t["ops"] == 100 == sum(d["ops"] for d in e["nodes"].values())
+        assert sorted(d["clients"] for d in e["nodes"].values()) == [1, 1]
+        # the queries reached the clients intact: recall is the index's, not noise
+        assert t["recall@10"] > 0.95
+
+
+def test_ingest_on_a_managed_redis_lands_every_document_once(cluster, tmp_path):
+    sets = {
+        "count": 1000,
+        "concurrency": 2,
+        "batch_size": 10,
+        "complexity": 3,
+        "driver.executor": "ray",
+        "driver.ray_address": cluster.address,
+    }
+    (rec,) = storebench.run(
+        "ingest", stores=[f"redis={shared_url('redis')}"], set=sets, results_dir=tmp_path
+    )
+    assert rec["status"] == "ok", rec["error"]
+    (task,) = rec["tasks"]
+    (entry,) = rec["executor"]["tasks"]
+    assert task["ops"] == 100 == sum(d["ops"] for d in entry["nodes"].values())
+    assert task["items"] == 1000 and len(entry["nodes"]) == 2
 
 
 class PidFiles:
@@ -220,3 +239,15 @@ def test_ctrl_c_stops_the_actors_and_the_local_ray_the_run_started(tmp_path):
     while ray_pids() - before and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not ray_pids() - before, "the local Ray outlived the run"
+
+
+def test_a_store_that_lives_in_one_process_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(Exception, match="memory cannot serve ray clients"):
+        storebench.run(
+            "crud", stores=["memory"], set={"driver.executor": "ray"}, results_dir=tmp_path
+        )
+    with pytest.raises(Exception, match="ray_timeout_s"):
+        storebench.run(
+            "crud", stores=["sqlite"], set={"driver.ray_timeout_s": 0}, results_dir=tmp_path
+        )
+    assert not list(tmp_path.iterdir())

@@ -13,7 +13,9 @@ from tests.stores.servers import shared_url, stop_all
 ENGINES: dict[str, Callable[[Path], StoreSpec]] = {
     "memory": lambda tmp: StoreSpec("memory"),
     "sqlite": lambda tmp: StoreSpec("sqlite", str(tmp / "conformance.db")),
-    "sqlite:memory": lambda tmp: StoreSpec("sqlite", options={"mode": "memory", "synchronous": "off"}),
+    "sqlite:memory": lambda tmp: StoreSpec(
+        "sqlite", options={"mode": "memory", "synchronous": "off"}
+    ),
     # servers: external mode, against one server per engine the tests started
     "agdb": lambda tmp: StoreSpec("agdb", shared_url("agdb")),  # graph: no vector search
     "pgvector": lambda tmp: StoreSpec(

@@ -129,3 +129,24 @@ def test_compact_is_a_checkpoint_that_keeps_the_data(tmp_path):
         assert got.vectors.tobytes() == docs.vectors[[5, 1999]].tobytes()
     finally:
         store.close()
+
+
+def test_repeated_statements_reuse_their_prepared_statement(tmp_path):
+    # kuzu 0.11 leaks ~10 kB per execute(query, parameters): a social run
+    # grew past 6 GB before the store kept prepared statements
+    store = StoreSpec("kuzu", str(tmp_path / "db")).open()
+    try:
+        docs = make_docs(50)
+        coll = store.create_collection("sb_prepared", docs.schema(indexed=("tags.i",)))
+        coll.insert(docs)
+        for i in range(200):
+            coll.find(F.Cmp("tags.i", "eq", i % 50), ("score", True), 5)
+            coll.get(docs.ids[i % 50 : i % 50 + 1])
+        assert len(store._local.prepared) <= 5
+        # a parameter of another type gets its own statement
+        got = coll.find(F.In("score", (0.5, 1)), None, None)
+        assert set(got.ids.tolist()) == set(
+            docs.ids[F.evaluate(F.In("score", (0.5, 1)), docs.fields)].tolist()
+        )
+    finally:
+        store.close()

@@ -91,6 +91,9 @@ def test_client_saturation_rule(monkeypatch):
     a = client_accounting(rec, "threads", 4)
     assert a["client_cpu_per_s"] == pytest.approx(0.95)
     assert a["client_cpu_ceiling"] == 1.0 and a["client_saturated"]
+    # threads whose work runs outside the GIL (an embedded engine) can use the cores
+    gil_free = client_accounting({"elapsed_s": 1.0, "client_cpu_s": 4 * 1.2}, "threads", 4)
+    assert gil_free["client_cpu_ceiling"] == 2.0 and not gil_free["client_saturated"]
     # processes: their own CPU each, up to the cores
     busy = {"elapsed_s": 1.0, "client_cpu_s": 1.9, "server_cpu_s": 0.5}
     b = client_accounting(busy, "processes", 4)

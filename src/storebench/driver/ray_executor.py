@@ -279,6 +279,7 @@ class _Client:
     ) -> ClientResult:
         with self.lock:
             self.gen = gen
+            self.halted = {h for h in self.halted if h >= gen}  # a halt may come first
             self.stop = bytearray([1 if gen in self.halted else 0])
             self.prog = array("q", [0])
         ctl = Controls(self.stop, self.prog)
@@ -328,6 +329,7 @@ class _Session:
         self.nodes: list[dict[str, Any]] = []
         self.tasks: list[dict[str, Any]] = []
         self.transfer: set[str] = set()
+        self.exit_hook = False
 
     def configure(self, options: Mapping[str, Any]) -> None:
         address = str(options.get("ray_address") or "local")
@@ -356,7 +358,9 @@ class _Session:
                 where="driver.ray_address",
             ) from exc
         self.connected = self.address
-        atexit.register(self.close)
+        if not self.exit_hook:
+            atexit.register(self.close)
+            self.exit_hook = True
 
     def client_nodes(self) -> list[dict[str, Any]]:
         """Alive nodes, those declaring ``storebench_client`` if any do;

@@ -21,7 +21,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from storebench.report import plots
-from storebench.report.data import Config, Spread, TaskSummary, identity, short_key, varying_keys
+from storebench.report.data import (
+    Config,
+    Spread,
+    TaskSummary,
+    group,
+    identity,
+    short_key,
+    varying_keys,
+)
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import Block, Table, Text, ViewInput, distinct, register
 
@@ -33,6 +41,19 @@ BEST_NOTE = (
 
 
 # --- what the records hold -----------------------------------------------------------
+
+
+def configs_of(v: ViewInput) -> list[Config]:
+    """Configurations of the ok runs, repeats together. A managed server's
+    URL (a new port and password each run) is not part of a configuration,
+    so repeats against managed servers group as repeats."""
+    recs = []
+    for r in v.ok:
+        if (r.get("server") or {}).get("managed"):
+            r = dict(r)
+            r["store"] = dict(r.get("store") or {}) | {"url": None}
+        recs.append(r)
+    return group(recs)
 
 
 @dataclass
@@ -176,7 +197,7 @@ def run_metric(c: Config, key: str) -> str:
 
 @register("search", "search_table", "Recall vs QPS per configuration (the Redis study's table)")
 def search_table(v: ViewInput) -> list[Block]:
-    configs = v.configs()
+    configs = configs_of(v)
     keys = index_keys(v)
     blocks: list[Block] = []
     for store in distinct([c.engine for c in configs]):
@@ -213,7 +234,7 @@ def search_table(v: ViewInput) -> list[Block]:
 def qps_clients(v: ViewInput) -> list[Block]:
     rows = []
     counts: list[int] = []
-    fams = [f for c in v.configs() for f in families([p for p in points(c) if not p.filter])]
+    fams = [f for c in configs_of(v) for f in families([p for p in points(c) if not p.filter])]
     for f in fams:
         counts += [p.clients for p in f if p.clients not in counts]
     counts.sort()
@@ -246,7 +267,7 @@ def _saturated(ts: TaskSummary) -> bool:
 def recall_qps(v: ViewInput) -> list[Block]:
     """Recall against QPS, one panel per client count, one point per
     configuration and search setting, each store's Pareto front."""
-    configs = v.configs()
+    configs = configs_of(v)
     pts = [p for c in configs for p in points(c) if not p.filter]
     counts = sorted({p.clients for p in pts})
     if not pts:
@@ -307,7 +328,7 @@ def concurrency(v: ViewInput) -> list[Block]:
     one line per configuration and setting, points labelled with clients."""
     fams = [
         f
-        for c in v.configs()
+        for c in configs_of(v)
         for f in families([p for p in points(c) if not p.filter])
         if len(f) > 1
     ]
@@ -366,7 +387,7 @@ def filtered(v: ViewInput) -> list[Block]:
     rows = []
     sel: list[float] = []
     fams: list[tuple[str, dict[float, Point]]] = []
-    for c in v.configs():
+    for c in configs_of(v):
         groups: dict[tuple[str, Any], dict[float, Point]] = {}
         for p in points(c):
             if p.filter is None or p.selectivity is None:
@@ -414,7 +435,7 @@ def client_engine(v: ViewInput) -> list[Block]:
     engine reports its own time, ours minus the engine's per call."""
     rows = []
     any_engine = False
-    for c in v.configs():
+    for c in configs_of(v):
         for p in points(c):
             t = p.ts.measured
             if not t:
@@ -447,10 +468,12 @@ def client_engine(v: ViewInput) -> list[Block]:
         return []
     note = (
         "Client CPU: cores' worth of CPU the client used per second of wall time; ceiling: "
-        "what it can use (client processes up to the cores; 1 for threads, one interpreter). "
+        "what it can use (clients up to the cores; 1 for threads, one interpreter, unless "
+        "their CPU shows work outside the GIL). "
         "Saturated: at 90% of the ceiling or more, the client, not the engine, limited the "
         "throughput (for an embedded engine the client process is the engine). Server CPU: a "
-        "managed server's, sampled."
+        "managed server's, sampled (processes alive at the task's start and end: PostgreSQL "
+        "backends of process clients come and go within it and are missed)."
     )
     if any_engine:
         note += (
@@ -490,7 +513,7 @@ def _tuning(c: Config) -> dict[str, Any]:
 def tune_table(v: ViewInput) -> list[Block]:
     rows = []
     keys = index_keys(v)
-    for c in v.configs():
+    for c in configs_of(v):
         tun = _tuning(c)
         pts = [p for p in points(c) if not p.filter]
         if not pts:
@@ -546,7 +569,7 @@ def _flag(c: Config) -> str:
     "tune", "tune_probes", "Recall per search parameter (the tuner's probes)", needs_plots=True
 )
 def tune_probes(v: ViewInput) -> list[Block]:
-    configs = [c for c in v.configs() if _tuning(c).get("probes")]
+    configs = [c for c in configs_of(v) if _tuning(c).get("probes")]
     if not configs:
         return []
     fig = plots.new_figure(7.0, 4.2)
@@ -596,7 +619,7 @@ def _per_size(v: ViewInput) -> tuple[list[tuple[Config, int, dict[int, Point]]],
     """(configuration, size, points by clients) for each size, and the client counts."""
     counts: list[int] = []
     per: list[tuple[Config, int, dict[int, Point]]] = []
-    for c in v.configs():
+    for c in configs_of(v):
         by_n: dict[int, dict[int, Point]] = {}
         for p in points(c):
             if p.filter or p.n is None:

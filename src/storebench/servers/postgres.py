@@ -108,7 +108,7 @@ class PostgresServer(Server):
             "port": str(self.port),
             "unix_socket_directories": str(self.dir),
             "logging_collector": "off",
-            "max_connections": "200",
+            "max_connections": "500",  # social opens 221 clients
             **self.settings,
         }
         cmd = [str(self.bin / "postgres"), "-D", str(self.data)]

@@ -403,7 +403,8 @@ class FalkorDBStore(Store):
         for label, props, kind, status in rows:
             if kind == "NODE":
                 out[label] = list(props)
-                if status not in ("OPERATIONAL", "UNDER CONSTRUCTION"):
+                # e.g. "OPERATIONAL" or "[Indexing] 0/0: UNDER CONSTRUCTION"
+                if not str(status).endswith(("OPERATIONAL", "UNDER CONSTRUCTION")):
                     raise IndexFailed(f"falkordb index on {label}: {status}")
         return out
 

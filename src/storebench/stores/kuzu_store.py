@@ -48,8 +48,8 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from importlib import metadata
 from typing import Any

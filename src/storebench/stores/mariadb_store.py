@@ -275,7 +275,7 @@ class MariaDBStore(Store):
         if conn is None:
             try:
                 conn = pymysql.connect(
-                    **self._target, autocommit=True, charset="utf8mb4", connect_timeout=10
+                    **self._target, autocommit=True, charset="utf8mb4", connect_timeout=60
                 )
             except pymysql.MySQLError as exc:
                 raise UserError(

@@ -388,11 +388,13 @@ def client_accounting(rec: Mapping[str, Any], executor: str, clients: int) -> di
     whole process, so over N threads the sum is N times the process's. The
     client CPU per wall second ``u`` is therefore ``client_cpu_s / elapsed_s``
     for processes and that over N for threads. Its ceiling ``c`` is
-    ``min(client processes, usable cores)`` for processes and 1 for threads
-    (one interpreter: the GIL runs one thread's Python at a time). The client
-    is *saturated* when ``u >= 0.9 c``: adding server capacity would not
-    raise the throughput. For an embedded store the client process is also
-    the engine, so there it says the process is CPU-bound."""
+    ``min(clients, usable cores)`` for processes; for threads it is 1 (one
+    interpreter: the GIL runs one thread's Python at a time) unless ``u``
+    itself is above 1, which shows the clients' work runs outside the GIL
+    (an embedded engine's search): then ``min(clients, usable cores)``. The
+    client is *saturated* when ``u >= 0.9 c``: adding server capacity would
+    not raise the throughput. For an embedded store the client process is
+    also the engine, so there it says the process is CPU-bound."""
     wall = float(rec.get("elapsed_s") or 0.0)
     cpu = float(rec.get("client_cpu_s") or 0.0)
     lanes = clients * int(rec.get("inflight", 1))
@@ -400,7 +402,7 @@ def client_accounting(rec: Mapping[str, Any], executor: str, clients: int) -> di
         return {}
     procs = executor == "processes"
     per_s = cpu / wall if procs else cpu / wall / lanes
-    ceiling = float(min(lanes, cpu_count())) if procs else 1.0
+    ceiling = float(min(lanes, cpu_count())) if procs or per_s > 1.0 else 1.0
     out: dict[str, Any] = {
         "client_cpu_per_s": round(per_s, 4),
         "client_cpu_ceiling": ceiling,
