@@ -173,11 +173,16 @@ class CrudWorkload(Workload):
             extra = {"search": setting} if setting else {}
             if compat:  # one timed query, then recall over the whole query set
                 ctx.measure(
-                    Task("find_by_vector", SearchFactory(shared_q, p.k), ops=1), coll, **extra
+                    Task("find_by_vector", SearchFactory(shared_q, p.k, setting=setting), ops=1),
+                    coll,
+                    **extra,
                 )
                 _, payloads = ctx.measure(
                     Task(
-                        "recall_queries", SearchFactory(shared_q, p.k), ops=len(queries), **common
+                        "recall_queries",
+                        SearchFactory(shared_q, p.k, setting=setting),
+                        ops=len(queries),
+                        **common,
                     ),
                     coll,
                     **extra,
@@ -185,7 +190,12 @@ class CrudWorkload(Workload):
                 timed = -2
             else:
                 _, payloads = ctx.measure(
-                    Task("find_by_vector", SearchFactory(shared_q, p.k), ops=ops, **common),
+                    Task(
+                        "find_by_vector",
+                        SearchFactory(shared_q, p.k, setting=setting),
+                        ops=ops,
+                        **common,
+                    ),
                     coll,
                     **extra,
                 )
