@@ -94,6 +94,9 @@ def test_client_saturation_rule(monkeypatch):
     # threads whose work runs outside the GIL (an embedded engine) can use the cores
     gil_free = client_accounting({"elapsed_s": 1.0, "client_cpu_s": 4 * 1.2}, "threads", 4)
     assert gil_free["client_cpu_ceiling"] == 2.0 and not gil_free["client_saturated"]
+    # ... even one client thread, when the engine searches on threads of its own
+    one = client_accounting({"elapsed_s": 1.0, "client_cpu_s": 1.2}, "threads", 1)
+    assert one["client_cpu_ceiling"] == 2.0 and not one["client_saturated"]
     # processes: their own CPU each, up to the cores
     busy = {"elapsed_s": 1.0, "client_cpu_s": 1.9, "server_cpu_s": 0.5}
     b = client_accounting(busy, "processes", 4)

@@ -390,8 +390,8 @@ def client_accounting(rec: Mapping[str, Any], executor: str, clients: int) -> di
     for processes and that over N for threads. Its ceiling ``c`` is
     ``min(clients, usable cores)`` for processes; for threads it is 1 (one
     interpreter: the GIL runs one thread's Python at a time) unless ``u``
-    itself is above 1, which shows the clients' work runs outside the GIL
-    (an embedded engine's search): then ``min(clients, usable cores)``. The
+    itself is above 1, which shows work outside the GIL (an embedded
+    engine's search, on its own threads too): then the usable cores. The
     client is *saturated* when ``u >= 0.9 c``: adding server capacity would
     not raise the throughput. For an embedded store the client process is
     also the engine, so there it says the process is CPU-bound."""
@@ -402,7 +402,10 @@ def client_accounting(rec: Mapping[str, Any], executor: str, clients: int) -> di
         return {}
     procs = executor == "processes"
     per_s = cpu / wall if procs else cpu / wall / lanes
-    ceiling = float(min(lanes, cpu_count())) if procs or per_s > 1.0 else 1.0
+    if procs:
+        ceiling = float(min(lanes, cpu_count()))
+    else:
+        ceiling = float(cpu_count()) if per_s > 1.0 else 1.0
     out: dict[str, Any] = {
         "client_cpu_per_s": round(per_s, 4),
         "client_cpu_ceiling": ceiling,
