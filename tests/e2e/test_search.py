@@ -170,6 +170,7 @@ def test_engine_side_time_on_redis(tmp_path):
         clients=[1, 2],
         labels=[0.1],
         n=800,
+        data="uniform",  # the worst case: ef=10 misses neighbours there
         **{"grid.index.m": "[16]", "grid.search.ef": "[10, 200]"},
     )
     assert rec["status"] == "ok", rec["error"]

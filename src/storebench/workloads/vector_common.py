@@ -115,7 +115,7 @@ class VectorData:
     def queries(self, count: int) -> np.ndarray:
         if self.ds is not None:
             return np.ascontiguousarray(self.ds.queries[: min(count, self.ds.nq)])
-        return synthetic.vectors(count, self.p.dim, self.p.data, self.p.seed + 1)
+        return synthetic.queries(count, self.p.dim, self.p.data, self.p.seed)
 
     def truth(self, live: np.ndarray, queries: np.ndarray, k: int) -> GroundTruth:
         """Exact neighbours among the rows ``live`` keeps (a boolean mask over
