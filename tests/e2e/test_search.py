@@ -158,13 +158,18 @@ def test_open_loop_at_a_target_rate(tmp_path):
     assert t["latency_ns"]["max"] >= t["service_ns"]["max"]  # queueing counts
 
 
-def test_engine_side_time_on_redis(tmp_path):
+@pytest.mark.parametrize(
+    "engine, command",
+    [("redis", "FT.SEARCH"), ("elasticsearch", "search"), ("opensearch", "search")],
+)
+def test_engine_side_time(tmp_path, engine, command):
+    import tests.stores.servers_java  # noqa: F401  (adds the Java engines' servers)
     from tests.stores.servers import shared_url
 
-    url = shared_url("redis")
+    url = shared_url(engine)
     (rec,) = run(
         "search",
-        [f"redis={url}"],
+        [f"{engine}={url}"],
         tmp_path,
         repeats=1,
         clients=[1, 2],
@@ -177,7 +182,7 @@ def test_engine_side_time_on_redis(tmp_path):
     t = tasks(rec)
     for name in ("search ef=10 c=1", "search ef=200 c=2"):
         eng = t[name]["engine"]
-        assert eng["command"] == "FT.SEARCH" and eng["calls"] >= t[name]["ops"]
+        assert eng["command"] == command and eng["calls"] >= t[name]["ops"]
         assert 0 < eng["mean_ns"] < t[name]["latency_ns"]["mean"]
     # the ef reached the process clients: recall differs by setting there too
     assert t["search ef=200 c=2"]["executor"] == "processes"

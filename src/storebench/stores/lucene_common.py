@@ -617,6 +617,27 @@ class LuceneStore(Store):
             )
         return LuceneCollection(self, name, schema)
 
+    def engine_stats(self) -> dict[str, dict[str, Any]] | None:
+        """Index statistics over all indices (``GET /_stats``): searches are
+        ``query_total`` with the query and fetch phases' time, writes are
+        ``index_total`` with ``index_time``. The engine counts a search once
+        per shard it visits and adds each shard's time: calls are divided by
+        ``shards`` (this store's indices all have that many); the time stays
+        shard-time, which exceeds wall time when shards run in parallel."""
+        paths = "_all.total.search,_all.total.indexing"
+        s = self._request("GET", "/_stats/search,indexing", {"filter_path": paths})
+        total = s.get("_all", {}).get("total", {})
+        search, indexing = total.get("search", {}), total.get("indexing", {})
+        out: dict[str, dict[str, Any]] = {}
+        if "query_total" in search:
+            ms = search.get("query_time_in_millis", 0) + search.get("fetch_time_in_millis", 0)
+            calls = search["query_total"] // self.shards
+            out["search"] = {"calls": calls, "time_s": ms / 1e3, "command": "search"}
+        if "index_total" in indexing:
+            ms = indexing.get("index_time_in_millis", 0)
+            out["write"] = {"calls": indexing["index_total"], "time_s": ms / 1e3, "command": "index"}
+        return out
+
     def versions(self) -> dict[str, str]:
         from importlib.metadata import version
 
