@@ -43,7 +43,9 @@ class TuneParams(VectorParams):
     tune_tolerance: float = Field(
         0.002, ge=0, description="a recall drop larger than this as the value grows is a violation"
     )
-    max_clients: int = Field(16, ge=1, description="concurrency goes 1, 2, 4, ... up to this")
+    max_clients: int = Field(
+        100, ge=1, description="concurrency goes 1, 2, 4, ... up to this (the study: 100)"
+    )
     clients: list[int] | None = Field(
         None, description="client counts measured; default 1, 2, 4, ... max_clients"
     )
