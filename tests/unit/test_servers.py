@@ -13,7 +13,7 @@ import urllib.request
 import psutil
 import pytest
 
-from storebench.servers.base import Server, ServerError
+from storebench.servers.base import ResourceSampler, Server, ServerError
 
 
 class HttpServer(Server):
@@ -123,3 +123,34 @@ def test_no_orphan_server_whatever_ends_storebench(ending, sig):
         p.send_signal(sig)  # SIGTERM/SIGKILL: parent-death signal; SIGINT: atexit
     p.wait(30)
     assert gone(pid), f"server {pid} outlived its parent ({ending}, {sig})"
+
+
+def test_sampler_counts_children_that_come_and_go_within_a_phase():
+    # a process-per-connection server (Postgres): backends start and exit
+    # while a phase runs; their CPU must still be counted
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "sys.stdin.readline()\n"
+            f"for _ in range(2): subprocess.run([sys.executable, '-c', {burn!r}])\n"
+            "print('done', flush=True)\n"
+            "sys.stdin.readline()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        root = psutil.Process(parent.pid)
+        sampler = ResourceSampler(lambda: [root, *root.children(recursive=True)], None, 0.05)
+        parent.stdin.write("go\n")
+        parent.stdin.flush()
+        assert parent.stdout.readline().strip() == "done"
+        out = sampler.stop()
+        assert out["server_cpu_s"] >= 0.5, out  # two children of 0.3 s each, both gone
+    finally:
+        parent.kill()
+        parent.wait()

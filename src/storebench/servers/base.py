@@ -286,11 +286,15 @@ class ResourceSampler:
         self._thread.start()
 
     def _cpu(self) -> float:
+        """CPU seconds of the server's processes, including children they
+        have reaped: a server that forks a process per connection (Postgres)
+        has backends start and exit within a phase, and their time lands in
+        the parent's ``children_*`` times when it waits for them."""
         total = 0.0
         for p in self._procs():
             with contextlib.suppress(psutil.Error):
                 t = p.cpu_times()
-                total += t.user + t.system
+                total += t.user + t.system + t.children_user + t.children_system
         return total
 
     def _rss(self) -> int:
