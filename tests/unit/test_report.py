@@ -99,6 +99,7 @@ def test_repeats_form_one_configuration_whatever_the_private_db_path(recs):
 
 def test_a_url_the_user_gave_stays_part_of_the_configuration():
     assert data.private_location("/tmp/storebench-sqlite-ab12cd34/store.db")
+    assert data.private_location("/tmp/storebench-qdrant-edge-zuvypwyr")  # the directory itself
     assert not data.private_location("/data/bench.db")
     assert not data.private_location("postgresql://h/db")
 

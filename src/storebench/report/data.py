@@ -117,7 +117,8 @@ def private_location(url: Any) -> bool:
     is not part of what makes a configuration."""
     if not isinstance(url, str) or "://" in url:
         return False
-    return any(part.startswith("storebench-") for part in Path(url).parts[:-1])
+    # the directory itself (Store.private_dir) or a file in it
+    return any(part.startswith("storebench-") for part in Path(url).parts)
 
 
 def identity(rec: Record) -> dict[str, Any]:
