@@ -63,8 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run {rec['status']}: {rec.get('error')}", file=sys.stderr)
         return 1
     load = os.getloadavg()[0]
-    print(f"{a.store}, n={a.n} dim={a.dim} k={a.k}, 1 client, {a.ops} queries per EF, load {load:.1f}")
-    print(f"{'ef':>5} {'ours mean':>10} {'ours p50':>9} {'engine':>8} {'diff':>8} {'recall':>7}  target <= 0.300 ms")
+    print(
+        f"{a.store}, n={a.n} dim={a.dim} k={a.k}, 1 client, {a.ops} queries per EF, load {load:.1f}"
+    )
+    print(
+        f"{'ef':>5} {'ours mean':>10} {'ours p50':>9} {'engine':>8} {'diff':>8} {'recall':>7}  target <= 0.300 ms"
+    )
     worst = 0
     for t in rec["tasks"]:
         eng = t.get("engine")

@@ -144,6 +144,9 @@ class TaskStats:
     complete: bool = True  # False when interrupted or failed part-way
     cpu_s: float = 0.0  # client CPU (user + system) spent in the measured phase
     extra: dict[str, Any] = field(default_factory=dict)  # workload metrics (recall, ...)
+    # the last client's end on the driver's clock (None: clients' clocks are
+    # other machines'); for a phase timed from it (Driver.once since_ns)
+    end_ns: int | None = None
 
     @property
     def ops_per_s(self) -> float:

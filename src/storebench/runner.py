@@ -20,6 +20,7 @@ from storebench.driver.executors import Executor, executors_released, setup_exec
 from storebench.errors import StorebenchError, Terminated, signal_name
 from storebench.progress import NoProgress
 from storebench.scenario import Run, Scenario
+from storebench.stores.base import Collection
 from storebench.workloads.base import RunContext, workload_class
 
 log = logging.getLogger("storebench")
@@ -63,6 +64,21 @@ def _base_record(run: Run, run_id: str) -> dict[str, Any]:
     }
 
 
+def drop_collections(colls: list[Collection]) -> list[str]:
+    """Drop a run's collections newest first: a later collection may
+    reference an earlier one (comments -> posts -> users; in a graph store
+    its edges point at the earlier one's nodes), so it goes first. A failed
+    drop does not keep the others; returns what failed, for the record."""
+    failed: list[str] = []
+    for coll in reversed(colls):
+        try:
+            coll.drop()
+        except Exception as exc:
+            log.warning("could not drop collection %s: %s", coll.name, exc)
+            failed.append(f"{coll.name}: {type(exc).__name__}: {exc}")
+    return failed
+
+
 def execute(run: Run, progress: Any = None) -> dict[str, Any]:
     """Run one plan point; always returns a complete record (never raises on
     a failed run; re-raises KeyboardInterrupt after recording it)."""
@@ -104,9 +120,9 @@ def execute(run: Run, progress: Any = None) -> dict[str, Any]:
         if ctx is not None:
             record["tasks"] = ctx.tasks
             record["metrics"] = ctx.metrics
-            for coll in ctx.collections:
-                with contextlib.suppress(Exception):
-                    coll.drop()
+            failed_drops = drop_collections(ctx.collections)
+            if failed_drops:
+                record["cleanup_errors"] = failed_drops
             shutil.rmtree(ctx.workdir, ignore_errors=True)
         if store is not None:
             with contextlib.suppress(Exception):

@@ -299,6 +299,10 @@ class Scenario:
                 cls = store_class(entry.engine)
             except UserError as exc:
                 raise self.error(("stores", i, "engine"), str(exc).split(": ", 1)[-1]) from exc
+            try:
+                cls.check_url(entry.url)  # a store without a managed server needs a URL
+            except UserError as exc:
+                raise self.error(("stores", i), str(exc).split(": ", 1)[-1]) from exc
             missing = sorted(str(c) for c in wl.requires - cls.capabilities)
             if missing:
                 raise self.error(

@@ -159,7 +159,8 @@ def test_ingest_on_a_managed_redis_lands_every_document_once(cluster, tmp_path):
         "ingest", stores=[f"redis={shared_url('redis')}"], set=sets, results_dir=tmp_path
     )
     assert rec["status"] == "ok", rec["error"]
-    (task,) = rec["tasks"]
+    task, settle = rec["tasks"]  # the inserts, then the wait until Redis holds them
+    assert settle["name"] == "settle" and settle["held"] == 1000
     (entry,) = rec["executor"]["tasks"]
     assert task["ops"] == 100 == sum(d["ops"] for d in entry["nodes"].values())
     assert task["items"] == 1000 and len(entry["nodes"]) == 2

@@ -57,3 +57,46 @@ def test_compat_delays_follow_agdb_and_default_delays_are_fixed():
         "r", Actor("read_posts", None, None, True), clients=100, ops=100, think_per_client=delays
     )
     assert t.think(2) == 0.001 and t.think(6) == 0.002 and t.think(99) == 0.0
+
+
+def test_collections_are_dropped_newest_first_and_a_failed_drop_keeps_the_rest(
+    tmp_path, monkeypatch
+):
+    # comments reference posts reference users: the referencing one goes
+    # first (a graph store's edges point at the nodes they reference)
+    from storebench.stores.base import Collection
+
+    dropped, real_drop = [], Collection.drop
+
+    def drop(self):
+        dropped.append(self.name.rsplit("_", 1)[-1])
+        if self.name.endswith("_comments"):
+            raise RuntimeError("engine said no")
+        real_drop(self)
+
+    monkeypatch.setattr(Collection, "drop", drop)
+    (rec,) = storebench.run("social", stores=["memory"], set=SMALL, results_dir=tmp_path)
+    assert rec["status"] == "ok", rec["error"]
+    assert dropped == ["comments", "posts", "users"]
+    (err,) = rec["cleanup_errors"]
+    assert err.endswith("_comments: RuntimeError: engine said no")
+
+
+def test_social_with_the_study_client_counts_on_a_server(tmp_path):
+    # 221 clients at once, each with its own connection (redis-py's pool
+    # refuses a 101st connection unless the store sizes it)
+    from tests.stores.servers import shared_url
+
+    counts = {"posters": 10, "commenters": 10, "post_readers": 100, "comment_readers": 100}
+    ops = {"posts": 2, "comments": 2, "post_reads": 2, "comment_reads": 2}
+    delays = {k: 5 for k in SMALL if k.endswith("_delay_ms")}
+    (rec,) = storebench.run(
+        "social",
+        [f"redis={shared_url('redis')}"],
+        set=counts | ops | delays,
+        results_dir=tmp_path,
+    )
+    assert rec["status"] == "ok", rec["error"]
+    tasks = {t["name"]: t for t in rec["tasks"]}
+    assert tasks["read_comments"]["clients"] == 100
+    assert rec["metrics"]["posts"] == 20

@@ -1,6 +1,7 @@
 """Engines under the conformance suite. Each entry makes a StoreSpec for a
 fresh, private instance; later engines (servers) add their entries here."""
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -80,6 +81,15 @@ ENGINES: dict[str, Callable[[Path], StoreSpec]] = {
         "duckdb", str(tmp / "duckdb"), index={"m": 16, "ef_construct": 200}, search={"ef": 200}
     ),
 }
+
+# Engines that run only by URL (no server installs here) join when a variable
+# names one: STOREBENCH_<ENGINE>_URL, e.g. STOREBENCH_ARANGODB_URL=
+# http://user:pass@host:8529/throwaway_db. Use a database you can throw away:
+# the suite plants a collection (someone_elses_data) there and leaves it.
+for _engine in ("arangodb",):
+    _url = os.environ.get(f"STOREBENCH_{_engine.upper()}_URL")
+    if _url:
+        ENGINES[_engine] = lambda tmp, _e=_engine, _u=_url: StoreSpec(_e, _u)
 
 
 @pytest.fixture(scope="session", autouse=True)

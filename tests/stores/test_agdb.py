@@ -156,6 +156,9 @@ def test_references_are_edges_and_find_by_reference_walks_them():
                 body=[f"c{i}" for i in range(n)],
             )
         )
+        # one database: each collection's size is all of it, counted once in a total
+        size = users.size_bytes()
+        assert size == comments.size_bytes() == store.size_bytes_of(users, posts, comments) > 0
         # the graph: each comment has an edge to its post (and its author)
         api, owner, db = store.api, store.owner, "sb_refs"
         (post10,) = api.exec(owner, db, [{"Search": _index(f"id@{posts.root}", 10)}])  # type: ignore[attr-defined]

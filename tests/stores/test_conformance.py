@@ -181,7 +181,27 @@ CALLS = {
     Capability.SEARCH_PARAMS: ("set_search_params", lambda c, d: c.set_search_params({})),
     Capability.SIZE: ("size_bytes", lambda c, d: c.size_bytes()),
     Capability.COMPACT: ("compact", lambda c, d: c.compact()),
+    Capability.PIPELINE: (
+        "insert_pipelined",
+        lambda c, d: c.insert_pipelined([d.slice(0, 1), d.slice(1, 2)]),
+    ),
 }
+
+
+def test_pipelined_inserts_land_every_document_once(store, docs):
+    """Each batch its own request, all sent before any reply: every document
+    arrives once and reads back as sent; an id already there is replaced."""
+    if not store.supports(Capability.PIPELINE):
+        return
+    c = store.create_collection("sb_pipelined", docs.schema())
+    try:
+        c.insert(make_docs(5, seed=9))  # ids 0..4 exist, other values: replaced
+        c.insert_pipelined([docs.slice(i, min(i + 7, 300)) for i in range(0, 300, 7)])
+        c.insert_pipelined([docs.slice(300, 301)])  # a pipeline of one
+        assert c.count() == 301
+        _assert_same(c.get(docs.ids[:301]), docs.slice(0, 301))
+    finally:
+        c.drop()
 
 
 def test_declared_capabilities_are_exactly_the_implemented_ones(store, coll, docs):
@@ -203,6 +223,45 @@ def test_size_and_compaction_keep_the_data(store, coll, docs):
         coll.compact()
         assert coll.count() == len(docs) - 100
         _assert_same(coll.get(docs.ids[100:110]), docs.slice(100, 110))
+
+
+def test_size_of_collections_together_counts_shared_storage_once(store, docs):
+    """``size_bytes_of`` is what several collections hold together. Where they
+    share one database each one's ``size_bytes`` is all of it, and a plain sum
+    counts it once per collection. So: growing one of two collections must
+    grow their total by what that one grew, once. (Comparing the sizes
+    themselves is not robust: a tiny collection of its own may weigh as much
+    as a big one, e.g. DuckDB's file blocks.)"""
+    if not store.supports(Capability.SIZE):
+        return
+    made: list[Collection] = []
+    try:
+        for name in ("sb_size_a", "sb_size_b"):
+            made.append(store.create_collection(name, docs.schema()))
+            made[-1].insert(docs.slice(0, 10))
+            made[-1].count()  # engines that refresh on read (Lucene) make the writes visible
+        a, b = made
+
+        def sizes() -> tuple[int, int, int]:
+            # both orders: a unit wrongly shared would hide the growth of
+            # whichever collection comes second
+            return a.size_bytes(), store.size_bytes_of(a, b), store.size_bytes_of(b, a)
+
+        a0, ab0, ba0 = sizes()
+        a.insert(make_docs(2000, seed=3, start=len(docs)))
+        a.count()
+        a1, ab1, ba1 = sizes()
+        grew = a1 - a0
+        assert grew > 0, f"2000 more documents, yet size_bytes went {a0} -> {a1}"
+        for order, t0, t1 in (("a, b", ab0, ab1), ("b, a", ba0, ba1)):
+            assert t1 - t0 == pytest.approx(grew, rel=0.25), (
+                f"size_bytes_of({order}) grew {t1 - t0} bytes when a grew {grew} "
+                "(twice: shared storage counted per collection; 0: a unit wrongly shared)"
+            )
+    finally:
+        for c in made:
+            if c.name in store._created:
+                c.drop()
 
 
 def _count_in_child(spec: StoreSpec, name: str, schema, out) -> None:  # runs in a spawned process

@@ -6,6 +6,7 @@ import psutil
 import psycopg
 import pytest
 
+from storebench.data.batch import DocBatch
 from storebench.stores.base import StoreSpec
 from storebench.stores.pgvector import copy_binary
 from tests.conftest import make_docs
@@ -132,6 +133,80 @@ def test_insert_of_existing_ids_replaces_them():
         got = coll.get(again.ids).sorted_by_id()
         assert list(got.fields["label"]) == list(again.fields["label"])
         assert got.vectors.tobytes() == again.vectors.tobytes()
+        coll.drop()
+    finally:
+        store.close()
+
+
+def test_a_pipeline_commits_its_statements_together():
+    """insert_pipelined ends with one Sync: its statements form one implicit
+    transaction, so a failing one takes the others with it (as pgbench's
+    \\startpipeline .. \\endpipeline); the next pipeline starts clean."""
+    from storebench.data.batch import DocBatch
+    from storebench.errors import UserError
+
+    docs = make_docs(50)
+    store = StoreSpec("pgvector", S.shared_url("pgvector")).open()
+    try:
+        coll = store.create_collection("sb_pipeline_tx", docs.schema())
+        twice = DocBatch.concat([docs.slice(20, 21), docs.slice(20, 21)])  # one id twice
+        with pytest.raises(psycopg.errors.CardinalityViolation):
+            coll.insert_pipelined([docs.slice(0, 20), twice])
+        assert coll.count() == 0  # the first statement rolled back with the second
+        coll.insert_pipelined([docs.slice(0, 20), docs.slice(20, 50)])
+        assert coll.count() == 50
+        # PostgreSQL's 65535 bind parameters per statement: said, not hit
+        with pytest.raises(UserError, match="65535 parameters"):
+            coll.insert_pipelined([make_docs(20_000, dim=2)])
+        coll.drop()
+    finally:
+        store.close()
+
+
+def test_small_inserts_are_one_prepared_insert_and_large_ones_a_copy(monkeypatch):
+    """Up to _INSERT_ROWS documents: one prepared INSERT .. ON CONFLICT (no
+    COPY); more: a COPY. Both replace existing ids and round-trip bit-exact."""
+    from storebench.stores import pgvector as PG
+
+    copies = []
+    real = PG.copy_binary
+
+    def counting(*a, **kw):
+        copies.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(PG, "copy_binary", counting)
+    top = PG._INSERT_ROWS
+    docs = make_docs(2 * top + 2)
+    store = StoreSpec("pgvector", S.shared_url("pgvector")).open()
+    try:
+        coll = store.create_collection("sb_small_inserts", docs.schema())
+        coll.insert(docs.slice(0, 1))
+        coll.insert(docs.slice(1, top + 1))  # the largest INSERT
+        assert copies == []
+        again = make_docs(top + 1, seed=5)  # ids 0..top exist: replaced, by a COPY
+        coll.insert(again)
+        assert copies == [1]
+        coll.insert(docs.slice(top + 1, 2 * top + 2))  # fresh ids, the upper half
+        assert coll.count() == 2 * top + 2
+        got = coll.get(docs.ids).sorted_by_id()
+        want = DocBatch.concat([again, docs.slice(top + 1, 2 * top + 2)])
+        assert list(got.fields["label"]) == list(want.fields["label"])
+        assert list(got.fields["score"]) == list(want.fields["score"])
+        assert got.vectors.tobytes() == want.vectors.tobytes()
+        small = make_docs(3, seed=6)  # existing ids through the INSERT: replaced
+        coll.insert(small)
+        got = coll.get(small.ids).sorted_by_id()
+        assert list(got.fields["tags.i"]) == list(small.fields["tags.i"])
+        assert got.vectors.tobytes() == small.vectors.tobytes()
+        assert coll.count() == 2 * top + 2
+        # prepared on the server, once per shape
+        conn = store.connection()
+        prepared = conn.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            ['INSERT INTO "sb_small_inserts"%'],
+        ).fetchone()[0]
+        assert prepared >= 2
         coll.drop()
     finally:
         store.close()

@@ -37,6 +37,10 @@ def test_managed_redis_listens_on_localhost_only_and_keeps_its_password():
         store.close()
 
 
+def _bytes(command) -> bytes:
+    return command if isinstance(command, bytes) else b"".join(map(bytes, command))
+
+
 def _stats(r: redis.Redis) -> dict:
     return r.info("commandstats")
 
@@ -49,7 +53,8 @@ def test_inserts_go_out_in_one_pipeline_and_all_arrive(monkeypatch):
     real = redis.connection.Connection.send_packed_command
 
     def counting(self, command, check_health=True):
-        sends.append(1)
+        if b"HSET" in _bytes(command):  # not a new connection's handshake
+            sends.append(1)
         return real(self, command, check_health)
 
     try:
@@ -69,6 +74,90 @@ def test_inserts_go_out_in_one_pipeline_and_all_arrive(monkeypatch):
     finally:
         store.close()
         r.close()
+
+
+def test_pipelined_inserts_go_out_in_one_write_and_all_arrive(monkeypatch):
+    """insert_pipelined: ten batches, one pipeline: not one write per batch
+    (nor an empty pipeline with the commands sent one by one)."""
+    docs = make_docs(300)
+    store = StoreSpec("redis", S.shared_url("redis")).open()
+    r = client()
+    sends = []
+    real = redis.connection.Connection.send_packed_command
+
+    def counting(self, command, check_health=True):
+        if b"HSET" in _bytes(command):  # not a new connection's handshake
+            sends.append(1)
+        return real(self, command, check_health)
+
+    try:
+        coll = store.create_collection("sb_pipelined", docs.schema())
+        before = _stats(r).get("cmdstat_hset", {}).get("calls", 0)
+        monkeypatch.setattr(redis.connection.Connection, "send_packed_command", counting)
+        coll.insert_pipelined([docs.slice(i, i + 30) for i in range(0, 300, 30)])
+        monkeypatch.undo()
+        assert _stats(r)["cmdstat_hset"]["calls"] - before == 300  # the engine's own count
+        assert len(sends) == 1
+        assert coll.count() == 300
+        coll.drop()
+    finally:
+        store.close()
+        r.close()
+
+
+def test_an_error_reply_fails_the_insert_and_the_connection_stays_in_step():
+    """One HSET of a pipeline fails (its key holds a string): the insert
+    raises that error after reading every reply, the others land, and the
+    write connection serves the next insert with the right replies."""
+    docs = make_docs(10)
+    store = StoreSpec("redis", S.shared_url("redis")).open()
+    r = client()
+    try:
+        coll = store.create_collection("sb_error", docs.schema())
+        r.set("sb_error:3", "not a hash")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            coll.insert(docs.slice(0, 5))
+        assert [r.type(f"sb_error:{i}") for i in range(5)] == [b"hash"] * 3 + [b"string", b"hash"]
+        coll.insert_pipelined([docs.slice(5, 7), docs.slice(7, 10)])
+        coll.insert(docs.slice(4, 5))
+        assert len(store._writers) == 1  # one writer thread: one connection, reused
+        assert coll.count() == 9
+        got = coll.get(docs.ids[5:]).sorted_by_id()
+        assert list(got.fields["label"]) == list(docs.fields["label"][5:])
+        assert got.vectors.tobytes() == docs.vectors[5:].tobytes()
+        coll.drop()
+    finally:
+        store.close()
+        r.close()
+
+
+def test_concurrent_writers_get_a_connection_each_closed_with_the_store():
+    import threading
+
+    docs = make_docs(400)
+    store = StoreSpec("redis", S.shared_url("redis")).open()
+    try:
+        coll = store.create_collection("sb_writers", docs.schema())
+        start = threading.Barrier(4)
+
+        def write(k: int) -> None:
+            start.wait()
+            for b in range(k, 40, 4):
+                coll.insert(docs.slice(b * 10, b * 10 + 10))
+
+        threads = [threading.Thread(target=write, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert coll.count() == 400
+        assert 1 <= len(store._writers) <= 4
+        writers = list(store._writers)
+        assert all(w._sock is not None for w in writers)
+        coll.drop()
+    finally:
+        store.close()
+    assert all(w._sock is None for w in writers)
 
 
 def test_build_index_waits_until_the_engine_has_indexed_everything():

@@ -177,3 +177,48 @@ def test_tasks_run_together_and_empty_reads_are_skipped_not_counted(coll):
     # reader with no pause saw an empty box at least once
     assert r.skipped.get("no data yet", 0) >= 1
     assert r.latency.count == r.ops
+
+
+class FailsToOpen:
+    """An op factory whose client 1 fails while setting up (opening its
+    collection, say), before the clients meet at the start."""
+
+    def __call__(self, coll, c, clients):
+        if c == 1:
+            raise LookupError("no collection named 'posts'")
+        return FnOp(lambda i: None)
+
+
+@pytest.mark.parametrize("executor", ["threads", "processes"])
+def test_a_client_failing_in_setup_is_reported_not_the_clients_it_aborted(coll, executor):
+    # the failing task comes last: every client of the tasks before it is
+    # only aborted by the failure, and must not be what the run reports
+    tasks = [
+        Task("write", Items(), clients=2, ops=10, executor=executor),
+        Task("read", Items(), clients=2, ops=10, executor=executor),
+        Task("read_comments", FailsToOpen(), clients=3, ops=10, executor=executor),
+    ]
+    with pytest.raises(TaskFailed) as failed:
+        Driver().run_mix(tasks, coll)
+    msg = str(failed.value)
+    assert msg.startswith(
+        "task read_comments: client 1: LookupError: no collection named 'posts'"
+    ), msg
+    assert "6 other client(s) aborted because of it" in msg
+
+
+def test_a_phase_timed_from_a_task_end_counts_what_came_between():
+    """Driver.once(since_ns=stats.end_ns): elapsed runs from the task's last
+    end, so time spent between the task and the call is not lost; the call
+    alone is call_s. A since_ns from a clock ahead of ours is ignored."""
+    coll = StoreSpec("null").open().create_collection("x", Schema())
+    driver = Driver()
+    stats, _ = driver.run(Task("t", KnownLatency(), clients=2, ops=20), coll)
+    assert stats.end_ns is not None
+    time.sleep(0.05)  # bookkeeping between the task and the phase
+    phase, out = driver.once("wait", lambda: busy_wait(10_000_000) or 7, since_ns=stats.end_ns)
+    assert out == 7
+    assert 0.01 <= phase.extra["call_s"] < 0.05
+    assert phase.elapsed_ns / 1e9 >= 0.06
+    ahead, _ = driver.once("x", lambda: None, since_ns=clock() + 10**12)
+    assert ahead.elapsed_ns < 10**9  # timed from the call

@@ -130,6 +130,7 @@ class ClientResult:
     complete: bool
     payload: Any = None
     error: str | None = None  # set when the client failed outright
+    driver_clock: bool = True  # start/end are on the driver's monotonic clock
 
 
 @dataclass
@@ -278,8 +279,39 @@ def merge(task: Task, results: list[ClientResult]) -> TaskStats:
         stats.complete &= r.complete and not r.error
     if results:
         stats.elapsed_ns = max(r.end_ns for r in results) - min(r.start_ns for r in results)
+        if all(r.driver_clock for r in results):
+            stats.end_ns = max(r.end_ns for r in results)
     stats.items = stats.ops * task.items_per_op
     return stats
+
+
+def first_failure(tasks: list[Task], per_task: list[list[ClientResult]]) -> str | None:
+    """What to report when clients failed: the first real error (its task,
+    client, type and message), not the "aborted" of the clients it stopped.
+    One client failing (even while building its op) breaks the start
+    barrier for all; in a mix those others belong to other tasks too, so
+    looking task by task would report an earlier task's "aborted" instead."""
+    from storebench.driver.executors import ABORTED
+
+    errors = [
+        (task, r.error)
+        for task, results in zip(tasks, per_task, strict=True)
+        for r in results
+        if r.error
+    ]
+    if not errors:
+        return None
+    real = [(task, e) for task, e in errors if e != ABORTED] or errors
+    task, error = real[0]
+    # a TaskFailed from the measuring loop already names its task
+    msg = error if error.startswith("task ") else f"task {task.name}: {error}"
+    aborted = len(errors) - len(real)
+    others = len(real) - 1
+    if others:
+        msg += f" ({others} more client(s) failed)"
+    if aborted:
+        msg += f" ({aborted} other client(s) aborted because of it)"
+    return msg
 
 
 class Driver:
@@ -316,26 +348,36 @@ class Driver:
                 name,
             )
         per_task = executor.run(tasks, coll, self.progress)
-        out = []
-        for task, results in zip(tasks, per_task, strict=True):
-            failed = [r.error for r in results if r.error]
-            if failed:
-                raise TaskFailed(failed[0])
-            out.append((merge(task, results), [r.payload for r in results]))
-        return out
+        failure = first_failure(tasks, per_task)
+        if failure:
+            raise TaskFailed(failure)
+        return [
+            (merge(task, results), [r.payload for r in results])
+            for task, results in zip(tasks, per_task, strict=True)
+        ]
 
-    def once(self, name: str, fn: Callable[[], Any], items: int = 1) -> tuple[TaskStats, Any]:
-        """Time one call (a phase such as an index build or a compaction)."""
+    def once(
+        self, name: str, fn: Callable[[], Any], items: int = 1, since_ns: int | None = None
+    ) -> tuple[TaskStats, Any]:
+        """Time one call (a phase such as an index build or a compaction).
+        ``since_ns`` (a task's ``end_ns``): time from then, not from the
+        call, so nothing between that task's end and this call goes untimed
+        (the call alone is then recorded as ``call_s``)."""
         cpu0 = time.process_time()
         log.info("phase %s", name)
         with self.progress.phase(name):
             t0 = loops.clock()
             out = fn()
             t1 = loops.clock()
+        call_ns = t1 - t0
+        if since_ns is not None and since_ns <= t0:
+            t0 = since_ns
         stats = TaskStats(
             name, ops=1, items=items, elapsed_ns=t1 - t0, cpu_s=time.process_time() - cpu0
         )
         stats.latency.record(np.array([t1 - t0]))
+        if since_ns is not None:
+            stats.extra["call_s"] = call_ns / 1e9
         return stats, out
 
 

@@ -18,7 +18,7 @@ from importlib import metadata
 from typing import Any
 
 from storebench.driver.core import ClientResult, Controls, Interrupted, Task, merge, run_client
-from storebench.errors import NotSupported, UserError, signal_name
+from storebench.errors import NotSupported, TaskFailed, UserError, signal_name
 from storebench.metrics import Histogram
 from storebench.stores.base import Capability, Collection, Store
 
@@ -27,11 +27,15 @@ ABORTED = "aborted: another client failed"
 
 
 def _failure(c: int, exc: BaseException) -> ClientResult:
-    msg = (
-        ABORTED
-        if isinstance(exc, threading.BrokenBarrierError)
-        else f"client {c}: {type(exc).__name__}: {exc}"
-    )
+    """A client that failed outright: its error, or ABORTED when another
+    client's failure broke the start barrier (``first_failure`` reports the
+    real one)."""
+    if isinstance(exc, threading.BrokenBarrierError):
+        msg = ABORTED
+    elif isinstance(exc, TaskFailed):  # the measuring loop's: names task, client and op
+        msg = str(exc)
+    else:
+        msg = f"client {c}: {type(exc).__name__}: {exc}"
     return ClientResult(Histogram(), None, 0, {}, {}, 0, 0, 0.0, False, error=msg)
 
 

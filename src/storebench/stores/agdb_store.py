@@ -659,6 +659,11 @@ class AgdbStore(Store):
             return str(self.db_override)
         return name.rsplit("_", 1)[0] if "_" in name.strip("_") else name
 
+    def size_unit(self, coll: Collection) -> object:
+        """A collection's size is its whole database's, shared by the
+        collections of that database: count each database once."""
+        return self.db_for(coll.name)
+
     def _dbs(self) -> dict[str, dict[str, Any]]:
         return {d["db"]: dict(d) for d in self.api.db_list() if d["owner"] == self.owner}
 

@@ -11,7 +11,10 @@ the driver's.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -44,6 +47,8 @@ class Capability(enum.StrEnum):
     SIZE = "size"  # size_bytes
     COMPACT = "compact"
     SHARED_ACROSS_PROCESSES = "shared_across_processes"  # clients may be processes
+    # insert_pipelined: several insert requests outstanding on one connection
+    PIPELINE = "pipeline"
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,14 @@ class Collection:
     def insert(self, docs: DocBatch) -> None:
         raise self._unsupported(Capability.INSERT)
 
+    def insert_pipelined(self, batches: Sequence[DocBatch]) -> None:
+        """Insert each batch as its own request (command group, statement) on
+        one connection, sending every request before reading any reply
+        (pipelining); returns once all are answered. The effect is that of
+        ``insert`` on each batch; how the engine groups them (e.g. one
+        implicit transaction per Postgres pipeline) is the adapter's to say."""
+        raise self._unsupported(Capability.PIPELINE)
+
     def get(self, ids: np.ndarray) -> DocBatch:
         """Documents with these ids (missing ids are left out), in any order."""
         raise self._unsupported(Capability.GET)
@@ -178,13 +191,31 @@ class Store:
     # accepted StoreSpec.options keys (None: the adapter checks its own)
     option_names: ClassVar[tuple[str, ...] | None] = None
     extra: ClassVar[str | None] = None  # the pip extra that brings its client
+    # An engine with no managed server here runs only by URL: this is the
+    # form of that URL, shown when a spec gives none (checked before a run
+    # starts, see ``check_url``). None: without a URL the store starts a
+    # managed server or runs embedded.
+    url_only: ClassVar[str | None] = None
+
+    @classmethod
+    def check_url(cls, url: str | None) -> None:
+        """Refuse a spec without a URL for a store that runs only by URL."""
+        if url is None and cls.url_only is not None:
+            raise UserError(
+                f"{cls.engine} runs only by URL here (storebench has no server of its own "
+                f"to start for it): --store {cls.engine}={cls.url_only}",
+                where="store",
+            )
 
     def __init__(self, spec: StoreSpec):
+        self.check_url(spec.url)
         self.spec = spec
         self._created: set[str] = set()
         # A managed local server this store started (when given no URL); it
         # stops with the store. Adapters set it, then point self.spec at it.
         self.managed: Server | None = None
+        # A private temporary directory (``private_dir``); removed on close.
+        self._private_dir: str | None = None
         self._check_params("index", spec.index, self.index_params)
         self._check_params("search", spec.search, self.search_params)
         if self.option_names is not None:
@@ -206,6 +237,24 @@ class Store:
         missing = sorted(str(c) for c in caps - self.capabilities)
         if missing:
             raise NotSupported(self.engine, ", ".join(missing))
+
+    # --- size of several collections -----------------------------------------
+    def size_unit(self, coll: Collection) -> object:
+        """What ``coll.size_bytes()`` measures. Collections with equal units
+        report the same bytes (one database or file they share, e.g. agdb's
+        database per run), so a total counts each unit once. The default:
+        each collection measures only its own data. Override this where
+        collections share storage."""
+        return coll.name
+
+    def size_bytes_of(self, *colls: Collection) -> int:
+        """Bytes these collections hold together: the sum over distinct size
+        units (``size_unit``), not over collections, so storage they share
+        is counted once."""
+        units: dict[object, Collection] = {}
+        for coll in colls:
+            units.setdefault(self.size_unit(coll), coll)
+        return sum(coll.size_bytes() for coll in units.values())
 
     # --- collections -------------------------------------------------------
     def create_collection(self, name: str, schema: Schema) -> Collection:
@@ -266,12 +315,45 @@ class Store:
             return None
         return {"managed": True, "startup_s": self.managed.started_s, "user": self.managed.user}
 
+    # --- where an embedded engine keeps its data ---------------------------------
+    def private_dir(self) -> str:
+        """A private temporary directory (``storebench-<engine>-*``) for an
+        engine given no location; ``close`` removes it."""
+        if self._private_dir is None:
+            self._private_dir = tempfile.mkdtemp(prefix=f"storebench-{self.engine}-")
+        return self._private_dir
+
+    def local_path(self, file: str | None = None, *, mkdir: bool = False) -> str:
+        """Where an embedded engine keeps its data, also made the spec's url.
+        Without a url: ``private_dir()`` (or ``file`` in it). With one: the
+        url less any ``<engine>://`` prefix, as an absolute path whose parent
+        directory must exist (``mkdir``: the path itself is made a directory)."""
+        if self.spec.url is None:
+            path = self.private_dir()
+            if file is not None:
+                path = os.path.join(path, file)
+        else:
+            path = os.path.abspath(self.spec.url.removeprefix(f"{self.engine}://"))
+            parent = os.path.dirname(path)
+            if not os.path.isdir(parent):
+                raise UserError(
+                    f"directory {parent} does not exist", where=f"store {self.engine} url"
+                )
+            if mkdir:
+                os.makedirs(path, exist_ok=True)
+        self.spec = self.spec.with_(url=path)
+        return path
+
     def close(self) -> None:
-        """Release connections and stop a managed server; the data of an
-        external engine stays (``drop`` removes what the run created)."""
+        """Release connections, stop a managed server and remove a private
+        directory; the data of an external engine stays (``drop`` removes
+        what the run created). Adapters close their own handles first."""
         if self.managed is not None:
             self.managed.stop()
             self.managed = None
+        if self._private_dir is not None:
+            shutil.rmtree(self._private_dir, ignore_errors=True)
+            self._private_dir = None
 
 
 # --- registry ----------------------------------------------------------------

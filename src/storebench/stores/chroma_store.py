@@ -32,7 +32,6 @@ import contextlib
 import math
 import os
 import shutil
-import tempfile
 import threading
 import warnings
 from collections.abc import Mapping
@@ -295,6 +294,7 @@ class ChromaStore(Store):
         Capability.INDEX,
         Capability.COMPACT,
         Capability.SHARED_ACROSS_PROCESSES,
+        Capability.PIPELINE,
     }
     index_params = ("m", "ef_construct")
     search_params = ("ef",)
@@ -302,18 +302,7 @@ class ChromaStore(Store):
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        self._tmpdir: str | None = None
-        if spec.url is None:
-            self._tmpdir = tempfile.mkdtemp(prefix="storebench-chroma-")
-            path = self._tmpdir
-        else:
-            path = os.path.abspath(spec.url.removeprefix("chroma://"))
-            parent = os.path.dirname(path)
-            if not os.path.isdir(parent):
-                raise UserError(f"directory {parent} does not exist", where="store chroma url")
-            os.makedirs(path, exist_ok=True)
-        self.spec = spec.with_(url=path)
-        self.path = path
+        self.path = self.local_path(mkdir=True)
         self._settings = Settings(anonymized_telemetry=False, is_persistent=True)
         self._opened: dict[str, ChromaCollection] = {}
 
@@ -363,6 +352,4 @@ class ChromaStore(Store):
         for coll in self._opened.values():
             coll._client.close()
         self._opened.clear()
-        if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
+        super().close()

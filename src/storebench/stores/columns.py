@@ -12,12 +12,41 @@ the arrays as they find them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.stores.filters import Filter, evaluate
 
 DTYPES = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
+
+
+def batch_from_rows(
+    schema: Schema, rows: Sequence[Sequence[Any]], with_vectors: bool, *, blobs: bool = True
+) -> DocBatch:
+    """Query rows ``(id, <each schema field, in schema order>[, vector])`` as
+    a batch; the vector (last, read only ``with_vectors``) is float32 bytes,
+    or a list of numbers when not ``blobs``. No rows: the schema's empty
+    batch (without vectors unless ``with_vectors``)."""
+    if not rows:
+        empty = DocBatch.empty(schema)
+        return empty if with_vectors else empty.select(None, vectors=False)
+    cols = list(zip(*rows, strict=True))
+    fields: dict[str, np.ndarray] = {
+        f: np.array(cols[i + 1], dtype=DTYPES[kind])
+        for i, (f, kind) in enumerate(schema.fields.items())
+    }
+    vecs = None
+    if with_vectors:
+        flat = (
+            np.frombuffer(b"".join(cols[-1]), np.float32)
+            if blobs
+            else np.array(cols[-1], np.float32)
+        )
+        vecs = flat.reshape(len(rows), -1)
+    return DocBatch(np.array(cols[0], np.int64), fields, vecs)
 
 
 class Columns:

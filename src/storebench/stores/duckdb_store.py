@@ -38,8 +38,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Mapping
 from importlib import metadata
@@ -310,25 +308,14 @@ class DuckDBCollection(Collection):
 
 class DuckDBStore(Store):
     engine = "duckdb"
-    capabilities = frozenset(Capability) - {Capability.SHARED_ACROSS_PROCESSES}
+    capabilities = frozenset(Capability) - {Capability.SHARED_ACROSS_PROCESSES, Capability.PIPELINE}
     index_params = ("m", "ef_construct")
     search_params = ("ef",)
     extra = "duckdb"
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        self._tmpdir: str | None = None
-        if spec.url is None:
-            self._tmpdir = tempfile.mkdtemp(prefix="storebench-duckdb-")
-            path = self._tmpdir
-        else:
-            path = os.path.abspath(spec.url.removeprefix("duckdb://"))
-            parent = os.path.dirname(path)
-            if not os.path.isdir(parent):
-                raise UserError(f"directory {parent} does not exist", where="store duckdb url")
-            os.makedirs(path, exist_ok=True)
-        self.spec = spec.with_(url=path)
-        self.path = path
+        self.path = self.local_path(mkdir=True)
         self._config = {
             "extension_directory": vss_extension_dir(),
             "autoinstall_known_extensions": False,
@@ -386,6 +373,4 @@ class DuckDBStore(Store):
         for coll in self._opened.values():
             coll.close()
         self._opened.clear()
-        if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
+        super().close()

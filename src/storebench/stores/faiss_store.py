@@ -93,6 +93,7 @@ class FaissStore(LibraryStore):
         Capability.DELETE,
         Capability.COMPACT,
         Capability.SHARED_ACROSS_PROCESSES,
+        Capability.PIPELINE,
     }
 
     def versions(self) -> dict[str, str]:

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
@@ -54,15 +53,11 @@ from redis.retry import Retry
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import StorebenchError, UserError
+from storebench.stores import cypher
 from storebench.stores.base import Capability, Collection, Store, StoreSpec, redact_url
-from storebench.stores.filters import SQL_CMP, And, Cmp, Filter, In, Not, Or, Range, fields_of
-
-_NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
-ID, VEC = "id", "vec"
-
-
-class MissingReference(StorebenchError):
-    """A reference field points at a document its collection does not hold."""
+from storebench.stores.columns import batch_from_rows
+from storebench.stores.cypher import ID, VEC, MissingReference, anchors, last_per_id, to_cypher
+from storebench.stores.filters import Filter, fields_of
 
 
 class IndexFailed(StorebenchError):
@@ -71,65 +66,7 @@ class IndexFailed(StorebenchError):
 
 def ident(name: str) -> str:
     """A Cypher identifier in backticks (FalkorDB has no escape for a backtick)."""
-    if "`" in name or not name:
-        raise UserError(f"name {name!r} cannot be a FalkorDB identifier", where="store falkordb")
-    return f"`{name}`"
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def to_cypher(f: Filter, column: Callable[[str], str], params: dict[str, Any]) -> str:
-    """Compile a filter to a Cypher boolean expression; values become
-    parameters ``$p0, $p1, ...`` added to ``params``."""
-
-    def param(value: Any) -> str:
-        name = f"p{len(params)}"
-        params[name] = value
-        return f"${name}"
-
-    def go(node: Filter) -> str:
-        if isinstance(node, Cmp):
-            return f"{column(node.field)} {SQL_CMP[node.op]} {param(_plain(node.value))}"
-        if isinstance(node, Range):
-            col = column(node.field)
-            return f"({col} >= {param(_plain(node.lo))} AND {col} <= {param(_plain(node.hi))})"
-        if isinstance(node, In):
-            if not node.values:
-                return "false"
-            return f"{column(node.field)} IN {param([_plain(v) for v in node.values])}"
-        if isinstance(node, And | Or):
-            glue = " AND " if isinstance(node, And) else " OR "
-            return "(" + glue.join(go(p) for p in node.parts) + ")"
-        if isinstance(node, Not):
-            return f"NOT ({go(node.part)})"
-        raise TypeError(f"not a filter: {node!r}")
-
-    return go(f)
-
-
-def _anchors(where: Filter | None, refs: list[str]) -> tuple[list[tuple[str, int]], Filter | None]:
-    """Equalities with an integer on reference fields at the top of the
-    filter (one per field; they become anchored patterns) and the rest."""
-    if where is None:
-        return [], None
-    parts = list(where.parts) if isinstance(where, And) else [where]
-    anchors: dict[str, int] = {}
-    rest: list[Filter] = []
-    for p in parts:
-        if (
-            isinstance(p, Cmp)
-            and p.op == "eq"
-            and p.field in refs
-            and p.field not in anchors
-            and isinstance(_plain(p.value), int)
-        ):
-            anchors[p.field] = int(p.value)
-        else:
-            rest.append(p)
-    tail = None if not rest else rest[0] if len(rest) == 1 else And(tuple(rest))
-    return list(anchors.items()), tail
+    return cypher.ident(name, "falkordb", "FalkorDB")
 
 
 class FalkorDBCollection(Collection):
@@ -137,12 +74,7 @@ class FalkorDBCollection(Collection):
 
     def __init__(self, store: FalkorDBStore, name: str, schema: Schema):
         super().__init__(store, name, schema)
-        for f in schema.fields:
-            ident(f)
-            if f in (ID, VEC):
-                raise UserError(
-                    f"field name {f!r} is reserved by the falkordb store", where="store falkordb"
-                )
+        cypher.check_fields(schema, "falkordb", ident)
         self._l = ident(name)
         self._names = list(schema.fields)
         self._props = [f for f in self._names if f not in schema.refs]
@@ -172,18 +104,8 @@ class FalkorDBCollection(Collection):
         return opt, ", ".join(cols)
 
     def _to_batch(self, rows: list[list[Any]], with_vectors: bool) -> DocBatch:
-        if not rows:
-            empty = DocBatch.empty(self.schema)
-            return empty if with_vectors else empty.select(None, vectors=False)
-        cols = list(zip(*rows, strict=True))
-        fields: dict[str, np.ndarray] = {
-            f: np.array(cols[j + 1], dtype=_NP_TYPE[self.schema.fields[f]])
-            for j, f in enumerate(self._names)
-        }
-        vecs = None
-        if with_vectors and self._vec:
-            vecs = np.array(cols[-1], np.float32).reshape(len(rows), int(self.schema.dim or 0))
-        return DocBatch(np.array(cols[0], np.int64), fields, vecs)
+        # the vector (a list of doubles) comes last when asked for and the schema has one
+        return batch_from_rows(self.schema, rows, with_vectors and self._vec, blobs=False)
 
     def get(self, ids: np.ndarray) -> DocBatch:
         opt, cols = self._returns(with_vectors=True)
@@ -203,10 +125,10 @@ class FalkorDBCollection(Collection):
         order: tuple[str, bool] | None = None,
         limit: int | None = None,
     ) -> DocBatch:
-        anchors, rest = _anchors(where, self._refs)
+        anchored, rest = anchors(where, self._refs)
         params: dict[str, Any] = {}
         patterns = [f"(n:{self._l})"]
-        for j, (f, value) in enumerate(anchors):
+        for j, (f, value) in enumerate(anchored):
             patterns.append(f"(n)-[:{ident(f)}]->(:{self._target(f)} {{{ID}: $a{j}}})")
             params[f"a{j}"] = value
         q = "MATCH " + ", ".join(patterns)
@@ -270,9 +192,7 @@ class FalkorDBCollection(Collection):
         return int(rows[0][0]) if rows else 0
 
     def insert(self, docs: DocBatch) -> None:
-        if len(np.unique(docs.ids)) != len(docs):  # the last of an id's rows wins
-            _, last = np.unique(docs.ids[::-1], return_index=True)
-            docs = docs.take(np.sort(len(docs) - 1 - last))
+        docs = last_per_id(docs)
         written = self._write(docs, self._names, merge=True)
         if written != len(docs):
             raise MissingReference(

@@ -103,6 +103,7 @@ class HnswlibStore(LibraryStore):
     capabilities = frozenset(Capability) - {
         Capability.COMPACT,
         Capability.SHARED_ACROSS_PROCESSES,
+        Capability.PIPELINE,
     }
 
     def versions(self) -> dict[str, str]:

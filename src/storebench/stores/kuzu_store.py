@@ -43,10 +43,7 @@ clients are threads.
 from __future__ import annotations
 
 import importlib.util  # noqa: F401  (kuzu 0.11 calls importlib.util without importing it)
-import os
 import re
-import shutil
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -60,85 +57,28 @@ import pyarrow as pa
 from kuzu.prepared_statement import PreparedStatement
 
 from storebench.data.batch import DocBatch, Schema
-from storebench.errors import ForeignDataError, StorebenchError, UserError
+from storebench.errors import ForeignDataError, UserError
+from storebench.stores import cypher
 from storebench.stores.base import Capability, Collection, Store, StoreSpec
-from storebench.stores.filters import SQL_CMP, And, Cmp, Filter, In, Not, Or, Range, fields_of
+from storebench.stores.columns import DTYPES
+from storebench.stores.cypher import ID, VEC, MissingReference, anchors, last_per_id
+from storebench.stores.filters import Filter, fields_of
 
 _KUZU_TYPE = {"int": "INT64", "float": "DOUBLE", "bool": "BOOLEAN", "str": "STRING"}
-_NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
-ID, VEC = "id", "vec"
 PAGE_SIZE = 4096  # Kuzu's page size (storage_info counts pages)
 _PREPARED_PER_CONNECTION = 256
 
 
-class MissingReference(StorebenchError):
-    """A reference field points at a document its collection does not hold."""
-
-
 def ident(name: str) -> str:
     """A Cypher identifier in backticks."""
-    if "`" in name or not name:
-        raise UserError(f"name {name!r} cannot be a Kuzu identifier", where="store kuzu")
-    return f"`{name}`"
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
+    return cypher.ident(name, "kuzu", "Kuzu")
 
 
 def to_cypher(f: Filter, column: Callable[[str], str], params: dict[str, Any]) -> str:
-    """Compile a filter to a Cypher boolean expression; values become
-    parameters ``$p0, $p1, ...`` added to ``params``."""
-
-    def param(value: Any) -> str:
-        name = f"p{len(params)}"
-        params[name] = value
-        return f"${name}"
-
-    def go(node: Filter) -> str:
-        if isinstance(node, Cmp):
-            return f"{column(node.field)} {SQL_CMP[node.op]} {param(_plain(node.value))}"
-        if isinstance(node, Range):
-            col = column(node.field)
-            return f"({col} >= {param(_plain(node.lo))} AND {col} <= {param(_plain(node.hi))})"
-        if isinstance(node, In):
-            if not node.values:
-                return "false"
-            values = [_plain(v) for v in node.values]
-            if any(isinstance(v, float) for v in values):  # one element type per list
-                values = [float(v) for v in values]
-            return f"{column(node.field)} IN {param(values)}"
-        if isinstance(node, And | Or):
-            glue = " AND " if isinstance(node, And) else " OR "
-            return "(" + glue.join(go(p) for p in node.parts) + ")"
-        if isinstance(node, Not):
-            return f"NOT ({go(node.part)})"
-        raise TypeError(f"not a filter: {node!r}")
-
-    return go(f)
-
-
-def _anchors(where: Filter | None, refs: set[str]) -> tuple[list[tuple[str, int]], Filter | None]:
-    """Equalities with an integer on reference fields at the top of the
-    filter (one per field; they become anchored patterns) and the rest."""
-    if where is None:
-        return [], None
-    parts = list(where.parts) if isinstance(where, And) else [where]
-    anchors: dict[str, int] = {}
-    rest: list[Filter] = []
-    for p in parts:
-        if (
-            isinstance(p, Cmp)
-            and p.op == "eq"
-            and p.field in refs
-            and p.field not in anchors
-            and isinstance(_plain(p.value), int)
-        ):
-            anchors[p.field] = int(p.value)
-        else:
-            rest.append(p)
-    tail = None if not rest else rest[0] if len(rest) == 1 else And(tuple(rest))
-    return list(anchors.items()), tail
+    """A filter as Cypher with parameters (``cypher.to_cypher``); an ``In``
+    list mixing ints and floats is passed as floats (Kuzu binds one element
+    type per list)."""
+    return cypher.to_cypher(f, column, params, one_type_lists=True)
 
 
 def _table(result: Any) -> pa.Table:
@@ -193,12 +133,7 @@ class KuzuCollection(Collection):
 
     def __init__(self, store: KuzuStore, name: str, schema: Schema):
         super().__init__(store, name, schema)
-        for f in schema.fields:
-            ident(f)
-            if f in (ID, VEC):
-                raise UserError(
-                    f"field name {f!r} is reserved by the kuzu store", where="store kuzu"
-                )
+        cypher.check_fields(schema, "kuzu", ident)
         self._t = ident(name)
         self._props = [f for f in schema.fields if f not in schema.refs]
         self._refs = list(schema.refs)
@@ -240,7 +175,7 @@ class KuzuCollection(Collection):
     def _to_batch(self, table: pa.Table, with_vectors: bool) -> DocBatch:
         fields: dict[str, np.ndarray] = {}
         for j, (f, kind) in enumerate(self.schema.fields.items()):
-            fields[f] = _numpy(table.column(f"c{j}").combine_chunks(), _NP_TYPE[kind])
+            fields[f] = _numpy(table.column(f"c{j}").combine_chunks(), DTYPES[kind])
         ids = _numpy(table.column("id").combine_chunks(), np.int64)
         vecs = None
         if with_vectors and self._vec:
@@ -267,10 +202,10 @@ class KuzuCollection(Collection):
         limit: int | None = None,
     ) -> DocBatch:
         live = set(self._live_refs())
-        anchors, rest = _anchors(where, live)
+        anchored, rest = anchors(where, live)
         params: dict[str, Any] = {}
         patterns = [f"(n:{self._t})"]
-        for j, (f, value) in enumerate(anchors):
+        for j, (f, value) in enumerate(anchored):
             patterns.append(f"(n)-[:{ident(self.rel(f))}]->(:{self._target(f)} {{{ID}: $a{j}}})")
             params[f"a{j}"] = value
         q = "MATCH " + ", ".join(patterns)
@@ -366,10 +301,7 @@ class KuzuCollection(Collection):
                     )
 
     def insert(self, docs: DocBatch) -> None:
-        if len(np.unique(docs.ids)) != len(docs):  # the last of an id's rows wins
-            _, last = np.unique(docs.ids[::-1], return_index=True)
-            docs = docs.take(np.sort(len(docs) - 1 - last))
-        self._write(docs, list(self.schema.fields), merge=True)
+        self._write(last_per_id(docs), list(self.schema.fields), merge=True)
 
     def update(self, docs: DocBatch) -> None:
         if not docs.fields and docs.vectors is None:
@@ -384,6 +316,11 @@ class KuzuCollection(Collection):
             )
 
     def size_bytes(self) -> int:
+        # storage_info counts checkpointed pages only: until a checkpoint,
+        # new rows live in the write-ahead log, attributed to no table (a
+        # size read before would be a fraction of the data). A checkpoint
+        # changes no content.
+        self.compact()
         tables = [self.name, *(self.rel(f) for f in self._live_refs())]
         pages = 0
         for t in tables:
@@ -421,7 +358,6 @@ class KuzuStore(Store):
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        self._tmpdir: str | None = None
         mode = spec.options.get("mode", "file")
         if mode not in ("file", "memory"):
             raise UserError("mode must be file or memory", where="store kuzu options")
@@ -429,17 +365,8 @@ class KuzuStore(Store):
             if spec.url is not None:
                 raise UserError("an in-memory database takes no url", where="store kuzu")
             path = ":memory:"
-        elif spec.url is None:
-            self._tmpdir = tempfile.mkdtemp(prefix="storebench-kuzu-")
-            path = os.path.join(self._tmpdir, "db.kuzu")
-            self.spec = spec.with_(url=path)
         else:
-            path = os.path.abspath(spec.url.removeprefix("kuzu://"))
-            if not os.path.isdir(os.path.dirname(path)):
-                raise UserError(
-                    f"directory {os.path.dirname(path)} does not exist", where="store kuzu url"
-                )
-            self.spec = spec.with_(url=path)
+            path = self.local_path("db.kuzu")
         self.path = path
         kw: dict[str, Any] = {}
         if "buffer_pool_mb" in spec.options:
@@ -595,7 +522,4 @@ class KuzuStore(Store):
         if db is not None:
             db.close()
             self.db = None  # type: ignore[assignment]
-        if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
         super().close()

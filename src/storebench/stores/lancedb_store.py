@@ -24,8 +24,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
-import tempfile
 import warnings
 from collections.abc import Mapping
 from datetime import timedelta
@@ -256,25 +254,15 @@ def _tree_size(path: str) -> int:
 
 class LanceStore(Store):
     engine = "lancedb"
-    capabilities = frozenset(Capability) - {Capability.SHARED_ACROSS_PROCESSES}
+    capabilities = frozenset(Capability) - {Capability.SHARED_ACROSS_PROCESSES, Capability.PIPELINE}
     index_params = ("m", "ef_construct")
     search_params = ("ef",)
     extra = "lancedb"
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        self._tmpdir: str | None = None
-        if spec.url is None:
-            self._tmpdir = tempfile.mkdtemp(prefix="storebench-lancedb-")
-            path = self._tmpdir
-        else:
-            path = os.path.abspath(spec.url.removeprefix("lancedb://"))
-            parent = os.path.dirname(path)
-            if not os.path.isdir(parent):
-                raise UserError(f"directory {parent} does not exist", where="store lancedb url")
-        self.spec = spec.with_(url=path)
-        self.path = path
-        self.db = lancedb.connect(path)
+        self.path = self.local_path()
+        self.db = lancedb.connect(self.path)
 
     def table_path(self, name: str) -> str:
         return os.path.join(self.path, f"{name}.lance")
@@ -307,11 +295,6 @@ class LanceStore(Store):
 
     def versions(self) -> dict[str, str]:
         return {"engine": f"lance (lancedb {lancedb.__version__})", "client": _dist("lancedb")}
-
-    def close(self) -> None:
-        if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
 
 
 def _dist(name: str) -> str:

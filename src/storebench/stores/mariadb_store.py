@@ -45,9 +45,9 @@ import pymysql
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, Store, StoreSpec, redact_url
+from storebench.stores.columns import batch_from_rows
 from storebench.stores.filters import Filter, to_sql
 
-_NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
 _MAX_IDS = 10_000  # ids per IN (...) list
 _MAX_IDENT = 64
 VEC = "vec"
@@ -88,20 +88,6 @@ class MariaDBCollection(Collection):
     def _cur(self) -> Any:
         return self.store.connection().cursor()
 
-    def _rows_to_batch(self, rows: Any, with_vectors: bool) -> DocBatch:
-        if not rows:
-            empty = DocBatch.empty(self.schema)
-            return empty if with_vectors else empty.select(None, vectors=False)
-        cols = list(zip(*rows, strict=True))
-        fields: dict[str, np.ndarray] = {
-            f: np.array(cols[i + 1], dtype=_NP_TYPE[self.schema.fields[f]])
-            for i, f in enumerate(self._fields)
-        }
-        vecs = None
-        if with_vectors:
-            vecs = np.frombuffer(b"".join(cols[-1]), np.float32).reshape(len(rows), -1)
-        return DocBatch(np.array(cols[0], np.int64), fields, vecs)
-
     def _params(self, docs: DocBatch, fields: list[str], id_last: bool) -> list[tuple[Any, ...]]:
         columns: list[Iterable[Any]] = [docs.fields[f].tolist() for f in fields]
         if docs.vectors is not None and self._vec:
@@ -130,7 +116,7 @@ class MariaDBCollection(Collection):
                     f"SELECT {self._select_all} FROM {self._t} WHERE id IN ({marks})", chunk
                 )
                 rows += cur.fetchall()
-        return self._rows_to_batch(rows, with_vectors=self._vec)
+        return batch_from_rows(self.schema, rows, with_vectors=self._vec)
 
     def update(self, docs: DocBatch) -> None:
         fields = list(docs.fields)
@@ -173,7 +159,7 @@ class MariaDBCollection(Collection):
         with self._cur() as cur:
             cur.execute(f"SELECT {self._select_scalars} FROM {self._t}{sql}", params)
             rows = cur.fetchall()
-        return self._rows_to_batch(rows, with_vectors=False)
+        return batch_from_rows(self.schema, rows, with_vectors=False)
 
     def count(self) -> int:
         with self._cur() as cur:

@@ -83,6 +83,7 @@ class MemoryStore(Store):
         Capability.INDEX,
         Capability.SEARCH_PARAMS,
         Capability.SHARED_ACROSS_PROCESSES,
+        Capability.PIPELINE,
     }
     exact = True
 

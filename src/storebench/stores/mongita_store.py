@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Iterator
 from importlib import metadata
@@ -276,7 +274,6 @@ class MongitaStore(Store):
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        self._tmpdir: str | None = None
         mode = spec.options.get("mode", "file")
         if mode not in ("file", "memory"):
             raise UserError("mode must be file or memory", where="store mongita options")
@@ -288,17 +285,7 @@ class MongitaStore(Store):
             self.capabilities = MongitaStore.capabilities - {Capability.SIZE}  # type: ignore[misc]
             self._cls: type[MongitaCollection] = MongitaCollection
         else:
-            if spec.url is None:
-                self._tmpdir = tempfile.mkdtemp(prefix="storebench-mongita-")
-                self.path = self._tmpdir
-            else:
-                self.path = os.path.abspath(spec.url.removeprefix("mongita://"))
-                if not os.path.isdir(os.path.dirname(self.path)):
-                    raise UserError(
-                        f"directory {os.path.dirname(self.path)} does not exist",
-                        where="store mongita url",
-                    )
-            self.spec = spec.with_(url=self.path)
+            self.path = self.local_path()
             self.client = MongitaClientDisk(host=self.path)
             self._cls = MongitaDiskCollection
         self.db = self.client[DATABASE]
@@ -334,7 +321,4 @@ class MongitaStore(Store):
         client = getattr(self, "client", None)
         if client is not None:
             client.close()
-        if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
         super().close()

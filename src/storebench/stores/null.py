@@ -5,7 +5,7 @@ the ceiling no real engine can be measured above."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,9 @@ class NullCollection(Collection):
         self._no_hits: dict[tuple[int, int], SearchResult] = {}
 
     def insert(self, docs: DocBatch) -> None:
+        pass
+
+    def insert_pipelined(self, batches: Sequence[DocBatch]) -> None:
         pass
 
     def get(self, ids: np.ndarray) -> DocBatch:

@@ -50,7 +50,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
@@ -365,26 +364,19 @@ class QdrantEdgeCollection(Collection):
 class QdrantEdgeStore(Store):
     engine = "qdrant-edge"
     extra = "qdrant-edge"
-    capabilities = frozenset(Capability) - {Capability.SHARED_ACROSS_PROCESSES}
+    capabilities = frozenset(Capability) - {Capability.SHARED_ACROSS_PROCESSES, Capability.PIPELINE}
     client_mode = "threads"
     index_params = ("m", "ef_construct")
     search_params = ("ef",)
+    option_names = tuple(OPTIONS)
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        unknown = sorted(set(spec.options) - set(OPTIONS))
-        if unknown:
-            raise UserError(
-                f"unknown option {unknown[0]!r} (known: {', '.join(OPTIONS)})",
-                where="store qdrant-edge options",
-            )
         self._options = int_params(spec.options, OPTIONS, self.engine, "options")
         int_params(spec.index, DEFAULT_INDEX, self.engine, "index")
         int_params(spec.search, DEFAULT_SEARCH, self.engine, "search")
-        self._tmpdir: str | None = None
         if spec.url is None:
-            self._tmpdir = tempfile.mkdtemp(prefix="storebench-qdrant-edge-")
-            self.spec = spec.with_(url=self._tmpdir)
+            self.spec = spec.with_(url=self.private_dir())
         else:
             path = os.path.abspath(spec.url)
             if not os.path.isdir(os.path.dirname(path)):
@@ -451,6 +443,4 @@ class QdrantEdgeStore(Store):
         for coll in list(self._collections.values()):
             coll._close()
         self._collections.clear()
-        if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
+        super().close()

@@ -13,13 +13,11 @@ temporary directory and removes it on close.
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
-import tempfile
 import threading
 import uuid
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -27,10 +25,10 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.data.truth import distances, top_k
 from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
+from storebench.stores.columns import batch_from_rows
 from storebench.stores.filters import Filter, to_sql
 
-_SQL_TYPE = {"int": "INTEGER", "float": "REAL", "bool": "INTEGER", "str": "TEXT"}
-_NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
+SQL_TYPE = {"int": "INTEGER", "float": "REAL", "bool": "INTEGER", "str": "TEXT"}
 _MAX_PARAMS = 900  # ids per IN (...) list, below every SQLite build's variable limit
 
 
@@ -38,9 +36,88 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _chunks(ids: np.ndarray) -> Iterable[list[int]]:
+def chunks(ids: np.ndarray) -> Iterable[list[int]]:
+    """The ids as lists short enough for one ``IN (?, ...)``."""
+    ids = np.asarray(ids, np.int64)
     for start in range(0, len(ids), _MAX_PARAMS):
         yield ids[start : start + _MAX_PARAMS].tolist()
+
+
+def where_sql(where: Filter | None) -> tuple[str, list[Any]]:
+    """`` WHERE <filter>`` (empty without a filter) and its parameters."""
+    if where is None:
+        return "", []
+    sql, params = to_sql(where, quote)
+    return f" WHERE {sql}", params
+
+
+def has_table(db: Any, name: str) -> bool:
+    """Whether the database (a sqlite3 or apsw connection) has this table."""
+    row = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+    ).fetchone()
+    return row is not None
+
+
+def create_table(db: Any, name: str, schema: Schema, extra: Iterable[str] = ()) -> None:
+    """The collection's table (``id``, the schema's fields, ``extra``
+    columns) and an index per ``Schema.indexed`` field, in the caller's
+    transaction."""
+    cols = [
+        "id INTEGER PRIMARY KEY",
+        *(f"{quote(f)} {SQL_TYPE[k]}" for f, k in schema.fields.items()),
+        *extra,
+    ]
+    db.execute(f"CREATE TABLE {quote(name)} ({', '.join(cols)})")
+    for f in schema.indexed:
+        db.execute(f"CREATE INDEX {quote(name + '__' + f)} ON {quote(name)} ({quote(f)})")
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Closable)
+
+
+class PerThread(Generic[C]):
+    """One connection per thread, opened by ``connect`` on the thread's
+    first ``get``; ``close`` closes every one of them."""
+
+    def __init__(self, connect: Callable[[], C]):
+        self._connect = connect
+        self._local = threading.local()
+        self._all: list[C] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> C:
+        db: C | None = getattr(self._local, "db", None)
+        if db is None:
+            db = self._connect()
+            self._local.db = db
+            with self._lock:
+                self._all.append(db)
+        return db
+
+    def close(self) -> None:
+        with self._lock:
+            for db in self._all:
+                db.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+def find_sql(
+    where: Filter | None, order: tuple[str, bool] | None, limit: int | None
+) -> tuple[str, list[Any]]:
+    """The WHERE, ORDER BY and LIMIT clauses of a ``find``, with parameters."""
+    sql, params = where_sql(where)
+    if order is not None:
+        sql += f" ORDER BY {quote(order[0])} {'DESC' if order[1] else 'ASC'}"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(int(limit))
+    return sql, params
 
 
 class SQLiteCollection(Collection):
@@ -59,20 +136,6 @@ class SQLiteCollection(Collection):
     @property
     def _db(self) -> sqlite3.Connection:
         return self.store.connection()
-
-    def _rows_to_batch(self, rows: list[tuple], with_vectors: bool) -> DocBatch:
-        if not rows:
-            empty = DocBatch.empty(self.schema)
-            return empty if with_vectors else empty.select(None, vectors=False)
-        cols = list(zip(*rows, strict=True))
-        fields: dict[str, np.ndarray] = {
-            f: np.array(cols[i + 1], dtype=_NP_TYPE[self.schema.fields[f]])
-            for i, f in enumerate(self._fields)
-        }
-        vecs = None
-        if with_vectors:
-            vecs = np.frombuffer(b"".join(cols[-1]), np.float32).reshape(len(rows), -1)
-        return DocBatch(np.array(cols[0], np.int64), fields, vecs)
 
     def _params(self, docs: DocBatch, fields: list[str]) -> Iterable[tuple]:
         columns: list[Iterable[Any]] = [docs.fields[f].tolist() for f in fields]
@@ -94,12 +157,12 @@ class SQLiteCollection(Collection):
     def get(self, ids: np.ndarray) -> DocBatch:
         db = self._db
         rows: list[tuple] = []
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             marks = ", ".join("?" * len(chunk))
             rows += db.execute(
                 f"SELECT {self._select_all} FROM {self._t} WHERE id IN ({marks})", chunk
             ).fetchall()
-        return self._rows_to_batch(rows, with_vectors=self._vec)
+        return batch_from_rows(self.schema, rows, with_vectors=self._vec)
 
     def update(self, docs: DocBatch) -> None:
         fields = list(docs.fields)
@@ -115,15 +178,9 @@ class SQLiteCollection(Collection):
 
     def delete(self, ids: np.ndarray) -> None:
         with self._db as db:
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids):
                 marks = ", ".join("?" * len(chunk))
                 db.execute(f"DELETE FROM {self._t} WHERE id IN ({marks})", chunk)
-
-    def _where(self, where: Filter | None) -> tuple[str, list[Any]]:
-        if where is None:
-            return "", []
-        sql, params = to_sql(where, quote)
-        return f" WHERE {sql}", params
 
     def find(
         self,
@@ -131,19 +188,14 @@ class SQLiteCollection(Collection):
         order: tuple[str, bool] | None = None,
         limit: int | None = None,
     ) -> DocBatch:
-        sql, params = self._where(where)
-        if order is not None:
-            sql += f" ORDER BY {quote(order[0])} {'DESC' if order[1] else 'ASC'}"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(int(limit))
+        sql, params = find_sql(where, order, limit)
         rows = self._db.execute(
             f"SELECT {self._select_scalars} FROM {self._t}{sql}", params
         ).fetchall()
-        return self._rows_to_batch(rows, with_vectors=False)
+        return batch_from_rows(self.schema, rows, with_vectors=False)
 
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
-        sql, params = self._where(where)
+        sql, params = where_sql(where)
         rows = self._db.execute(f"SELECT id, vec FROM {self._t}{sql}", params).fetchall()
         if rows:
             ids_col, blobs = zip(*rows, strict=True)
@@ -192,13 +244,16 @@ class SQLiteStore(Store):
     ``synchronous`` (SQLite's PRAGMA: OFF, NORMAL (default), FULL)."""
 
     engine = "sqlite"
-    capabilities = frozenset(Capability) - {Capability.INDEX, Capability.SEARCH_PARAMS}
+    capabilities = frozenset(Capability) - {
+        Capability.INDEX,
+        Capability.SEARCH_PARAMS,
+        Capability.PIPELINE,
+    }
     exact = True
     option_names = ("mode", "synchronous")
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        self._tmpdir: str | None = None
         mode = spec.options.get("mode", "file")
         sync = str(spec.options.get("synchronous", "NORMAL")).upper()
         if mode not in ("file", "memory") or sync not in ("OFF", "NORMAL", "FULL"):
@@ -215,55 +270,47 @@ class SQLiteStore(Store):
             # this process's memory: other processes cannot open it
             self.capabilities = SQLiteStore.capabilities - {Capability.SHARED_ACROSS_PROCESSES}  # type: ignore[misc]
         elif spec.url is None:
-            self._tmpdir = tempfile.mkdtemp(prefix="storebench-sqlite-")
-            self.spec = spec.with_(url=os.path.join(self._tmpdir, "store.db"))
+            self.spec = spec.with_(url=os.path.join(self.private_dir(), "store.db"))
         else:
             path = spec.url.removeprefix("sqlite://")
             parent = os.path.dirname(os.path.abspath(path))
             if not os.path.isdir(parent):
                 raise UserError(f"directory {parent} does not exist", where="store sqlite url")
             self.spec = spec.with_(url=path)
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._all_lock = threading.Lock()
+        self._conns = PerThread(self._connect)
         self.connection()  # fail now, not in the first timed operation
+
+    def _connect(self) -> sqlite3.Connection:
+        url = self.spec.url or ""
+        db = sqlite3.connect(
+            url, check_same_thread=False, timeout=60.0, uri=url.startswith("file:")
+        )
+        if not url.startswith("file:"):  # WAL needs a file
+            db.execute("PRAGMA journal_mode = WAL")
+        db.execute(
+            f"PRAGMA synchronous = {str(self.spec.options.get('synchronous', 'NORMAL')).upper()}"
+        )
+        return db
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection."""
-        db = getattr(self._local, "db", None)
-        if db is None:
-            url = self.spec.url or ""
-            db = sqlite3.connect(
-                url, check_same_thread=False, timeout=60.0, uri=url.startswith("file:")
-            )
-            if not url.startswith("file:"):  # WAL needs a file
-                db.execute("PRAGMA journal_mode = WAL")
-            db.execute(
-                f"PRAGMA synchronous = {str(self.spec.options.get('synchronous', 'NORMAL')).upper()}"
-            )
-            self._local.db = db
-            with self._all_lock:
-                self._all.append(db)
-        return db
+        return self._conns.get()
 
     def has_collection(self, name: str) -> bool:
-        row = (
-            self.connection()
-            .execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
-            .fetchone()
-        )
-        return row is not None
+        return has_table(self.connection(), name)
+
+    def size_unit(self, coll: Collection) -> object:
+        """Without dbstat each collection's size is the whole file (see
+        ``SQLiteCollection.size_bytes``): then the collections share one unit."""
+        try:
+            self.connection().execute("SELECT 1 FROM dbstat LIMIT 0")
+        except sqlite3.OperationalError:
+            return self.spec.url
+        return coll.name
 
     def _create(self, name: str, schema: Schema) -> Collection:
-        cols = ["id INTEGER PRIMARY KEY"] + [
-            f"{quote(f)} {_SQL_TYPE[k]}" for f, k in schema.fields.items()
-        ]
-        if schema.dim is not None:
-            cols.append("vec BLOB")
         with self.connection() as db:
-            db.execute(f"CREATE TABLE {quote(name)} ({', '.join(cols)})")
-            for f in schema.indexed:
-                db.execute(f"CREATE INDEX {quote(name + '__' + f)} ON {quote(name)} ({quote(f)})")
+            create_table(db, name, schema, ["vec BLOB"] if schema.dim is not None else [])
         return SQLiteCollection(self, name, schema)
 
     def _open(self, name: str, schema: Schema) -> Collection:
@@ -275,12 +322,5 @@ class SQLiteStore(Store):
         return {"engine": f"SQLite {sqlite3.sqlite_version}", "client": "python sqlite3"}
 
     def close(self) -> None:
-        with self._all_lock:
-            for db in self._all:
-                db.close()
-            self._all.clear()
-        self._local = threading.local()
-        if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
+        self._conns.close()
         super().close()

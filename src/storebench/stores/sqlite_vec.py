@@ -23,10 +23,6 @@ temporary directory and removes it on close.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-import threading
 from collections.abc import Iterable
 from importlib import metadata
 from typing import Any
@@ -38,16 +34,19 @@ import sqlite_vec
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import NotSupported, UserError
 from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
-from storebench.stores.filters import Filter, to_sql
+from storebench.stores.columns import batch_from_rows
+from storebench.stores.filters import Filter
+from storebench.stores.sqlite import (
+    PerThread,
+    chunks,
+    create_table,
+    find_sql,
+    has_table,
+    quote,
+    where_sql,
+)
 
-_SQL_TYPE = {"int": "INTEGER", "float": "REAL", "bool": "INTEGER", "str": "TEXT"}
-_NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
 _VEC_METRIC = {"l2": "l2", "cosine": "cosine"}
-_MAX_PARAMS = 900  # ids per IN (...) list
-
-
-def quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _one(cursor: Any) -> Any:
@@ -55,12 +54,6 @@ def _one(cursor: Any) -> Any:
     row = cursor.fetchone()
     assert row is not None
     return row[0]
-
-
-def _chunks(ids: np.ndarray) -> Iterable[list[int]]:
-    ids = np.asarray(ids, np.int64)
-    for start in range(0, len(ids), _MAX_PARAMS):
-        yield ids[start : start + _MAX_PARAMS].tolist()
 
 
 class SQLiteVecCollection(Collection):
@@ -77,20 +70,6 @@ class SQLiteVecCollection(Collection):
     @property
     def _db(self) -> apsw.Connection:
         return self.store.connection()
-
-    def _rows_to_batch(self, rows: list[tuple], with_vectors: bool) -> DocBatch:
-        if not rows:
-            empty = DocBatch.empty(self.schema)
-            return empty if with_vectors else empty.select(None, vectors=False)
-        cols = list(zip(*rows, strict=True))
-        fields: dict[str, np.ndarray] = {
-            f: np.array(cols[i + 1], dtype=_NP_TYPE[self.schema.fields[f]])
-            for i, f in enumerate(self._fields)
-        }
-        vecs = None
-        if with_vectors:
-            vecs = np.frombuffer(b"".join(cols[-1]), np.float32).reshape(len(rows), -1)
-        return DocBatch(np.array(cols[0], np.int64), fields, vecs)
 
     def _scalar_rows(self, docs: DocBatch, fields: list[str]) -> Iterable[tuple]:
         columns: list[Iterable[Any]] = [docs.fields[f].tolist() for f in fields]
@@ -113,7 +92,7 @@ class SQLiteVecCollection(Collection):
             )
             if self._has_vec and docs.vectors is not None:
                 # vec0 has no INSERT OR REPLACE: clear the ids, then insert
-                for chunk in _chunks(docs.ids):
+                for chunk in chunks(docs.ids):
                     db.execute(
                         f"DELETE FROM {self._v} WHERE rowid IN ({', '.join('?' * len(chunk))})",
                         chunk,
@@ -127,7 +106,7 @@ class SQLiteVecCollection(Collection):
         db = self._db
         rows: list[tuple] = []
         cols = ", ".join(["d.id", *(f"d.{quote(f)}" for f in self._fields)])
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             marks = ", ".join("?" * len(chunk))
             if self._has_vec:
                 sql = (
@@ -137,7 +116,7 @@ class SQLiteVecCollection(Collection):
             else:
                 sql = f"SELECT {cols} FROM {self._t} AS d WHERE d.id IN ({marks})"
             rows += db.execute(sql, chunk).fetchall()
-        return self._rows_to_batch(rows, with_vectors=self._has_vec)
+        return batch_from_rows(self.schema, rows, with_vectors=self._has_vec)
 
     def update(self, docs: DocBatch) -> None:
         fields = list(docs.fields)
@@ -156,17 +135,11 @@ class SQLiteVecCollection(Collection):
     def delete(self, ids: np.ndarray) -> None:
         db = self._db
         with db:
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids):
                 marks = ", ".join("?" * len(chunk))
                 db.execute(f"DELETE FROM {self._t} WHERE id IN ({marks})", chunk)
                 if self._has_vec:
                     db.execute(f"DELETE FROM {self._v} WHERE rowid IN ({marks})", chunk)
-
-    def _where(self, where: Filter | None) -> tuple[str, list[Any]]:
-        if where is None:
-            return "", []
-        sql, params = to_sql(where, quote)
-        return f" WHERE {sql}", params
 
     def find(
         self,
@@ -174,14 +147,9 @@ class SQLiteVecCollection(Collection):
         order: tuple[str, bool] | None = None,
         limit: int | None = None,
     ) -> DocBatch:
-        sql, params = self._where(where)
-        if order is not None:
-            sql += f" ORDER BY {quote(order[0])} {'DESC' if order[1] else 'ASC'}"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(int(limit))
+        sql, params = find_sql(where, order, limit)
         rows = self._db.execute(f"SELECT {self._scalars} FROM {self._t}{sql}", params).fetchall()
-        return self._rows_to_batch(rows, with_vectors=False)
+        return batch_from_rows(self.schema, rows, with_vectors=False)
 
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         nq = len(vectors)
@@ -192,7 +160,7 @@ class SQLiteVecCollection(Collection):
         sql = f"SELECT rowid, distance FROM {self._v} WHERE embedding MATCH ? AND k = ?"
         extra: list[Any] = []
         if where is not None:
-            cond, extra = self._where(where)
+            cond, extra = where_sql(where)
             sql += f" AND rowid IN (SELECT id FROM {self._t}{cond})"
         sql += " ORDER BY distance"
         db = self._db
@@ -234,63 +202,43 @@ class SQLiteVecCollection(Collection):
 
 class SQLiteVecStore(Store):
     engine = "sqlite-vec"
-    capabilities = frozenset(Capability) - {Capability.INDEX, Capability.SEARCH_PARAMS}
+    capabilities = frozenset(Capability) - {
+        Capability.INDEX,
+        Capability.SEARCH_PARAMS,
+        Capability.PIPELINE,
+    }
     exact = True
     extra = "sqlite-vec"
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        self._tmpdir: str | None = None
-        if spec.url is None:
-            self._tmpdir = tempfile.mkdtemp(prefix="storebench-sqlite-vec-")
-            path = os.path.join(self._tmpdir, "store.db")
-        else:
-            path = os.path.abspath(spec.url.removeprefix("sqlite-vec://"))
-            parent = os.path.dirname(path)
-            if not os.path.isdir(parent):
-                raise UserError(f"directory {parent} does not exist", where="store sqlite-vec url")
-        self.spec = spec.with_(url=path)
-        self.path = path
-        self._local = threading.local()
-        self._all: list[apsw.Connection] = []
-        self._all_lock = threading.Lock()
+        self.path = self.local_path("store.db")
+        self._conns = PerThread(self._connect)
         self.connection()  # fail now, not in the first timed operation
+
+    def _connect(self) -> apsw.Connection:
+        db = apsw.Connection(self.path)
+        db.set_busy_timeout(60_000)
+        db.enable_load_extension(True)
+        db.load_extension(sqlite_vec.loadable_path())
+        db.enable_load_extension(False)
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute(f"PRAGMA synchronous = {self.spec.options.get('synchronous', 'NORMAL')}")
+        return db
 
     def connection(self) -> apsw.Connection:
         """This thread's connection, with sqlite-vec loaded."""
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = apsw.Connection(self.path)
-            db.set_busy_timeout(60_000)
-            db.enable_load_extension(True)
-            db.load_extension(sqlite_vec.loadable_path())
-            db.enable_load_extension(False)
-            db.execute("PRAGMA journal_mode = WAL")
-            db.execute(f"PRAGMA synchronous = {self.spec.options.get('synchronous', 'NORMAL')}")
-            self._local.db = db
-            with self._all_lock:
-                self._all.append(db)
-        return db
+        return self._conns.get()
 
     def has_collection(self, name: str) -> bool:
-        row = (
-            self.connection()
-            .execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
-            .fetchone()
-        )
-        return row is not None
+        return has_table(self.connection(), name)
 
     def _create(self, name: str, schema: Schema) -> Collection:
         if schema.dim is not None and schema.metric not in _VEC_METRIC:
             raise NotSupported(self.engine, f"metric {schema.metric} (vec0 has l2 and cosine)")
-        cols = ["id INTEGER PRIMARY KEY"] + [
-            f"{quote(f)} {_SQL_TYPE[k]}" for f, k in schema.fields.items()
-        ]
         db = self.connection()
         with db:
-            db.execute(f"CREATE TABLE {quote(name)} ({', '.join(cols)})")
-            for f in schema.indexed:
-                db.execute(f"CREATE INDEX {quote(name + '__' + f)} ON {quote(name)} ({quote(f)})")
+            create_table(db, name, schema)
             if schema.dim is not None:
                 db.execute(
                     f"CREATE VIRTUAL TABLE {quote(name + '__vec')} USING vec0("
@@ -313,14 +261,8 @@ class SQLiteVecStore(Store):
         }
 
     def close(self) -> None:
-        with self._all_lock:
-            for db in self._all:
-                db.close()
-            self._all.clear()
-        self._local = threading.local()
-        if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
+        self._conns.close()
+        super().close()
 
 
 def _dist(name: str) -> str:

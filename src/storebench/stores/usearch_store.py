@@ -94,6 +94,7 @@ class UsearchStore(LibraryStore):
     capabilities = frozenset(Capability) - {
         Capability.COMPACT,
         Capability.SHARED_ACROSS_PROCESSES,
+        Capability.PIPELINE,
     }
 
     def versions(self) -> dict[str, str]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -29,6 +29,10 @@ from storebench.servers.base import ResourceSampler
 from storebench.stores.base import Capability, Collection, Store
 
 ENTRY_POINT_GROUP = "storebench.workloads"
+
+
+# a workload's ``executor`` parameter (``RunContext.executor_for``)
+ExecutorChoice = Literal["auto", "threads", "processes"]
 
 
 class Params(BaseModel):
@@ -86,6 +90,32 @@ class RunContext:
     def share(self, name: str, array: np.ndarray) -> Shared:
         return Shared(array, self.workdir / f"{name}.npy")
 
+    def executor_for(self, choice: str, lanes: int, *, auto_processes: bool = True) -> str | None:
+        """Where a task's clients run, for a workload's ``executor`` parameter
+        (``ExecutorChoice``): ``threads`` or ``processes`` as asked; ``auto``:
+        processes when the task has several lanes (clients x in-flight
+        streams), the store can serve process clients and the run chose no
+        executor (``driver.executor``), since thread clients share one
+        interpreter (the GIL) and cheap requests make that the limit; else
+        None, the driver's choice (the run's executor, or the store's
+        ``client_mode``). A workload whose clients measured faster as
+        threads passes ``auto_processes=False``: its ``auto`` is then the
+        driver's choice (ingest: see there)."""
+        if choice != "auto":
+            return choice
+        if (
+            auto_processes
+            and self.driver.executor is None
+            and lanes > 1
+            and self.store.supports(Capability.SHARED_ACROSS_PROCESSES)
+        ):
+            return "processes"
+        return None
+
+    def executor_name(self, task: Task) -> str:
+        """The executor a task's clients run on (for its record)."""
+        return task.executor or self.driver.executor or self.store.client_mode
+
     def measure(self, task: Task, coll: Collection, **extra: Any) -> tuple[TaskStats, list[Any]]:
         """Time a task; its stats join the record even if it is interrupted."""
         stats, payloads = self.measure_mix([task], coll, **extra)[0]
@@ -125,10 +155,14 @@ class RunContext:
         finally:
             out.update(sampler.stop())
 
-    def once(self, name: str, fn: Callable[[], Any], items: int = 1) -> Any:
+    def once(
+        self, name: str, fn: Callable[[], Any], items: int = 1, since_ns: int | None = None
+    ) -> Any:
+        """Time one call; ``since_ns`` (a measured task's ``end_ns``) times it
+        from that task's end instead (see ``Driver.once``)."""
         res: dict[str, Any] = {}
         with self._resources(res):
-            stats, out = self.driver.once(name, fn, items)
+            stats, out = self.driver.once(name, fn, items, since_ns)
         stats.extra.update(res)
         self.add(stats)
         return out

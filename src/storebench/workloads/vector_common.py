@@ -579,17 +579,8 @@ class SearchRun:
     def executor(self, clients: int) -> str | None:
         """The task's executor: as asked, else processes for several clients
         where the store can serve them (queries reach them memory-mapped),
-        else the driver's choice (None)."""
-        p, ctx = self.p, self.ctx
-        if p.executor != "auto":
-            return p.executor
-        if (
-            ctx.driver.executor is None
-            and clients > 1
-            and ctx.store.supports(Capability.SHARED_ACROSS_PROCESSES)
-        ):
-            return "processes"
-        return None
+        else the driver's choice (None): ``RunContext.executor_for``."""
+        return self.ctx.executor_for(self.p.executor, clients)
 
     def executor_name(self, task: Task) -> str:
         return task.executor or self.ctx.driver.executor or self.ctx.store.client_mode
