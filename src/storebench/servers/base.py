@@ -282,6 +282,7 @@ class ResourceSampler:
         self._stop = threading.Event()
         self._peak_rss = 0
         self._cpu0 = self._cpu()
+        self._t0 = time.perf_counter()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="resource-sampler")
         self._thread.start()
 
@@ -315,6 +316,9 @@ class ResourceSampler:
         out: dict[str, Any] = {
             "server_peak_rss_bytes": self._peak_rss,
             "server_cpu_s": round(self._cpu() - self._cpu0, 3),
+            # the whole phase (client setup and warm-up too), which is longer
+            # than the measured elapsed time: per-second figures divide by this
+            "server_sampled_s": round(time.perf_counter() - self._t0, 3),
         }
         if self._dir is not None:
             out["server_data_bytes"] = directory_size(self._dir)

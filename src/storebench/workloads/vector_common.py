@@ -412,7 +412,10 @@ def client_accounting(rec: Mapping[str, Any], executor: str, clients: int) -> di
         "client_saturated": per_s >= SATURATED * ceiling,
     }
     if isinstance(rec.get("server_cpu_s"), int | float):
-        out["server_cpu_per_s"] = round(float(rec["server_cpu_s"]) / wall, 4)
+        # the sampler ran over the whole phase (setup, warm-up), not just the
+        # measured part: divide by its own span where it recorded one
+        span = rec.get("server_sampled_s") or wall
+        out["server_cpu_per_s"] = round(float(rec["server_cpu_s"]) / span, 4)
     return out
 
 
