@@ -45,40 +45,14 @@ def _stats(r: redis.Redis) -> dict:
     return r.info("commandstats")
 
 
-def test_inserts_go_out_in_one_pipeline_and_all_arrive(monkeypatch):
-    docs = make_docs(500)
-    store = StoreSpec("redis", S.shared_url("redis")).open()
-    r = client()
-    sends = []
-    real = redis.connection.Connection.send_packed_command
-
-    def counting(self, command, check_health=True):
-        if b"HSET" in _bytes(command):  # not a new connection's handshake
-            sends.append(1)
-        return real(self, command, check_health)
-
-    try:
-        coll = store.create_collection("sb_pipe", docs.schema())
-        before = _stats(r).get("cmdstat_hset", {}).get("calls", 0)
-        size_before = r.dbsize()
-        monkeypatch.setattr(redis.connection.Connection, "send_packed_command", counting)
-        coll.insert(docs)
-        monkeypatch.undo()
-        # the engine's own counters: every HSET reached the server...
-        assert _stats(r)["cmdstat_hset"]["calls"] - before == 500
-        assert r.dbsize() - size_before == 500
-        # ...in one write, not one per command
-        assert len(sends) == 1
-        assert coll.count() == 500
-        coll.drop()
-    finally:
-        store.close()
-        r.close()
-
-
-def test_pipelined_inserts_go_out_in_one_write_and_all_arrive(monkeypatch):
-    """insert_pipelined: ten batches, one pipeline: not one write per batch
-    (nor an empty pipeline with the commands sent one by one)."""
+@pytest.mark.parametrize(
+    "how",
+    [
+        "insert",  # one batch: its HSETs in one pipeline
+        "insert_pipelined",  # ten batches, one pipeline: not one write per batch
+    ],
+)
+def test_inserts_go_out_in_one_write_and_all_arrive(monkeypatch, how):
     docs = make_docs(300)
     store = StoreSpec("redis", S.shared_url("redis")).open()
     r = client()
@@ -91,12 +65,19 @@ def test_pipelined_inserts_go_out_in_one_write_and_all_arrive(monkeypatch):
         return real(self, command, check_health)
 
     try:
-        coll = store.create_collection("sb_pipelined", docs.schema())
+        coll = store.create_collection(f"sb_one_write_{how}", docs.schema())
         before = _stats(r).get("cmdstat_hset", {}).get("calls", 0)
+        size_before = r.dbsize()
         monkeypatch.setattr(redis.connection.Connection, "send_packed_command", counting)
-        coll.insert_pipelined([docs.slice(i, i + 30) for i in range(0, 300, 30)])
+        if how == "insert":
+            coll.insert(docs)
+        else:
+            coll.insert_pipelined([docs.slice(i, i + 30) for i in range(0, 300, 30)])
         monkeypatch.undo()
-        assert _stats(r)["cmdstat_hset"]["calls"] - before == 300  # the engine's own count
+        # the engine's own counters: every HSET reached the server...
+        assert _stats(r)["cmdstat_hset"]["calls"] - before == 300
+        assert r.dbsize() - size_before == 300
+        # ...in one write, not one per command
         assert len(sends) == 1
         assert coll.count() == 300
         coll.drop()
