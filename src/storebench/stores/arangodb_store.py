@@ -75,7 +75,7 @@ from arango.http import DefaultHTTPClient
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, Store, StoreSpec, redact_url
-from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
+from storebench.stores.filters import Cmp, Filter, In, Range, boolean_text
 
 URL_FORM = "http://user:pass@host:8529/dbname"
 VEC = "vec"
@@ -128,7 +128,7 @@ def to_aql(
         bind[p] = value
         return f"@{p}"
 
-    def go(node: Filter) -> str:
+    def leaf(node: Filter) -> str:
         if isinstance(node, Cmp):
             kind = kinds.get(node.field)
             return f"{attr(node.field)} {_AQL_CMP[node.op]} {val(_value(node.value, kind))}"
@@ -142,14 +142,9 @@ def to_aql(
                 return "false"
             kind = kinds.get(node.field)
             return f"{attr(node.field)} IN {val([_value(v, kind) for v in node.values])}"
-        if isinstance(node, And | Or):
-            glue = " AND " if isinstance(node, And) else " OR "
-            return "(" + glue.join(go(p) for p in node.parts) + ")"
-        if isinstance(node, Not):
-            return f"NOT ({go(node.part)})"
         raise TypeError(f"not a filter: {node!r}")
 
-    return go(f), bind
+    return boolean_text(f, leaf), bind
 
 
 def _chunks(ids: np.ndarray) -> Iterable[list[str]]:

@@ -18,7 +18,7 @@ import numpy as np
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import StorebenchError, UserError
-from storebench.stores.filters import SQL_CMP, And, Cmp, Filter, In, Not, Or, Range
+from storebench.stores.filters import SQL_CMP, And, Cmp, Filter, In, Range, boolean_text
 
 ID, VEC = "id", "vec"
 
@@ -67,7 +67,7 @@ def to_cypher(
         params[name] = value
         return f"${name}"
 
-    def go(node: Filter) -> str:
+    def leaf(node: Filter) -> str:
         if isinstance(node, Cmp):
             return f"{column(node.field)} {SQL_CMP[node.op]} {param(plain(node.value))}"
         if isinstance(node, Range):
@@ -80,14 +80,9 @@ def to_cypher(
             if one_type_lists and any(isinstance(v, float) for v in values):
                 values = [float(v) for v in values]
             return f"{column(node.field)} IN {param(values)}"
-        if isinstance(node, And | Or):
-            glue = " AND " if isinstance(node, And) else " OR "
-            return "(" + glue.join(go(p) for p in node.parts) + ")"
-        if isinstance(node, Not):
-            return f"NOT ({go(node.part)})"
         raise TypeError(f"not a filter: {node!r}")
 
-    return go(f)
+    return boolean_text(f, leaf)
 
 
 def anchors(

@@ -144,6 +144,23 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def boolean_text(f: Filter, leaf: Callable[[Filter], str]) -> str:
+    """A filter as query text: ``And`` / ``Or`` / ``Not`` as ``(a AND b)``,
+    ``(a OR b)`` and ``NOT (a)`` (SQL, Cypher and AQL spell them alike), each
+    comparison by ``leaf``. Compilers to those languages differ only in
+    their leaves."""
+
+    def go(node: Filter) -> str:
+        if isinstance(node, And | Or):
+            glue = " AND " if isinstance(node, And) else " OR "
+            return "(" + glue.join(go(p) for p in node.parts) + ")"
+        if isinstance(node, Not):
+            return f"NOT ({go(node.part)})"
+        return leaf(node)
+
+    return go(f)
+
+
 def to_sql(
     f: Filter, column: Callable[[str], str], placeholder: str = "?"
 ) -> tuple[str, list[Any]]:
@@ -153,7 +170,7 @@ def to_sql(
     ``placeholder`` is the driver's parameter marker (``?`` or ``%s``)."""
     params: list[Any] = []
 
-    def go(node: Filter) -> str:
+    def leaf(node: Filter) -> str:
         if isinstance(node, Cmp):
             params.append(_plain(node.value))
             return f"{column(node.field)} {SQL_CMP[node.op]} {placeholder}"
@@ -166,11 +183,6 @@ def to_sql(
             params.extend(_plain(v) for v in node.values)
             marks = ", ".join([placeholder] * len(node.values))
             return f"{column(node.field)} IN ({marks})"
-        if isinstance(node, And | Or):
-            glue = " AND " if isinstance(node, And) else " OR "
-            return "(" + glue.join(go(p) for p in node.parts) + ")"
-        if isinstance(node, Not):
-            return f"NOT ({go(node.part)})"
         raise TypeError(f"not a filter: {node!r}")
 
-    return go(f), params
+    return boolean_text(f, leaf), params
