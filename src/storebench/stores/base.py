@@ -251,10 +251,15 @@ class Store:
         """Bytes these collections hold together: the sum over distinct size
         units (``size_unit``), not over collections, so storage they share
         is counted once."""
+        return sum(coll.size_bytes() for coll in self.one_per_size_unit(*colls))
+
+    def one_per_size_unit(self, *colls: Collection) -> list[Collection]:
+        """The first of these collections in each size unit: what to measure
+        or compact once where collections share storage."""
         units: dict[object, Collection] = {}
         for coll in colls:
             units.setdefault(self.size_unit(coll), coll)
-        return sum(coll.size_bytes() for coll in units.values())
+        return list(units.values())
 
     # --- collections -------------------------------------------------------
     def create_collection(self, name: str, schema: Schema) -> Collection:

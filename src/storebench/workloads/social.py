@@ -248,10 +248,7 @@ class Actor:
 def _compact_all(store: Store, *colls: Collection) -> None:
     """Compact each storage unit once: collections that share one database
     (``Store.size_unit``) would otherwise compact all of it once each."""
-    units: dict[object, Collection] = {}
-    for c in colls:
-        units.setdefault(store.size_unit(c), c)
-    for c in units.values():
+    for c in store.one_per_size_unit(*colls):
         c.compact()
 
 
