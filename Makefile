@@ -3,33 +3,33 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test bench lint format clean
+.PHONY: demo setup test bench lint format clean
 
-$(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+# All set-up lives in tools/setup.py: it installs only what is missing and
+# prints one line per component (what, how long). STOREBENCH_EMBEDDED_ONLY=1
+# leaves out the managed server engines (and their tests).
 
-$(VENV)/.core: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
-	touch $@
+## demo: install storebench, then run the crud scenario on the embedded stores (memory, sqlite)
+demo:
+	$(PYTHON) tools/setup.py --core --venv $(VENV)
+	$(BIN)/storebench run crud
 
-$(VENV)/.test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
-	touch $@
+## setup: everything the tests need (system packages, extras, engine distributions, agdb)
+setup:
+	$(PYTHON) tools/setup.py --venv $(VENV)
 
-$(VENV)/.dev: pyproject.toml | $(BIN)/python
+## test: set up, then run the whole test suite
+test: setup
+	$(BIN)/python -m pytest
+
+$(VENV)/.dev: pyproject.toml
+	$(PYTHON) tools/setup.py --core --venv $(VENV)
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-## demo: install, then run the crud scenario on the embedded stores (memory, sqlite)
-demo: $(VENV)/.core
-	$(BIN)/storebench run crud
-
-## test: install with test extras, then run the whole test suite
-test: $(VENV)/.test
-	$(BIN)/python -m pytest
-
 ## bench: the harness's own ceiling (null store)
-bench: $(VENV)/.core
+bench:
+	$(PYTHON) tools/setup.py --core --venv $(VENV)
 	$(BIN)/python benchmarks/harness_ceiling.py
 
 lint: $(VENV)/.dev

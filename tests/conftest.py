@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import pytest
 
@@ -23,3 +25,25 @@ def make_docs(n: int, dim: int = 16, seed: int = 0, start: int = 0) -> DocBatch:
 @pytest.fixture
 def docs() -> DocBatch:
     return make_docs(500)
+
+
+# A test skipped because a part of the machine is missing (an engine's client
+# not importable, a binary not on PATH) is a set-up bug: `make test` installs
+# every part. Such skips fail, unless STOREBENCH_EMBEDDED_ONLY or
+# STOREBENCH_SKIP_ENGINES asked for fewer engines.
+_MISSING_PART = ("could not import", "no chromium", "not on PATH")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if not report.skipped or not isinstance(report.longrepr, tuple):
+        return
+    reason = str(report.longrepr[2])
+    narrowed = os.environ.get("STOREBENCH_EMBEDDED_ONLY", "") not in ("", "0") or os.environ.get(
+        "STOREBENCH_SKIP_ENGINES"
+    )
+    if not narrowed and any(s in reason for s in _MISSING_PART):
+        report.outcome = "failed"
+        report.longrepr = f"a missing part skipped this test ({reason}); `make setup` installs it"

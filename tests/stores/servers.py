@@ -7,7 +7,8 @@ Servers stop at the end of the session (the ``stop_shared_servers``
 fixture in conftest.py, with the lifecycle's own atexit as a backstop).
 
 An engine whose server cannot start fails its tests loudly; only
-``STOREBENCH_SKIP_ENGINES=pgvector,redis`` (never set by CI) skips them.
+``STOREBENCH_SKIP_ENGINES=pgvector,redis`` or ``STOREBENCH_EMBEDDED_ONLY=1``
+(every managed server engine; never set by CI) skips them.
 """
 
 from __future__ import annotations
@@ -74,14 +75,25 @@ _servers: dict[str, Server] = {}
 _lock = threading.Lock()
 
 
+# engines whose tests need a server the tests start (or a distribution or
+# binary that tools/setup.py installs)
+SERVER_ENGINES = {*FACTORIES, "elasticsearch", "opensearch"}
+
+
+def embedded_only() -> bool:
+    return os.environ.get("STOREBENCH_EMBEDDED_ONLY", "") not in ("", "0")
+
+
 def skipped(engine: str) -> bool:
+    if embedded_only() and engine in SERVER_ENGINES:
+        return True
     return engine in {e.strip() for e in os.environ.get("STOREBENCH_SKIP_ENGINES", "").split(",")}
 
 
 def shared_server(engine: str) -> Server:
     """The session's server for ``engine`` (started now if it is the first use)."""
     if skipped(engine):
-        pytest.skip(f"{engine} skipped by STOREBENCH_SKIP_ENGINES")
+        pytest.skip(f"{engine} skipped by STOREBENCH_SKIP_ENGINES / STOREBENCH_EMBEDDED_ONLY")
     with _lock:
         server = _servers.get(engine)
         if server is None or not server.alive():

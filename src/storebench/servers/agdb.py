@@ -31,7 +31,6 @@ import json
 import os
 import secrets
 import shutil
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -39,6 +38,7 @@ from typing import Any, ClassVar, TypedDict
 from urllib.parse import quote, urlsplit
 
 from storebench.errors import StorebenchError, UserError
+from storebench.retry import NETWORK, cause, run_retrying
 from storebench.servers.base import Server, ServerError
 
 AGDB_VERSION = "~0.16.0"  # the cargo version requirement (the study's 0.16)
@@ -115,14 +115,21 @@ def install(root: Path | None = None, quiet: bool = False) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     cargo = _cargo()
     base = [cargo, "install", "--root", str(root), BINARY, "--version", AGDB_VERSION]
-    out = subprocess.DEVNULL if quiet else None
-    # --locked: the crate's own Cargo.lock (what its release was tested with)
-    r = subprocess.run([*base[:2], "--locked", *base[2:]], stdout=out, stderr=out, check=False)
-    if r.returncode != 0:
-        r = subprocess.run(base, stdout=out, stderr=out, check=False)
+
+    def log(message: str) -> None:
+        if not quiet:
+            print(message, file=sys.stderr, flush=True)
+
+    # --locked: the crate's own Cargo.lock (what its release was tested with);
+    # a download that fails is tried again, a build that fails is not
+    r = run_retrying([*base[:2], "--locked", *base[2:]], "cargo install agdb_server", transient=NETWORK, log=log)
+    if r.returncode != 0 and not NETWORK.search(r.stdout + r.stderr):
+        r = run_retrying(base, "cargo install agdb_server (unlocked)", transient=NETWORK, log=log)
     binary = root / "bin" / BINARY
     if r.returncode != 0 or not binary.is_file():
-        raise ServerError(f"agdb: cargo install {BINARY} failed (exit {r.returncode})")
+        raise ServerError(
+            f"agdb: cargo install {BINARY} failed (exit {r.returncode}): {cause(r.stdout + r.stderr, 10)}"
+        )
     return binary
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import logging
 import os
 import pwd
 import shutil
@@ -33,6 +34,7 @@ import psutil
 
 from storebench.errors import StorebenchError
 
+_log = logging.getLogger("storebench.servers")
 _PR_SET_PDEATHSIG = 1
 _live: set[Server] = set()
 _live_lock = threading.Lock()
@@ -53,6 +55,24 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.2)
         return s.connect_ex((host, port)) == 0
+
+
+def load_factor() -> float:
+    """How much longer than on an idle machine a start may take: the 1-minute
+    load average per core, at least 1, at most 4 (or $STOREBENCH_TIMEOUT_SCALE)."""
+    env = os.environ.get("STOREBENCH_TIMEOUT_SCALE")
+    if env:
+        return max(float(env), 0.1)
+    try:
+        per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        return 1.0
+    return min(max(per_core, 1.0), 4.0)
+
+
+def scaled_timeout(base_s: float) -> float:
+    """A readiness bound: ``base_s`` on an idle machine, longer under load."""
+    return base_s * load_factor()
 
 
 def _die_with_parent() -> None:
@@ -84,6 +104,8 @@ class Server:
 
     name: ClassVar[str]
     refuses_root: ClassVar[bool] = False  # run as an unprivileged user when we are root
+    # the bound on readiness on an idle machine; scaled_timeout() stretches it
+    # by the load per core (up to 4x) so a busy machine is not a failed start
     start_timeout_s: ClassVar[float] = 120.0
     stop_timeout_s: ClassVar[float] = 30.0
     run_as: ClassVar[str] = "nobody"
@@ -183,8 +205,12 @@ class Server:
         return self
 
     def wait_ready(self, t0: float) -> None:
-        """Poll ``ready()`` until it answers, the process dies or time runs out."""
+        """Poll ``ready()`` until it answers, the process dies or time runs out
+        (``start_timeout_s`` scaled by the machine's load); a slow start is
+        logged every 15 s with the server's name and the time waited."""
         delay = 0.02
+        limit = scaled_timeout(self.start_timeout_s)
+        next_note = 15.0
         while True:
             if self.proc is not None and self.proc.poll() is not None:
                 raise ServerError(
@@ -193,10 +219,15 @@ class Server:
             with contextlib.suppress(Exception):
                 if self.ready():
                     return
-            if time.monotonic() - t0 > self.start_timeout_s:
+            waited = time.monotonic() - t0
+            if waited > limit:
                 raise ServerError(
-                    f"{self.name} not ready after {self.start_timeout_s:.0f}s; log {self.log_path}: {self.log_tail()}"
+                    f"{self.name} not ready after {waited:.0f}s (limit {limit:.0f}s: "
+                    f"{self.start_timeout_s:.0f}s x load {load_factor():.1f}); log {self.log_path}: {self.log_tail()}"
                 )
+            if waited > next_note:
+                _log.warning("%s: still starting after %.0f s (limit %.0f s)", self.name, waited, limit)
+                next_note += 15.0
             time.sleep(delay)  # a poll interval, not a guess at start-up time
             delay = min(delay * 1.5, 0.5)
 

@@ -23,12 +23,14 @@ import pwd
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from storebench.retry import cause, run_retrying
 from storebench.servers.base import ServerError
 
 _MARKER = ".storebench-complete"
@@ -36,6 +38,10 @@ _MARKER = ".storebench-complete"
 
 class DistError(ServerError):
     """A distribution could not be fetched, unpacked or set up."""
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -132,11 +138,13 @@ def maven_copy(art: MavenZip, dest: Path) -> Path:
         f"-DoutputDirectory={dest}",
         "-Dmdep.overWriteReleases=true",
     ]
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=dest, stdin=subprocess.DEVNULL)
+    # a registry that hiccups is tried again (bounded); "not found" is final
+    r = run_retrying(cmd, f"mvn fetch of {art.coords}", cwd=dest, log=_log)
     out = dest / art.filename
     if r.returncode != 0 or not out.is_file():
-        tail = " | ".join((r.stdout + r.stderr).strip().splitlines()[-10:])
-        raise DistError(f"mvn could not fetch {art.coords} (exit {r.returncode}): {tail}")
+        raise DistError(
+            f"mvn could not fetch {art.coords} (exit {r.returncode}): {cause(r.stdout + r.stderr, 10)}"
+        )
     return out
 
 

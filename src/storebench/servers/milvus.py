@@ -58,9 +58,10 @@ class MilvusLiteServer(Server):
             return False
         from pymilvus import MilvusClient
 
-        client = MilvusClient(uri=self.url, timeout=5)
+        # each try is bounded (the loop around it has the real limit)
+        client = MilvusClient(uri=self.url, timeout=10)
         try:
-            client.get_server_version(timeout=5)
+            client.get_server_version(timeout=10)
         finally:
             client.close()
         return True

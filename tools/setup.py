@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Everything the test suite needs on this machine, installed once.
+
+``make test`` runs this first (``make setup``); ``make demo`` runs it with
+``--core``. Each component checks what is already there and installs only
+what is missing, then prints one line: what it installed and how long it
+took. A second run takes seconds.
+
+Components, in order:
+
+  system packages    Debian packages (apt-get): Chromium (the HTML report's
+                     browser test), Java 17 + Maven (Elasticsearch and
+                     OpenSearch), MariaDB server, redis-tools and the
+                     PostgreSQL client tools (benchmarks/ingest_native.py)
+  python             the virtual environment with storebench and its test
+                     extras (every engine's client), redone when
+                     pyproject.toml changes
+  elastic            the Elasticsearch and OpenSearch distributions from
+                     Maven Central, unpacked into storebench's cache
+  agdb               agdb_server built with cargo into storebench's cache
+                     (about 8 minutes on 2 cores, once)
+
+``STOREBENCH_EMBEDDED_ONLY=1`` leaves out what only the managed server
+engines need (Java, Maven, MariaDB, the distributions, agdb); the test suite
+then skips those engines' tests. Without it nothing is skipped.
+
+Downloads are tried again on network errors (bounded, with backoff, each
+failure logged with its cause); a package that does not exist fails at once
+with the component's name. Standard library only: it runs before the
+virtual environment exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load_retry():  # type: ignore[no-untyped-def]
+    """storebench/retry.py by its path (the package's dependencies may not
+    be installed yet, so the package itself is not imported)."""
+    spec = importlib.util.spec_from_file_location(
+        "storebench_retry", ROOT / "src" / "storebench" / "retry.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+retry = _load_retry()
+
+
+class SetupError(Exception):
+    """A component could not be installed; the message names it."""
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def embedded_only() -> bool:
+    return os.environ.get("STOREBENCH_EMBEDDED_ONLY", "") not in ("", "0")
+
+
+# --- system packages --------------------------------------------------------------
+
+# (what must be found, the Debian package that provides it, needed by servers only)
+SYSTEM: list[tuple[tuple[str, ...], str, bool]] = [
+    (("chromium", "/usr/bin/chromium"), "chromium", False),
+    (("java",), "openjdk-17-jre-headless", True),
+    (("mvn",), "maven", True),
+    (("mariadbd", "/usr/sbin/mariadbd"), "mariadb-server", True),
+    (("mariadb-install-db",), "mariadb-server", True),
+    (("redis-benchmark",), "redis-tools", True),
+    (("pgbench", "/usr/lib/postgresql/15/bin/pgbench"), "postgresql-client", True),
+    (("psql",), "postgresql-client", True),
+]
+
+
+def _found(names: tuple[str, ...]) -> bool:
+    return any(os.access(n, os.X_OK) if n.startswith("/") else shutil.which(n) for n in names)
+
+
+def system_packages() -> str:
+    wanted = [
+        pkg for names, pkg, servers in SYSTEM if not (servers and embedded_only()) and not _found(names)
+    ]
+    missing = list(dict.fromkeys(wanted))
+    if not missing:
+        return "all present"
+    if shutil.which("apt-get") is None:
+        raise SetupError(
+            f"missing {', '.join(missing)} and there is no apt-get here: install them with "
+            "this system's package manager (see README, 'What make test installs')"
+        )
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    r = retry.run_retrying([*sudo, "apt-get", "update", "-qq"], "apt-get update", log=log, env=env)
+    if r.returncode != 0:
+        raise SetupError(f"apt-get update failed: {retry.cause(r.stdout + r.stderr)}")
+    r = retry.run_retrying(
+        [*sudo, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing],
+        f"apt-get install {' '.join(missing)}",
+        log=log,
+        env=env,
+    )
+    if r.returncode != 0:
+        raise SetupError(f"apt-get install {' '.join(missing)} failed: {retry.cause(r.stdout + r.stderr)}")
+    return "installed " + " ".join(missing)
+
+
+# --- the Python environment ----------------------------------------------------------
+
+
+def python_env(venv: Path, extras: str) -> Callable[[], str]:
+    def install() -> str:
+        python = venv / "bin" / "python"
+        stamp = venv / f".setup-{extras or 'core'}"
+        pyproject = ROOT / "pyproject.toml"
+        if stamp.is_file() and stamp.stat().st_mtime >= pyproject.stat().st_mtime and python.exists():
+            return "up to date"
+        made = ""
+        if not python.exists():
+            r = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise SetupError(f"python -m venv {venv} failed: {retry.cause(r.stdout + r.stderr)}")
+            made = f"created {venv}, "
+        target = f"{ROOT}[{extras}]" if extras else str(ROOT)
+        r = retry.run_retrying(
+            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-e", target],
+            f"pip install -e .[{extras}]",
+            log=log,
+            cwd=ROOT,
+        )
+        if r.returncode != 0:
+            raise SetupError(f"pip install -e .[{extras}] failed: {retry.cause(r.stdout + r.stderr)}")
+        stamp.touch()
+        return f"{made}installed storebench" + (f"[{extras}]" if extras else "")
+
+    return install
+
+
+def module_step(venv: Path, *args: str) -> Callable[[], str]:
+    """Run ``python -m <module> ...`` in the venv; its last stdout line says what is there."""
+
+    def run() -> str:
+        r = subprocess.run(
+            [str(venv / "bin" / "python"), "-m", *args],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+        )  # stderr (retries, errors) goes straight to the terminal
+        if r.returncode != 0:
+            raise SetupError(f"`python -m {' '.join(args)}` failed (exit {r.returncode}); see above")
+        return "; ".join(r.stdout.strip().splitlines()) or "done"
+
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="tools/setup.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--venv", default=str(ROOT / ".venv"), help="the virtual environment")
+    ap.add_argument("--core", action="store_true", help="only storebench itself (make demo)")
+    args = ap.parse_args(argv)
+    venv = Path(args.venv)
+    if not venv.is_absolute():
+        venv = ROOT / venv
+    steps: list[tuple[str, Callable[[], str] | None]]
+    if args.core:
+        steps = [("python", python_env(venv, ""))]
+    else:
+        servers = not embedded_only()
+        skip = None  # a step left out under STOREBENCH_EMBEDDED_ONLY
+        steps = [
+            ("system packages", system_packages),
+            ("python", python_env(venv, "test")),
+            ("elastic", module_step(venv, "storebench.servers.elastic", "--fetch") if servers else skip),
+            ("agdb", module_step(venv, "storebench.servers.agdb", "--install") if servers else skip),
+        ]
+    t_all = time.monotonic()
+    for name, step in steps:
+        if step is None:
+            log(f"setup: {name:16} skipped (STOREBENCH_EMBEDDED_ONLY)")
+            continue
+        t0 = time.monotonic()
+        try:
+            what = step()
+        except SetupError as exc:
+            log(f"setup: {name}: error: {exc}")
+            return 1
+        log(f"setup: {name:16} {what} ({time.monotonic() - t0:.1f} s)")
+    if not args.core:
+        log(f"setup: done in {time.monotonic() - t_all:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
