@@ -36,9 +36,19 @@ NOT_FOUND = (
 )
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_ERROR_LINE = re.compile(r"(?i)^(\[error\]|error\b|e:|fatal\b)")
+
+
 def cause(output: str, lines: int = 6) -> str:
-    """The last non-empty lines of a command's output, on one line."""
-    tail = [ln.strip() for ln in output.strip().splitlines() if ln.strip()][-lines:]
+    """Why a command failed, on one line: its first error line (where tools
+    like mvn put the reason, before pages of hints), then its last lines."""
+    text = [ln.strip() for ln in _ANSI.sub("", output).splitlines()]
+    text = [ln for ln in text if ln and ln not in ("[ERROR]", "[0m")]
+    first = next((ln for ln in text if _ERROR_LINE.match(ln)), None)
+    tail = text[-lines:]
+    if first is not None and first not in tail:
+        tail = [first, "...", *tail[-max(lines - 2, 1) :]]
     return " | ".join(tail) or "(no output)"
 
 

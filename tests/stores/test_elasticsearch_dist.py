@@ -27,7 +27,7 @@ def _zip(path, entries):
     return path
 
 
-FAKE = Distribution("fake-1.0", MavenZip("org.example", "fake", "1.0"))
+FAKE = Distribution("fake-1.0", MavenZip("org.example", "fake", "1.0", "0" * 64))
 
 
 @pytest.fixture
@@ -131,3 +131,15 @@ def test_float32_vectors_survive_the_json_round_trip():
     )
     rows = [orjson.loads(r) for r in _json_vectors(v)]
     assert float32_exact(rows).tobytes() == v.tobytes()
+
+
+def test_a_download_that_is_not_the_pinned_one_is_refused_and_removed(tmp_path):
+    z = _zip(tmp_path / "fake-1.0.zip", [("top/a", stat.S_IFREG | 0o644, b"x")])
+    with pytest.raises(DistError, match="is not the pinned"):
+        dist.verify_sha256(z, "0" * 64)
+    assert not z.exists()
+    z = _zip(tmp_path / "fake-1.0.zip", [("top/a", stat.S_IFREG | 0o644, b"x")])
+    import hashlib
+
+    dist.verify_sha256(z, hashlib.sha256(z.read_bytes()).hexdigest())  # the pinned one passes
+    assert z.exists()

@@ -97,13 +97,28 @@ def _install_knn(home: Path, extras: list[Path]) -> None:
 ELASTICSEARCH = Distribution(
     f"elasticsearch-{ELASTICSEARCH_VERSION}",
     MavenZip(
-        "org.elasticsearch.distribution.integ-test-zip", "elasticsearch", ELASTICSEARCH_VERSION
+        "org.elasticsearch.distribution.integ-test-zip",
+        "elasticsearch",
+        ELASTICSEARCH_VERSION,
+        "c4b08b70523700efde9f3e4c9287229f085c2c0db1efca5c6a7d65abbdb9f2e1",
     ),
 )
 OPENSEARCH = Distribution(
     f"opensearch-{OPENSEARCH_VERSION}-knn-{OPENSEARCH_KNN_VERSION}",
-    MavenZip("org.opensearch.distribution.integ-test-zip", "opensearch", OPENSEARCH_VERSION),
-    extras=(MavenZip("org.opensearch.plugin", "opensearch-knn", OPENSEARCH_KNN_VERSION),),
+    MavenZip(
+        "org.opensearch.distribution.integ-test-zip",
+        "opensearch",
+        OPENSEARCH_VERSION,
+        "af7152d8b7f6f1cee09d47276b32b70479fe6dd8cdbb61213f84eb7f8098b261",
+    ),
+    extras=(
+        MavenZip(
+            "org.opensearch.plugin",
+            "opensearch-knn",
+            OPENSEARCH_KNN_VERSION,
+            "eab8c9818865bc035212eab5068cdacae164baa09d4c152f49b736d6f6b0e85c",
+        ),
+    ),
     setup=_install_knn,
 )
 
