@@ -85,6 +85,34 @@ def test_kill_9_is_reported_with_the_last_log_lines():
         assert msg is not None and "died (exit code -9)" in msg and "some-path" in msg
 
 
+class NeverReady(HttpServer):
+    start_timeout_s = 0.5
+
+    def ready(self):
+        return False
+
+
+def test_a_server_that_never_answers_fails_naming_it_and_the_time_waited(monkeypatch):
+    monkeypatch.setenv("STOREBENCH_TIMEOUT_SCALE", "2")
+    s = NeverReady()
+    with pytest.raises(ServerError, match=r"pyhttp not ready after \d+s \(limit 1s: 0s x load 2\.0\)"):
+        s.start()
+    assert not s.alive() and not s.dir.exists()
+
+
+def test_readiness_bounds_stretch_with_the_load_per_core(monkeypatch):
+    from storebench.servers import base
+
+    monkeypatch.delenv("STOREBENCH_TIMEOUT_SCALE", raising=False)
+    cores = os.cpu_count() or 1
+    monkeypatch.setattr(base.os, "getloadavg", lambda: (0.1, 0.0, 0.0))
+    assert base.scaled_timeout(60) == 60  # an idle machine: the base bound
+    monkeypatch.setattr(base.os, "getloadavg", lambda: (2.5 * cores, 0.0, 0.0))
+    assert base.scaled_timeout(60) == 150
+    monkeypatch.setattr(base.os, "getloadavg", lambda: (50.0 * cores, 0.0, 0.0))
+    assert base.scaled_timeout(60) == 240  # at most 4x
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root switches user")
 def test_servers_that_refuse_root_run_unprivileged():
     with Unprivileged() as s:
