@@ -2,6 +2,7 @@
 order, the count check, recall per setting and per selectivity, tuning,
 growing sizes, process clients, open loop, engine-side time, reports."""
 
+import numpy as np
 import pytest
 
 import storebench
@@ -238,3 +239,65 @@ def test_reports_of_the_three_workloads(tmp_path):
     ):
         blocks = fn(by[w])
         assert blocks and isinstance(blocks[0], views.Figure), (fn.__name__, w)
+
+
+def _fvecs(path, x):
+    x = np.asarray(x, np.float32)
+    rows = np.hstack([np.full((len(x), 1), x.shape[1], np.int32).view(np.float32), x])
+    rows.tofile(path)
+
+
+@pytest.fixture
+def tied_dataset(tmp_path, monkeypatch):
+    """1,200 rows: 40 distinct points, each 30 times, so the 100th neighbour
+    of a query is in the middle of a group of 30 equal distances."""
+    from storebench.data import datasets
+
+    monkeypatch.setenv("STOREBENCH_DATA", str(tmp_path / "data"))
+    rng = np.random.default_rng(3)
+    points = rng.normal(size=(40, 8)).astype(np.float32)
+    _fvecs(tmp_path / "base.fvecs", np.repeat(points, 30, axis=0))
+    _fvecs(tmp_path / "query.fvecs", rng.normal(size=(25, 8)))
+    datasets.import_path(
+        tmp_path / "base.fvecs", "tied", queries=tmp_path / "query.fvecs", metric="l2"
+    )
+    return "tied"
+
+
+@pytest.mark.parametrize("k", [10, 100])
+@pytest.mark.parametrize("scenario", ["search", "crud"])
+def test_ties_count_whichever_tied_ids_an_exact_store_returns(
+    tmp_path, monkeypatch, tied_dataset, scenario, k
+):
+    real = MemoryCollection.search
+
+    def last_of_ties(self, vectors, k_, where=None):
+        """An exact store that breaks ties the other way: of equal distances,
+        the highest ids (the truth keeps the lowest)."""
+        r = real(self, vectors, min(k_ + 60, 1200), where)
+        order = np.lexsort((-r.ids, r.distances), axis=1)[:, :k_]
+        return type(r)(np.take_along_axis(r.ids, order, 1), np.take_along_axis(r.distances, order, 1))
+
+    monkeypatch.setattr(MemoryCollection, "search", last_of_ties)
+    sets = {"dataset": tied_dataset, "k": k, "ops": 25, "batch_size": 400}
+    if scenario == "search":
+        sets |= {"queries": 25, "grid": {}, "warmup": 0, "labels": [], "repeats": 1}
+    (rec,) = storebench.run(scenario, stores=["memory"], set=sets, results_dir=tmp_path)
+    assert rec["status"] == "ok", rec["error"]
+    recalls = [t[f"recall@{k}"] for t in rec["tasks"] if f"recall@{k}" in t]
+    assert recalls and all(r == 1.0 for r in recalls), recalls
+
+
+def test_a_wrong_id_at_a_tied_distance_is_still_a_miss():
+    """Tie-aware scoring counts a found id by its *true* distance, among the
+    rows the truth covers: a row outside them (deleted, filtered out) is a
+    miss even at the k-th distance."""
+    from storebench.data.truth import GroundTruth
+    from storebench.workloads.vector_common import score
+
+    truth = GroundTruth(np.array([[0, 1]]), np.array([[0.0, 1.0]], np.float32))
+    payload = (np.array([[0, 7]]), np.array([True]))
+    tied = score([payload], truth, 2, lambda rows, f: np.array([[0.0, 1.0]], np.float32))
+    outside = score([payload], truth, 2, lambda rows, f: np.array([[0.0, np.inf]], np.float32))
+    untold = score([payload], truth, 2)
+    assert (tied.recall, outside.recall, untold.recall) == (1.0, 0.5, 0.5)

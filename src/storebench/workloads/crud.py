@@ -19,7 +19,6 @@ import numpy as np
 from pydantic import Field
 
 from storebench.data.batch import DocBatch
-from storebench.data.truth import GroundTruth
 from storebench.driver import FnOp, Op, Task
 from storebench.errors import NotSupported, TaskFailed, UserError
 from storebench.stores.base import Capability, Collection
@@ -200,7 +199,9 @@ class CrudWorkload(Workload):
                     **extra,
                 )
                 timed = -1
-            recall = _recall(payloads, truth, len(queries), p.k)
+            recall = score(
+                payloads, truth, p.k, lambda rows, f: data.true_distances(queries[rows], f, live)
+            ).recall
             ctx.tasks[timed][f"recall@{p.k}"] = recall
             ctx.metrics.setdefault(f"recall@{p.k}", recall)  # of the first setting
         if ctx.store.supports(Capability.SIZE):
@@ -227,7 +228,3 @@ class CrudWorkload(Workload):
             ctx.measure(Task(name, PoolFactory(method, pool), ops=ops, **common), coll)
         return True
 
-
-def _recall(payloads: list[Any], truth: GroundTruth, n_queries: int, k: int) -> float | None:
-    """Mean recall@k over the queries the clients ran (each returns its rows)."""
-    return score(payloads, truth, k).recall

@@ -28,7 +28,7 @@ from pydantic import Field, field_validator
 from storebench.data import synthetic
 from storebench.data.batch import DocBatch
 from storebench.data.shared import Shared
-from storebench.data.truth import GroundTruth, recall_at_k
+from storebench.data.truth import GroundTruth, pair_distances, recall_at_k
 from storebench.driver import Op, Task
 from storebench.driver.core import cpu_count
 from storebench.errors import NotSupported, TaskFailed, UserError
@@ -108,6 +108,11 @@ class VectorData:
             }
 
     @property
+    def _ids_are_rows(self) -> bool:
+        ids = self.ids
+        return bool(len(ids) == 0 or (ids[0] == 0 and ids[-1] == len(ids) - 1 and (np.diff(ids) == 1).all()))
+
+    @property
     def fields(self) -> dict[str, np.ndarray]:
         out = {} if self.tags is None else {TAG: self.tags}
         return out | self.labels
@@ -116,6 +121,22 @@ class VectorData:
         if self.ds is not None:
             return np.ascontiguousarray(self.ds.queries[: min(count, self.ds.nq)])
         return synthetic.queries(count, self.p.dim, self.p.data, self.p.seed)
+
+    def true_distances(self, queries: np.ndarray, found: np.ndarray, live: np.ndarray) -> np.ndarray:
+        """The exact distance from query i to each id in ``found[i]`` (inf for
+        -1, an unknown id or a row ``live`` leaves out). Scoring uses it to
+        count a found id that ties with the k-th true neighbour though the
+        truth, cut at a fixed number of columns, does not list it."""
+        found = np.asarray(found, np.int64)
+        if self._ids_are_rows:
+            pos = np.where((found >= 0) & (found < self.n), found, -1)
+        else:
+            order = np.argsort(self.ids, kind="stable")
+            at = np.searchsorted(self.ids, found, sorter=order).clip(max=self.n - 1)
+            pos = np.where(self.ids[order[at]] == found, order[at], -1)
+        ok = pos >= 0
+        ok[ok] = live[pos[ok]]
+        return pair_distances(queries, self.vecs, np.where(ok, pos, -1), self.metric)
 
     def truth(self, live: np.ndarray, queries: np.ndarray, k: int) -> GroundTruth:
         """Exact neighbours among the rows ``live`` keeps (a boolean mask over
@@ -245,9 +266,18 @@ class Score:
     short: int = 0  # queries that got fewer than k results
 
 
-def score(payloads: Sequence[Any], truth: GroundTruth, k: int) -> Score:
+# the true distances of found ids for the queries (rows) given: see
+# VectorData.true_distances
+DistancesOf = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def score(
+    payloads: Sequence[Any], truth: GroundTruth, k: int, distances_of: DistancesOf | None = None
+) -> Score:
     """Recall@k and precision@k over the queries the clients ran (each
-    client returns its (found ids, ran) pair)."""
+    client returns its (found ids, ran) pair). With ``distances_of(rows,
+    found)``, a found id tied with the k-th true neighbour counts even when
+    the truth's columns end before it."""
     nq = len(truth.ids)
     found = np.full((nq, k), -1, np.int64)
     seen = np.zeros(nq, bool)
@@ -256,12 +286,16 @@ def score(payloads: Sequence[Any], truth: GroundTruth, k: int) -> Score:
         seen |= ran
     if not seen.any():
         return Score(None, None, 0)
-    return score_found(found[seen], truth[seen], k)
+    rows = np.flatnonzero(seen)
+    fd = distances_of(rows, found[rows]) if distances_of is not None else None
+    return score_found(found[rows], truth[rows], k, fd)
 
 
-def score_found(found: np.ndarray, truth: GroundTruth, k: int) -> Score:
+def score_found(
+    found: np.ndarray, truth: GroundTruth, k: int, found_distances: np.ndarray | None = None
+) -> Score:
     found = found[:, :k]
-    rec = recall_at_k(found, truth, k)
+    rec = recall_at_k(found, truth, k, found_distances=found_distances)
     # recall_at_k divides the hits by min(k, true neighbours within the k-th
     # distance); the same bound gives the hits back
     kth = truth.distances[:, k - 1].astype(np.float64)
@@ -577,6 +611,7 @@ class SearchRun:
         self.shared_q = ctx.share("queries", self.queries)
         self.loaded = 0
         self.truths: dict[str | None, GroundTruth] = {}
+        self.lives: dict[str | None, np.ndarray] = {}  # the rows each truth covers
 
     # --- executors
     def executor(self, clients: int) -> str | None:
@@ -648,10 +683,17 @@ class SearchRun:
             if label is not None:
                 live &= np.asarray(self.data.labels[label]) == label
             self.truths[key] = self.data.truth(live, self.queries, self.truth_k)
+            self.lives[key] = live
         return self.truths[key]
+
+    def distances_of(self, label: str | None) -> DistancesOf:
+        """True distances of found ids, among the rows ``truth(label)`` covers."""
+        live = self.lives[label]
+        return lambda rows, found: self.data.true_distances(self.queries[rows], found, live)
 
     def reset_truth(self) -> None:
         self.truths.clear()
+        self.lives.clear()
 
     # --- search
     def apply(self, setting: Mapping[str, Any]) -> None:
@@ -702,7 +744,7 @@ class SearchRun:
         _, payloads = ctx.measure(task, self.coll, **extra)
         after = ctx.store.engine_stats() if p.engine_time else None
         rec = ctx.tasks[-1]
-        s = score(payloads, truth, self.k)
+        s = score(payloads, truth, self.k, self.distances_of(label))
         rec[f"recall@{self.k}"] = s.recall
         rec[f"precision@{self.k}"] = s.precision
         rec["queries_scored"] = s.queries
@@ -726,7 +768,8 @@ class SearchRun:
                 self.coll.search(q, self.k) if where is None else self.coll.search(q, self.k, where)
             )
             found[s : s + len(q)] = res.ids[:, : self.k]
-        r = score_found(found, truth, self.k).recall
+        fd = self.distances_of(label)(np.arange(len(found)), found)
+        r = score_found(found, truth, self.k, fd).recall
         return 0.0 if r is None else r
 
     def filtered(
