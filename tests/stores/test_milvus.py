@@ -8,7 +8,7 @@ from pymilvus import DataType, MilvusClient
 
 from storebench.stores import filters as F
 from storebench.stores.base import StoreSpec
-from storebench.stores.milvus import to_expr
+from storebench.stores.milvus import GRPC_OPTIONS, to_expr
 from tests.conftest import make_docs
 from tests.stores import servers as S
 
@@ -82,7 +82,7 @@ def test_a_killed_server_fails_the_run_quickly_with_its_log(tmp_path, monkeypatc
 
 def test_foreign_collections_survive_a_full_run(tmp_path):
     url = S.shared_url("milvus")
-    c = MilvusClient(uri=url)
+    c = MilvusClient(uri=url, grpc_options=GRPC_OPTIONS)
     names = ["someone_elses", "storebench_00000000_crud"]  # the second: a careless pattern's prey
     for name in names:
         s = c.create_schema(auto_id=False, enable_dynamic_field=False)

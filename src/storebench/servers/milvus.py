@@ -58,8 +58,10 @@ class MilvusLiteServer(Server):
             return False
         from pymilvus import MilvusClient
 
+        from storebench.stores.milvus import GRPC_OPTIONS
+
         # each try is bounded (the loop around it has the real limit)
-        client = MilvusClient(uri=self.url, timeout=10)
+        client = MilvusClient(uri=self.url, timeout=10, grpc_options=GRPC_OPTIONS)
         try:
             client.get_server_version(timeout=10)
         finally:
