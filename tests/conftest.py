@@ -1,7 +1,16 @@
 import os
+import signal
 
 import numpy as np
 import pytest
+
+# Tests send SIGINT to the storebench processes they start, which inherit the
+# signal's disposition from this one. Started in the background by a
+# non-interactive shell (`make test &`, nohup), this process ignores SIGINT,
+# and so would every child: a Ctrl-C test would then measure a process that
+# cannot be interrupted (it runs on, the test times out, the child is left).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from storebench.data.batch import DocBatch
 
