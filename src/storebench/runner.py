@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
 import signal
 import traceback
 from collections.abc import Callable, Iterator
@@ -123,7 +122,7 @@ def execute(run: Run, progress: Any = None) -> dict[str, Any]:
             failed_drops = drop_collections(ctx.collections)
             if failed_drops:
                 record["cleanup_errors"] = failed_drops
-            shutil.rmtree(ctx.workdir, ignore_errors=True)
+            ctx.remove_workdir()
         if store is not None:
             with contextlib.suppress(Exception):
                 store.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -67,7 +68,20 @@ class RunContext:
     tasks: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
     collections: list[Collection] = field(default_factory=list)
-    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="storebench-run-")))
+    _workdir: Path | None = field(default=None, repr=False)
+
+    @property
+    def workdir(self) -> Path:
+        """A private directory for the run's shared files, made on first use
+        (most runs need none); ``remove_workdir`` deletes it."""
+        if self._workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="storebench-run-"))
+        return self._workdir
+
+    def remove_workdir(self) -> None:
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
 
     def collection(self, name: str, schema: Schema) -> Collection:
         """A new collection whose name marks it as this run's own."""
