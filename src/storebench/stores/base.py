@@ -360,6 +360,15 @@ class Store:
             shutil.rmtree(self._private_dir, ignore_errors=True)
             self._private_dir = None
 
+    def abandon(self) -> None:
+        """What ``close`` does, without waiting on the engine (a second
+        signal ends storebench at once): kill a managed server, remove the
+        private directory. Connections go with the process."""
+        if self.managed is not None:
+            self.managed.kill()
+        if self._private_dir is not None:
+            shutil.rmtree(self._private_dir, ignore_errors=True)
+
 
 # --- registry ----------------------------------------------------------------
 
