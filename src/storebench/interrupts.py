@@ -14,9 +14,10 @@ the interpreter's signal wake-up descriptor), so it works even while the
 main thread waits in a call that never returns to Python. The functions
 registered with ``at_hard_exit`` run first, newest first (the record of the
 run in progress is written if it was not yet; managed servers are killed
-and their data directories removed); client processes die with storebench
-through their parent-death signal. The exit status is 128 + the signal's
-number: 130 for SIGINT, 143 for SIGTERM, as after the first signal.
+and their data directories removed), then every process storebench started
+that is still there (client processes, a local Ray cluster) is killed. The
+exit status is 128 + the signal's number: 130 for SIGINT, 143 for SIGTERM,
+as after the first signal.
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def hard_exit(signum: int) -> None:
                 fn()
             except Exception as exc:  # one failing must not keep the others
                 _say(f"clean-up at exit failed: {type(exc).__name__}: {exc}")
+        _kill_descendants()
         if sys.stderr.isatty():  # a progress bar may have hidden the cursor
             with contextlib.suppress(OSError):
                 os.write(2, b"\x1b[?25h")
@@ -100,6 +102,15 @@ def hard_exit(signum: int) -> None:
         if got:
             _state.lock.release()
         os._exit(128 + signum)
+
+
+def _kill_descendants() -> None:
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        for p in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                p.kill()
 
 
 def _watch(sock: socket.socket) -> None:

@@ -123,9 +123,11 @@ def execute(run: Run, progress: Any = None, recorder: _Recorder | None = None) -
     ctx = None
     executor: type[Executor] | None = None
     interrupt: KeyboardInterrupt | None = None
-    log.info("run %s: %s on %s %s", run_id, run.workload, run.spec.engine, run.grid_point or "")
     try:
         try:
+            log.info(
+                "run %s: %s on %s %s", run_id, run.workload, run.spec.engine, run.grid_point or ""
+            )
             store = recorder.store = run.spec.open()
             record["versions"].update(store.versions())
             record["store"] = store.spec.describe()  # with defaults the store filled in
@@ -169,6 +171,7 @@ def _finish(
     if record["status"] == "running":  # an interrupt between the steps above
         record["status"] = "interrupted"
         record["error"] = f"interrupted by {interrupts.first_signal() or 'SIGINT'}"
+    log.info("run %s: %s; cleaning up", record["run_id"], record["status"])
     if store is not None:
         health = store.health()
         if health and record["status"] != "ok":

@@ -99,6 +99,11 @@ class Server:
     # by the load per core (up to 4x) so a busy machine is not a failed start
     start_timeout_s: ClassVar[float] = 120.0
     stop_timeout_s: ClassVar[float] = 30.0
+    # ``kill`` (a second signal): the engine's own immediate shutdown, if it
+    # has one that still releases what outlives a SIGKILL (shared memory),
+    # given ``kill_timeout_s``; then SIGKILL to the group
+    kill_signal: ClassVar[signal.Signals] = signal.SIGKILL
+    kill_timeout_s: ClassVar[float] = 5.0
     run_as: ClassVar[str] = "nobody"
 
     def __init__(self, datadir: str | os.PathLike[str] | None = None, keep: bool = False):
@@ -271,9 +276,15 @@ class Server:
 
     def kill(self) -> None:
         """Stop without waiting for a clean shutdown (a second signal):
-        SIGKILL the process group, remove the data directory as ``stop``."""
+        ``kill_signal``, then SIGKILL to the process group; the data
+        directory goes as with ``stop``."""
         proc = self.proc
         if proc is not None:
+            if self.kill_signal != signal.SIGKILL and proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(proc.pid, self.kill_signal)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(self.kill_timeout_s)
             self._signal_group(proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(10)
