@@ -30,6 +30,7 @@ class Group(click.Group):
             click.echo(f"storebench: error: {exc}", err=True)
             sys.exit(2)
         except KeyboardInterrupt as exc:
+            interrupts.acknowledge()
             click.echo("storebench: interrupted", err=True)
             sys.exit(interrupts.exit_status(exc))
         except BrokenPipeError:
@@ -99,6 +100,7 @@ def run(
             sc, Path(results_dir), bar, resume, on_record=lambda r: print_records([r], console)
         )
     except KeyboardInterrupt as exc:
+        interrupts.acknowledge()
         bar.close()
         click.echo(f"storebench: interrupted; measurements so far are in {results_dir}/", err=True)
         sys.exit(interrupts.exit_status(exc))
@@ -201,4 +203,8 @@ cli.add_command(dataset)
 
 
 def main() -> None:
-    cli(prog_name="storebench")
+    interrupts.handle_until_exit()  # click's own parsing and the exit too
+    try:
+        cli(prog_name="storebench")
+    finally:
+        interrupts.finishing()

@@ -138,9 +138,11 @@ def execute(run: Run, progress: Any = None, recorder: _Recorder | None = None) -
             workload_class(run.workload)().run(ctx, run.params)
             record["status"] = "ok"
         except Interrupted as exc:
+            interrupts.acknowledge()
             record["status"], record["error"] = "interrupted", str(exc)
             interrupt = interrupts.interrupt_for(signal.Signals[exc.signal])
         except KeyboardInterrupt as exc:
+            interrupts.acknowledge()
             record["status"], record["error"] = "interrupted", f"interrupted by {signal_name(exc)}"
             interrupt = exc
         except StorebenchError as exc:
@@ -153,6 +155,7 @@ def execute(run: Run, progress: Any = None, recorder: _Recorder | None = None) -
             with interrupts.shielded():  # a first signal now waits for the record
                 _finish(record, store, executor, ctx, recorder)
     except KeyboardInterrupt as exc:  # a signal during the clean-up, raised after it
+        interrupts.acknowledge()
         interrupt = interrupt or exc
     if interrupt is not None:
         record["_interrupt"] = interrupt

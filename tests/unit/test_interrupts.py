@@ -172,6 +172,45 @@ def test_a_second_signal_exits_at_once_after_the_last_resort_functions(tmp_path,
     assert marker.read_text() == "x"
 
 
+LOST = textwrap.dedent(
+    """
+    import signal, sys, time
+    sys.path[:0] = {path!r}
+    from storebench import interrupts
+    interrupts.REDELIVER_S = 0.5
+    with interrupts.handled():
+        try:
+            signal.raise_signal({sig})
+        except KeyboardInterrupt:
+            pass  # swallowed, as an extension module's import can
+        print("lost", flush=True)
+        while True:
+            try:
+                while True:
+                    time.sleep(0.05)
+            except KeyboardInterrupt as exc:
+                if {act}:
+                    interrupts.acknowledge()
+                    print("delivered again", flush=True)
+                    sys.exit(interrupts.exit_status(exc))
+                # lost again
+    """
+)
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+@pytest.mark.parametrize("act", [True, False], ids=["acted-on", "never-acted-on"])
+def test_a_lost_first_signal_is_delivered_again_until_acted_on(sig, act):
+    code = LOST.format(path=sys.path, sig=int(sig), act=act)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 128 + sig, p.stderr
+    if act:
+        assert p.stdout.split() == ["lost", "delivered", "again"]
+    else:  # delivered again and again, then the end a second signal gives
+        assert p.stdout.split() == ["lost"]
+        assert f"{sig.name} was not acted on: exiting at once" in p.stderr
+
+
 def test_the_record_of_the_run_in_progress_is_written_by_a_hard_exit(tmp_path):
     from storebench.runner import _Recorder
     from storebench.workloads.base import RunContext

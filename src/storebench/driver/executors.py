@@ -139,6 +139,7 @@ class Executor:
                 collect(0.1)
                 bar.update(sum(ctl.progress[g] for g in range(n)))
         except KeyboardInterrupt as exc:
+            interrupts.acknowledge()
             interrupted = exc
             ctl.stop[0] = 1
             abort(started)

@@ -114,8 +114,10 @@ class Server:
         )
         self.dir.mkdir(parents=True, exist_ok=True)
         self.keep = keep
-        self.log_path = self.dir / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        with _live_lock:  # from here on every way out removes its directory
+            _live.add(self)
+        self.log_path = self.dir / "server.log"
         self.user: str | None = None
         if self.refuses_root and os.geteuid() == 0:
             self.user = self.run_as
@@ -171,7 +173,7 @@ class Server:
     # --- lifecycle ------------------------------------------------------------------
     def start(self) -> Server:
         t0 = time.monotonic()
-        with _live_lock:  # from here on every way out stops it and removes its directory
+        with _live_lock:  # again after a stop
             _live.add(self)
         try:
             self.give_to_user(self.dir)
