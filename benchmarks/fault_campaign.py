@@ -26,7 +26,7 @@ It prints trials, hangs, lost records, leftover processes and directories,
 and the worst time from the first signal to the exit.
 
     python benchmarks/fault_campaign.py [--trials 120] [--seed 1] [--ray 8]
-        [--combos memory/threads,sqlite/processes,...]
+        [--combos memory/threads,sqlite/processes,...] [--phases plan,cleanup,...]
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ EXIT_BOUND_S = 30.0  # from the first signal to the process's end
 SETTLE_S = 10.0  # after the exit: how long what it started may take to go
 MEASURED = ("read", "update", "delete", "find_by_condition", "find_by_vector")
 # how long the store's open takes, roughly (the server-start window)
-OPEN_S = {"memory": 0.05, "sqlite": 0.1, "redis": 0.6, "pgvector": 4.0}
+OPEN_S = {"memory": 0.05, "sqlite": 0.1, "redis": 0.3, "pgvector": 0.8}
 # how long the clean-up after the last task takes (a managed server stops)
-CLEANUP_S = {"memory": 0.02, "sqlite": 0.03, "redis": 0.3, "pgvector": 0.6}
+CLEANUP_S = {"memory": 0.02, "sqlite": 0.03, "redis": 0.1, "pgvector": 0.15}
 # from the process's start to its first log line (imports, the plan): the
 # shortest seen so far, per store
 PLAN_S: dict[str, float] = {}
@@ -119,10 +119,12 @@ class Plan:
         return re.compile(r"run \S+: ok; cleaning up"), CLEANUP_S[self.store]
 
 
-def schedule(trials: int, seed: int, combos: tuple[str, ...]) -> list[Plan]:
+def schedule(
+    trials: int, seed: int, combos: tuple[str, ...], phases: tuple[str, ...] = PHASES
+) -> list[Plan]:
     """Every (combo, phase, signal) in a seeded order, again and again."""
     rng = random.Random(seed)
-    product = list(itertools.product(combos, PHASES, SIGNALS))
+    product = list(itertools.product(combos, phases, SIGNALS))
     plans: list[Plan] = []
     while len(plans) < trials:
         rng.shuffle(product)
@@ -234,6 +236,9 @@ def trial(plan: Plan, workdir: Path, n: int = 3000, ops: int = 5000) -> Outcome:
     out = Outcome(plan)
     tmp, res = workdir / "tmp", workdir / "results"
     tmp.mkdir(parents=True)
+    tmp.chmod(0o1777)  # like /tmp: a server running as an unprivileged user makes its
+    for d in (workdir, workdir.parent):  # directory in it
+        d.chmod(0o755)
     env = {**os.environ, "TMPDIR": str(tmp), "RAY_USAGE_STATS_ENABLED": "0"}
     cmd = [
         *storebench_cmd(),
@@ -261,7 +266,10 @@ def trial(plan: Plan, workdir: Path, n: int = 3000, ops: int = 5000) -> Outcome:
     if base is not None:
         time.sleep(max(0.0, base + plan.fraction * window - time.monotonic()))
     if base is None or live.proc.poll() is not None:  # ended before the instant
-        live.proc.wait(60)
+        out.status = live.proc.wait(60)
+        if out.status != 0:  # a run that fails by itself tests nothing here
+            lines = live.storebench_lines()
+            out.failures.append(f"run failed unsignalled: {lines[-1] if lines else ''}")
         _clean(live, tmp)
         return out
     out.landed = landed_in(live.storebench_lines())
@@ -396,6 +404,9 @@ def summary(outcomes: list[Outcome]) -> dict[str, object]:
         "lost records": count("lost record"),
         "bad records": count("invalid record") + count("record ") + count("2 records"),
         "bad exit status": count("exit status"),
+        "runs failed unsignalled": sum(
+            any(f.startswith("run failed") for f in o.failures) for o in outcomes
+        ),
         "leftover processes": count("leftover processes"),
         "leftover files": count("leftover files"),
         "worst time to exit s": round(max((o.exit_s for o in signalled), default=0.0), 2),
@@ -409,11 +420,13 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=120)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--combos", default=",".join(ALL_COMBOS))
+    ap.add_argument("--phases", default=",".join(PHASES))
     ap.add_argument("--ray", type=int, default=0, help="extra trials on sqlite/ray")
     args = ap.parse_args()
-    plans = schedule(args.trials, args.seed, tuple(args.combos.split(",")))
+    phases = tuple(args.phases.split(","))
+    plans = schedule(args.trials, args.seed, tuple(args.combos.split(",")), phases)
     if args.ray:
-        plans += schedule(args.ray, args.seed + 1, ("sqlite/ray",))
+        plans += schedule(args.ray, args.seed + 1, ("sqlite/ray",), phases)
     t0 = time.monotonic()
     outcomes = campaign(plans)
     s = summary(outcomes)

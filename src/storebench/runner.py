@@ -72,7 +72,8 @@ def drop_collections(colls: list[Collection]) -> list[str]:
 class _Recorder:
     """Writes each run's record to the scenario's file, once: at the end of
     the run's clean-up, or, when a second signal ends storebench before
-    that, from the hard exit with what the run had measured by then."""
+    that, from the hard exit with what the run had measured by then. Until
+    the store is closed, a hard exit also releases it (``Store.abandon``)."""
 
     def __init__(self, path: Path | None):
         self.path = path  # None: the caller writes the record execute returns
@@ -90,20 +91,20 @@ class _Recorder:
             self.record = None
 
     def at_hard_exit(self) -> None:
-        """From the signal watcher thread, the main thread stopped where it was."""
-        if self.record is None or self.path is None:
-            return
-        rec = dict(self.record)
-        if rec["status"] == "running":
-            rec["status"] = "interrupted"
-            rec["error"] = f"interrupted by {interrupts.first_signal() or 'SIGINT'}"
-        rec["error"] = f"{rec['error']}; storebench exited at once on a second signal"
-        if self.ctx is not None:
-            rec["tasks"] = list(self.ctx.tasks)
-            rec["metrics"] = dict(self.ctx.metrics)
-        rec["finished_at"] = results.now_iso()
-        results.append(self.path, rec)
-        self.record = None
+        """From the signal watcher thread (the main thread goes on meanwhile,
+        until the process ends)."""
+        if self.record is not None and self.path is not None:
+            rec = dict(self.record)
+            if rec["status"] == "running":
+                rec["status"] = "interrupted"
+                rec["error"] = f"interrupted by {interrupts.first_signal() or 'SIGINT'}"
+            rec["error"] = f"{rec['error']}; storebench exited at once on a second signal"
+            if self.ctx is not None:
+                rec["tasks"] = list(self.ctx.tasks)
+                rec["metrics"] = dict(self.ctx.metrics)
+            rec["finished_at"] = results.now_iso()
+            results.append(self.path, rec)
+            self.record = None
         if self.ctx is not None:
             shutil.rmtree(self.ctx.workdir, ignore_errors=True)
         if self.store is not None:
@@ -194,6 +195,7 @@ def _finish(
     if store is not None:
         with contextlib.suppress(Exception):
             store.close()
+    recorder.begin(None)
 
 
 def run_scenario(

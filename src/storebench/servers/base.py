@@ -271,10 +271,10 @@ class Server:
         if proc is not None:
             # stragglers in the group (forked workers) go too
             self._signal_group(proc.pid, signal.SIGKILL)
-        with _live_lock:
-            _live.discard(self)
         if self._own_dir and not self.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
+        with _live_lock:  # only now: a second signal meanwhile still removes it
+            _live.discard(self)
 
     def kill(self) -> None:
         """Stop without waiting for a clean shutdown (a second signal):
