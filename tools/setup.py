@@ -93,7 +93,9 @@ def _found(names: tuple[str, ...]) -> bool:
 
 def system_packages() -> str:
     wanted = [
-        pkg for names, pkg, servers in SYSTEM if not (servers and embedded_only()) and not _found(names)
+        pkg
+        for names, pkg, servers in SYSTEM
+        if not (servers and embedded_only()) and not _found(names)
     ]
     missing = list(dict.fromkeys(wanted))
     if not missing:
@@ -115,7 +117,9 @@ def system_packages() -> str:
         env=env,
     )
     if r.returncode != 0:
-        raise SetupError(f"apt-get install {' '.join(missing)} failed: {retry.cause(r.stdout + r.stderr)}")
+        raise SetupError(
+            f"apt-get install {' '.join(missing)} failed: {retry.cause(r.stdout + r.stderr)}"
+        )
     return "installed " + " ".join(missing)
 
 
@@ -127,23 +131,42 @@ def python_env(venv: Path, extras: str) -> Callable[[], str]:
         python = venv / "bin" / "python"
         stamp = venv / f".setup-{extras or 'core'}"
         pyproject = ROOT / "pyproject.toml"
-        if stamp.is_file() and stamp.stat().st_mtime >= pyproject.stat().st_mtime and python.exists():
+        if (
+            stamp.is_file()
+            and stamp.stat().st_mtime >= pyproject.stat().st_mtime
+            and python.exists()
+        ):
             return "up to date"
         made = ""
         if not python.exists():
-            r = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True)
+            r = subprocess.run(
+                [sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True
+            )
             if r.returncode != 0:
-                raise SetupError(f"python -m venv {venv} failed: {retry.cause(r.stdout + r.stderr)}")
+                raise SetupError(
+                    f"python -m venv {venv} failed: {retry.cause(r.stdout + r.stderr)}"
+                )
             made = f"created {venv}, "
         target = f"{ROOT}[{extras}]" if extras else str(ROOT)
         r = retry.run_retrying(
-            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-e", target],
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "-e",
+                target,
+            ],
             f"pip install -e .[{extras}]",
             log=log,
             cwd=ROOT,
         )
         if r.returncode != 0:
-            raise SetupError(f"pip install -e .[{extras}] failed: {retry.cause(r.stdout + r.stderr)}")
+            raise SetupError(
+                f"pip install -e .[{extras}] failed: {retry.cause(r.stdout + r.stderr)}"
+            )
         stamp.touch()
         return f"{made}installed storebench" + (f"[{extras}]" if extras else "")
 
@@ -162,7 +185,9 @@ def module_step(venv: Path, *args: str) -> Callable[[], str]:
             stdin=subprocess.DEVNULL,
         )  # stderr (retries, errors) goes straight to the terminal
         if r.returncode != 0:
-            raise SetupError(f"`python -m {' '.join(args)}` failed (exit {r.returncode}); see above")
+            raise SetupError(
+                f"`python -m {' '.join(args)}` failed (exit {r.returncode}); see above"
+            )
         return "; ".join(r.stdout.strip().splitlines()) or "done"
 
     return run
@@ -185,8 +210,14 @@ def main(argv: list[str] | None = None) -> int:
         steps = [
             ("system packages", system_packages),
             ("python", python_env(venv, "test")),
-            ("elastic", module_step(venv, "storebench.servers.elastic", "--fetch") if servers else skip),
-            ("agdb", module_step(venv, "storebench.servers.agdb", "--install") if servers else skip),
+            (
+                "elastic",
+                module_step(venv, "storebench.servers.elastic", "--fetch") if servers else skip,
+            ),
+            (
+                "agdb",
+                module_step(venv, "storebench.servers.agdb", "--install") if servers else skip,
+            ),
         ]
     t_all = time.monotonic()
     for name, step in steps:

@@ -3,24 +3,40 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
 import click
 
+from storebench import interrupts
 from storebench.errors import StorebenchError, UserError
 from storebench.results import storebench_version
 
 
 class Group(click.Group):
-    """Turns every user error into one line on stderr and exit status 2."""
+    """Turns every user error into one line on stderr and exit status 2; an
+    interrupt into status 130 (SIGINT) or 143 (SIGTERM), a second signal
+    ending the process at once (``storebench.interrupts``); a reader that
+    closed the pipe (``storebench compare ... | head``) into a quiet 141."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
-            return super().invoke(ctx)
+            with interrupts.handled():
+                out = super().invoke(ctx)
+                sys.stdout.flush()  # a closed pipe shows here, not at exit
+                return out
         except (UserError, StorebenchError) as exc:
             click.echo(f"storebench: error: {exc}", err=True)
             sys.exit(2)
+        except KeyboardInterrupt as exc:
+            interrupts.acknowledge()
+            click.echo("storebench: interrupted", err=True)
+            sys.exit(interrupts.exit_status(exc))
+        except BrokenPipeError:
+            # what is still buffered for stdout goes nowhere, quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(interrupts.BROKEN_PIPE_STATUS)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -83,10 +99,11 @@ def run(
         records = run_scenario(
             sc, Path(results_dir), bar, resume, on_record=lambda r: print_records([r], console)
         )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        interrupts.acknowledge()
         bar.close()
         click.echo(f"storebench: interrupted; measurements so far are in {results_dir}/", err=True)
-        sys.exit(130)
+        sys.exit(interrupts.exit_status(exc))
     finally:
         bar.close()
     if len(records) > 1 or any(r.get("search_sweep") for r in records):
@@ -186,4 +203,8 @@ cli.add_command(dataset)
 
 
 def main() -> None:
-    cli(prog_name="storebench")
+    interrupts.handle_until_exit()  # click's own parsing and the exit too
+    try:
+        cli(prog_name="storebench")
+    finally:
+        interrupts.finishing()

@@ -80,12 +80,16 @@ def run_retrying(
             log(f"{what}: not found (no retry): {cause(out)}")
             return r
         if transient is not None and not transient.search(out):
-            log(f"{what}: failed (exit {r.returncode}), not a network error (no retry): {cause(out)}")
+            log(
+                f"{what}: failed (exit {r.returncode}), not a network error (no retry): {cause(out)}"
+            )
             return r
         if attempt == tries:
             log(f"{what}: failed {tries} times; giving up: {cause(out)}")
             return r
-        log(f"{what}: try {attempt}/{tries} failed (exit {r.returncode}: {cause(out, 2)}); again in {wait:.0f}s")
+        log(
+            f"{what}: try {attempt}/{tries} failed (exit {r.returncode}: {cause(out, 2)}); again in {wait:.0f}s"
+        )
         sleep(wait)
         wait *= 2
     raise AssertionError("unreachable")

@@ -1,7 +1,13 @@
 """Executes a plan: for each run, open the store, run the workload, write
 the record. Whatever happens (an error, Ctrl-C, SIGTERM), the record is
 written with what was measured and a status that says how the run ended;
-collections the run created are dropped and its temporary files removed."""
+collections the run created are dropped and its temporary files removed.
+
+Signals (``interrupts``): the first SIGINT or SIGTERM stops the clients and
+ends the run as ``interrupted``; its clean-up and record are shielded, so a
+first signal arriving there waits for them. A second signal exits at once:
+the record of the run in progress is still written (here, ``_Recorder``),
+managed servers are killed and temporary directories removed."""
 
 from __future__ import annotations
 
@@ -9,36 +15,20 @@ import contextlib
 import logging
 import signal
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from storebench import results
+from storebench import interrupts, results
 from storebench.driver import Driver, Interrupted
 from storebench.driver.executors import Executor, executors_released, setup_executor
-from storebench.errors import StorebenchError, Terminated, signal_name
+from storebench.errors import StorebenchError, signal_name
 from storebench.progress import NoProgress
 from storebench.scenario import Run, Scenario
-from storebench.stores.base import Collection
+from storebench.stores.base import Collection, Store
 from storebench.workloads.base import RunContext, workload_class
 
 log = logging.getLogger("storebench")
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    def handler(signum: int, frame: Any) -> None:
-        raise Terminated()
-
-    try:
-        old = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 def _base_record(run: Run, run_id: str) -> dict[str, Any]:
@@ -78,58 +68,133 @@ def drop_collections(colls: list[Collection]) -> list[str]:
     return failed
 
 
-def execute(run: Run, progress: Any = None) -> dict[str, Any]:
+class _Recorder:
+    """Writes each run's record to the scenario's file, once: at the end of
+    the run's clean-up, or, when a second signal ends storebench before
+    that, from the hard exit with what the run had measured by then. Until
+    the store is closed, a hard exit also releases it (``Store.abandon``)."""
+
+    def __init__(self, path: Path | None):
+        self.path = path  # None: the caller writes the record execute returns
+        self.record: dict[str, Any] | None = None  # the run in progress, not yet written
+        self.ctx: RunContext | None = None
+        self.store: Store | None = None
+
+    def begin(self, record: dict[str, Any] | None) -> None:
+        self.record, self.ctx, self.store = record, None, None
+
+    def write(self, record: dict[str, Any]) -> None:
+        with interrupts.exclusive():  # a hard exit waits for this write
+            if self.path is not None:
+                results.append(self.path, record)
+            self.record = None
+
+    def at_hard_exit(self) -> None:
+        """From the signal watcher thread (the main thread goes on meanwhile,
+        until the process ends)."""
+        if self.record is not None and self.path is not None:
+            rec = dict(self.record)
+            if rec["status"] == "running":
+                rec["status"] = "interrupted"
+                rec["error"] = f"interrupted by {interrupts.first_signal() or 'SIGINT'}"
+            rec["error"] = f"{rec['error']}; storebench exited at once on a second signal"
+            if self.ctx is not None:
+                rec["tasks"] = list(self.ctx.tasks)
+                rec["metrics"] = dict(self.ctx.metrics)
+            rec["finished_at"] = results.now_iso()
+            results.append(self.path, rec)
+            self.record = None
+        if self.ctx is not None:
+            self.ctx.remove_workdir()
+        if self.store is not None:
+            self.store.abandon()
+
+
+def execute(run: Run, progress: Any = None, recorder: _Recorder | None = None) -> dict[str, Any]:
     """Run one plan point; always returns a complete record (never raises on
-    a failed run; re-raises KeyboardInterrupt after recording it)."""
+    a failed run; re-raises KeyboardInterrupt after recording it). With a
+    ``recorder`` the record is written before the store closes (a managed
+    server's stop can take seconds) and kept for a hard exit meanwhile."""
     run_id = results.new_run_id()
     record = _base_record(run, run_id)
+    recorder = recorder or _Recorder(None)
+    recorder.begin(record)
     store = None
     ctx = None
     executor: type[Executor] | None = None
     interrupt: KeyboardInterrupt | None = None
-    log.info("run %s: %s on %s %s", run_id, run.workload, run.spec.engine, run.grid_point or "")
     try:
-        store = run.spec.open()
-        record["versions"].update(store.versions())
-        record["store"] = store.spec.describe()  # with defaults the store filled in
-        executor = setup_executor(run.executor or store.client_mode, run.driver)
-        ctx = RunContext(run_id, store, Driver(progress, run.executor), run.mode, run.sweep)
-        workload_class(run.workload)().run(ctx, run.params)
-        record["status"] = "ok"
-    except Interrupted as exc:
-        record["status"], record["error"] = "interrupted", str(exc)
-        interrupt = KeyboardInterrupt()
-    except KeyboardInterrupt as exc:
-        record["status"], record["error"] = "interrupted", f"interrupted by {signal_name(exc)}"
-        interrupt = exc
-    except StorebenchError as exc:
-        record["status"], record["error"] = "failed", str(exc)
-    except Exception as exc:  # an engine or library error: keep the trace's last line
-        record["status"] = "failed"
-        record["error"] = f"{type(exc).__name__}: {exc}"
-        record["traceback"] = traceback.format_exc(limit=8)
-    finally:
-        if store is not None:
-            health = store.health()
-            if health and record["status"] != "ok":
-                record["error"] = f"{record['error']}; {health}"
-            record["server"] = store.server_facts()
-        if executor is not None:  # where the clients ran (a cluster's shape)
-            record["executor"] = executor.describe()
-        if ctx is not None:
-            record["tasks"] = ctx.tasks
-            record["metrics"] = ctx.metrics
-            failed_drops = drop_collections(ctx.collections)
-            if failed_drops:
-                record["cleanup_errors"] = failed_drops
-            ctx.remove_workdir()
-        if store is not None:
-            with contextlib.suppress(Exception):
-                store.close()
-        record["finished_at"] = results.now_iso()
+        try:
+            log.info(
+                "run %s: %s on %s %s", run_id, run.workload, run.spec.engine, run.grid_point or ""
+            )
+            store = recorder.store = run.spec.open()
+            record["versions"].update(store.versions())
+            record["store"] = store.spec.describe()  # with defaults the store filled in
+            executor = setup_executor(run.executor or store.client_mode, run.driver)
+            ctx = recorder.ctx = RunContext(
+                run_id, store, Driver(progress, run.executor), run.mode, run.sweep
+            )
+            workload_class(run.workload)().run(ctx, run.params)
+            record["status"] = "ok"
+        except Interrupted as exc:
+            interrupts.acknowledge()
+            record["status"], record["error"] = "interrupted", str(exc)
+            interrupt = interrupts.interrupt_for(signal.Signals[exc.signal])
+        except KeyboardInterrupt as exc:
+            interrupts.acknowledge()
+            record["status"], record["error"] = "interrupted", f"interrupted by {signal_name(exc)}"
+            interrupt = exc
+        except StorebenchError as exc:
+            record["status"], record["error"] = "failed", str(exc)
+        except Exception as exc:  # an engine or library error: keep the trace's last line
+            record["status"] = "failed"
+            record["error"] = f"{type(exc).__name__}: {exc}"
+            record["traceback"] = traceback.format_exc(limit=8)
+        finally:
+            with interrupts.shielded():  # a first signal now waits for the record
+                _finish(record, store, executor, ctx, recorder)
+    except KeyboardInterrupt as exc:  # a signal during the clean-up, raised after it
+        interrupts.acknowledge()
+        interrupt = interrupt or exc
     if interrupt is not None:
         record["_interrupt"] = interrupt
     return record
+
+
+def _finish(
+    record: dict[str, Any],
+    store: Store | None,
+    executor: type[Executor] | None,
+    ctx: RunContext | None,
+    recorder: _Recorder,
+) -> None:
+    """A run's clean-up: complete the record, drop the run's collections,
+    write the record (with a real recorder), close the store."""
+    if record["status"] == "running":  # an interrupt between the steps above
+        record["status"] = "interrupted"
+        record["error"] = f"interrupted by {interrupts.first_signal() or 'SIGINT'}"
+    log.info("run %s: %s; cleaning up", record["run_id"], record["status"])
+    if store is not None:
+        health = store.health()
+        if health and record["status"] != "ok":
+            record["error"] = f"{record['error']}; {health}"
+        record["server"] = store.server_facts()
+    if executor is not None:  # where the clients ran (a cluster's shape)
+        record["executor"] = executor.describe()
+    if ctx is not None:
+        record["tasks"] = ctx.tasks
+        record["metrics"] = ctx.metrics
+        failed_drops = drop_collections(ctx.collections)
+        if failed_drops:
+            record["cleanup_errors"] = failed_drops
+        ctx.remove_workdir()
+    record["finished_at"] = results.now_iso()
+    recorder.write(record)
+    if store is not None:
+        with contextlib.suppress(Exception):
+            store.close()
+    recorder.begin(None)
 
 
 def run_scenario(
@@ -146,14 +211,21 @@ def run_scenario(
     if resume and path.exists():
         done = {r["key"] for r in results.read(path) if r.get("status") == "ok"}
     records = []
+    recorder = _Recorder(path)
     # executors_released: e.g. a local Ray cluster the runs started stops
-    with sigterm_as_interrupt(), executors_released():
+    with (
+        interrupts.handled(),
+        interrupts.at_hard_exit(recorder.at_hard_exit),
+        executors_released(),
+    ):
         for run in scenario.plan():
             if run.key in done:
                 continue
-            rec = execute(run, progress)
+            try:
+                rec = execute(run, progress, recorder)
+            finally:
+                recorder.begin(None)  # an interrupt before its run began: nothing to write
             interrupt = rec.pop("_interrupt", None)
-            results.append(path, rec)
             records.append(rec)
             if on_record:
                 on_record(rec)

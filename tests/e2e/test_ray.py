@@ -199,6 +199,28 @@ def test_a_killed_client_fails_the_task_within_the_time_limit(executor, tmp_path
     assert killed and done - killed[0] < 15  # well inside the limit (ray_timeout_s: 60)
 
 
+def test_a_signal_while_actors_start_stops_the_task_at_once(executor, monkeypatch):
+    from storebench import interrupts
+    from storebench.driver import Interrupted
+    from storebench.driver import executors as ex
+    from tests.unit.test_interrupts import Items, signalled_at
+
+    # two actors started and waiting at the barrier actor for two never
+    # launched: the barrier is broken at once; the clients are waited for
+    # as long as it takes (no grace cut), and it takes far less than the
+    # ray_timeout_s (60 s) they would wait at an unbroken barrier
+    monkeypatch.setattr(ex, "STOP_GRACE_S", 600.0)
+    coll = StoreSpec("null").open().create_collection("s", Schema())
+    task = Task("t", Items(), clients=4, ops=10_000_000)
+    t0 = time.monotonic()
+    with interrupts.handled(), pytest.raises(Interrupted) as stopped:
+        signalled_at(executor, 2, signal.SIGTERM)(coll.store).run([task], coll, NoProgress())
+    assert time.monotonic() - t0 < 30
+    assert stopped.value.signal == "SIGTERM"
+    (partial,) = stopped.value.partial
+    assert partial.ops == 0 and not partial.complete
+
+
 def ray_pids() -> set[int]:
     out = set()
     for p in psutil.process_iter(["cmdline"]):

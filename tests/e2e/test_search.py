@@ -276,7 +276,9 @@ def test_ties_count_whichever_tied_ids_an_exact_store_returns(
         the highest ids (the truth keeps the lowest)."""
         r = real(self, vectors, min(k_ + 60, 1200), where)
         order = np.lexsort((-r.ids, r.distances), axis=1)[:, :k_]
-        return type(r)(np.take_along_axis(r.ids, order, 1), np.take_along_axis(r.distances, order, 1))
+        return type(r)(
+            np.take_along_axis(r.ids, order, 1), np.take_along_axis(r.distances, order, 1)
+        )
 
     monkeypatch.setattr(MemoryCollection, "search", last_of_ties)
     sets = {"dataset": tied_dataset, "k": k, "ops": 25, "batch_size": 400}

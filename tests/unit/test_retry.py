@@ -24,7 +24,10 @@ def flaky(tmp_path, failures: int, message: str) -> list[str]:
 def test_a_transient_failure_is_tried_again_until_it_succeeds(tmp_path):
     logged, waits = [], []
     r = run_retrying(
-        flaky(tmp_path, 2, "Connection reset by peer"), "fetch x", log=logged.append, sleep=waits.append
+        flaky(tmp_path, 2, "Connection reset by peer"),
+        "fetch x",
+        log=logged.append,
+        sleep=waits.append,
     )
     assert r.returncode == 0 and r.stdout.strip() == "done"
     assert len(logged) == 2 and all("fetch x: try" in m and "Connection reset" in m for m in logged)
@@ -34,7 +37,11 @@ def test_a_transient_failure_is_tried_again_until_it_succeeds(tmp_path):
 def test_tries_are_bounded_and_the_last_failure_is_returned(tmp_path):
     logged = []
     r = run_retrying(
-        flaky(tmp_path, 99, "timed out"), "fetch y", tries=3, log=logged.append, sleep=lambda s: None
+        flaky(tmp_path, 99, "timed out"),
+        "fetch y",
+        tries=3,
+        log=logged.append,
+        sleep=lambda s: None,
     )
     assert r.returncode == 1
     assert (tmp_path / "count").read_text() == "3"
@@ -52,7 +59,9 @@ def test_not_found_is_final_at_once(tmp_path):
 def test_with_a_transient_pattern_other_failures_are_not_retried(tmp_path):
     logged = []
     cmd = flaky(tmp_path, 99, "error[E0308]: mismatched types")
-    r = run_retrying(cmd, "cargo install", transient=NETWORK, log=logged.append, sleep=lambda s: None)
+    r = run_retrying(
+        cmd, "cargo install", transient=NETWORK, log=logged.append, sleep=lambda s: None
+    )
     assert r.returncode == 1 and (tmp_path / "count").read_text() == "1"
     assert "not a network error" in logged[0]
 

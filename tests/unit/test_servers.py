@@ -95,7 +95,9 @@ class NeverReady(HttpServer):
 def test_a_server_that_never_answers_fails_naming_it_and_the_time_waited(monkeypatch):
     monkeypatch.setenv("STOREBENCH_TIMEOUT_SCALE", "2")
     s = NeverReady()
-    with pytest.raises(ServerError, match=r"pyhttp not ready after \d+s \(limit 1s: 0s x load 2\.0\)"):
+    with pytest.raises(
+        ServerError, match=r"pyhttp not ready after \d+s \(limit 1s: 0s x load 2\.0\)"
+    ):
         s.start()
     assert not s.alive() and not s.dir.exists()
 

@@ -222,6 +222,8 @@ def run_client(
     i = -1 - c
     warm_end = loops.clock() + int(task.warmup_s * 1e9)
     for _ in range(task.warmup_ops):
+        if ctl.stop[0]:  # stopped before the start: the barrier is broken too
+            break
         op(i)
         i -= task.lanes
     while loops.clock() < warm_end and not ctl.stop[0]:

@@ -3,27 +3,40 @@ processes each open their own store from the picklable spec. Others (a
 distributed one) plug in through the ``storebench.executors`` entry points.
 
 Every executor returns one ``ClientResult`` per client and stops its clients
-through the shared stop flag when the user interrupts."""
+through the shared stop flag when the user interrupts. No wait is unbounded
+once a stop is asked: an interrupt (even one arriving while the clients
+start) or a failing client breaks the start barrier, so no client waits
+there for one that will never come; clients not yet started are given up;
+the others get ``STOP_GRACE_S`` to end their current operation, then are
+left behind (threads), killed (processes) or discarded (Ray actors)."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing as mp
+import os
 import queue as queue_mod
 import signal
 import threading
+import time
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from importlib import metadata
 from typing import Any
 
+from storebench import interrupts
 from storebench.driver.core import ClientResult, Controls, Interrupted, Task, merge, run_client
 from storebench.errors import NotSupported, TaskFailed, UserError, signal_name
 from storebench.metrics import Histogram
 from storebench.stores.base import Capability, Collection, Store
 
+log = logging.getLogger("storebench")
+
 ENTRY_POINT_GROUP = "storebench.executors"
 ABORTED = "aborted: another client failed"
+NOT_STARTED = "not started: the run was interrupted"
+STOP_GRACE_S = 10.0  # after a stop: how long clients may take to end their current operation
 
 
 def _failure(c: int, exc: BaseException) -> ClientResult:
@@ -37,6 +50,11 @@ def _failure(c: int, exc: BaseException) -> ClientResult:
     else:
         msg = f"client {c}: {type(exc).__name__}: {exc}"
     return ClientResult(Histogram(), None, 0, {}, {}, 0, 0, 0.0, False, error=msg)
+
+
+def _not_started() -> ClientResult:
+    """A client given up before it started (an interrupt while clients start)."""
+    return ClientResult(Histogram(), None, 0, {}, {}, 0, 0, 0.0, False, error=NOT_STARTED)
 
 
 def _slots(tasks: list[Task]) -> list[tuple[int, int]]:
@@ -89,11 +107,22 @@ class Executor:
         """After the last run: release what ``setup`` or ``run`` started."""
 
     def _watch(
-        self, tasks: list[Task], ctl: Controls, progress: Any, start: Any, alive: Any, collect: Any
+        self,
+        tasks: list[Task],
+        ctl: Controls,
+        progress: Any,
+        launch: Callable[[int], None],
+        alive: Callable[[], bool],
+        collect: Callable[[float], None],
+        abort: Callable[[int], None],
     ) -> KeyboardInterrupt | None:
-        """Start the clients and show progress until ``alive()`` is false; on
-        Ctrl-C ask the clients to stop and wait for them. Returns the
-        interrupt, if one came."""
+        """Start client g with ``launch(g)``, each in turn, then show progress
+        until ``alive()`` is false. On Ctrl-C or SIGTERM, even while clients
+        start: set the stop flag, ``abort(started)`` (break the start barrier;
+        give up the clients from ``started`` on that did not start: the one
+        being launched may have), then wait for the clients at most
+        ``STOP_GRACE_S``. Returns the interrupt, if one came; on any other
+        error the clients are stopped the same way before it propagates."""
         counted = [t.ops for t in tasks]
         total = None if None in counted else sum(counted)  # type: ignore[arg-type]
         n = sum(t.lanes for t in tasks)
@@ -101,16 +130,28 @@ class Executor:
             "+".join(t.name for t in tasks), total=total, duration_s=tasks[0].duration_s
         )
         interrupted: KeyboardInterrupt | None = None
+        started = 0
         try:
-            start()
+            for g in range(n):
+                launch(g)
+                started = g + 1
             while alive():
                 collect(0.1)
                 bar.update(sum(ctl.progress[g] for g in range(n)))
         except KeyboardInterrupt as exc:
+            interrupts.acknowledge()
             interrupted = exc
             ctl.stop[0] = 1
-            while alive():
+            abort(started)
+            deadline = time.monotonic() + STOP_GRACE_S
+            while alive() and time.monotonic() < deadline:
                 collect(0.1)
+            if alive():
+                log.warning("clients still running %g s after the stop: left behind", STOP_GRACE_S)
+        except BaseException:
+            ctl.stop[0] = 1
+            abort(started)
+            raise
         finally:
             bar.close()
         return interrupted
@@ -120,10 +161,14 @@ class Executor:
         tasks: list[Task], per_task: list[list[ClientResult]], interrupted: KeyboardInterrupt | None
     ) -> list[list[ClientResult]]:
         if interrupted:
-            partial = [
-                merge(t, [r for r in rs if not r.error])
-                for t, rs in zip(tasks, per_task, strict=True)
-            ]
+            partial = []
+            for t, rs in zip(tasks, per_task, strict=True):
+                measured = [r for r in rs if not r.error]
+                stats = merge(t, measured)
+                # complete only if every client ran to its end (none aborted,
+                # given up or left behind)
+                stats.complete &= len(measured) == t.lanes
+                partial.append(stats)
             raise Interrupted(partial, signal_name(interrupted))
         return per_task
 
@@ -137,10 +182,24 @@ class ThreadExecutor(Executor):
         barrier = threading.Barrier(len(slots))
         results: dict[int, ClientResult] = {}
         left = [len(slots)]
+        # a slot is claimed by its client as it begins, or by ``abort`` for a
+        # client that had not: an interrupt inside Thread.start leaves it
+        # unknown whether that thread runs, and the claim settles it
+        claimed = [False] * len(slots)
         lock = threading.Lock()
         all_done = threading.Event()
 
+        def finished(k: int) -> None:
+            with lock:
+                left[0] -= k
+                if not left[0]:
+                    all_done.set()
+
         def client(g: int) -> None:
+            with lock:
+                if claimed[g]:  # given up before it began
+                    return
+                claimed[g] = True
             t, c = slots[g]
             try:
                 results[g] = run_client(tasks[t], coll, c, ctl, barrier.wait, g)
@@ -148,19 +207,25 @@ class ThreadExecutor(Executor):
                 barrier.abort()
                 results[g] = _failure(c, exc)
             finally:
-                with lock:
-                    left[0] -= 1
-                    if not left[0]:
-                        all_done.set()
+                finished(1)
 
         threads = [
             threading.Thread(target=client, args=(g,), daemon=True, name=f"client-{g}")
             for g in range(len(slots))
         ]
 
-        def start() -> None:
-            for th in threads:
-                th.start()
+        def launch(g: int) -> None:
+            threads[g].start()
+
+        def abort(started: int) -> None:
+            barrier.abort()
+            with lock:
+                given_up = [g for g in range(len(slots)) if not claimed[g]]
+                for g in given_up:
+                    claimed[g] = True
+                    results[g] = _not_started()
+            if given_up:
+                finished(len(given_up))
 
         # An Event, not Thread.join: a join interrupted by Ctrl-C can leave
         # is_alive() false for a thread that is still running (CPython 3.11).
@@ -170,7 +235,7 @@ class ThreadExecutor(Executor):
         def alive() -> bool:
             return not all_done.is_set()
 
-        interrupted = self._watch(tasks, ctl, progress, start, alive, collect)
+        interrupted = self._watch(tasks, ctl, progress, launch, alive, collect, abort)
         return self._finish(tasks, _per_task(tasks, slots, results), interrupted)
 
 
@@ -185,8 +250,17 @@ def _process_client(
     prog: Any,
     barrier: Any,
     out: Any,
+    parent: int,
 ) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    # The parent decides when to stop (it started this process with both
+    # signals blocked, so none came before these lines); the process dies
+    # with the parent, even a parent ended by SIGKILL or a second signal.
+    for s in interrupts.SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, interrupts.SIGNALS)
+    interrupts.die_with_parent()
+    if os.getppid() != parent:  # it died before that took effect
+        return
     ctl = Controls(memoryview(stop).cast("B"), memoryview(prog).cast("B").cast("q"))
     store = None
     try:
@@ -227,6 +301,7 @@ class ProcessExecutor(Executor):
                     prog,
                     barrier,
                     out,
+                    os.getpid(),
                 ),
                 daemon=True,
                 name=f"storebench-client-{g}",
@@ -235,9 +310,15 @@ class ProcessExecutor(Executor):
         ]
         results: dict[int, ClientResult] = {}
 
-        def start() -> None:
-            for p in procs:
-                p.start()
+        def launch(g: int) -> None:
+            with interrupts.blocked():  # the child starts with them blocked
+                procs[g].start()
+
+        def abort(started: int) -> None:
+            barrier.abort()
+            for g in range(started, len(slots)):
+                if procs[g].pid is None:
+                    results[g] = _not_started()
 
         ctl = Controls(memoryview(stop).cast("B"), memoryview(prog).cast("B").cast("q"))
 
@@ -260,16 +341,17 @@ class ProcessExecutor(Executor):
 
         try:
             interrupted = self._watch(
-                tasks, ctl, progress, start, lambda: len(results) < len(slots), collect
+                tasks, ctl, progress, launch, lambda: len(results) < len(slots), collect, abort
             )
         finally:
-            for p in procs:
-                if p.pid is None:  # never started
-                    continue
-                p.join(5)
+            started = [p for p in procs if p.pid is not None]
+            deadline = time.monotonic() + 5
+            for p in started:  # they have returned their results: they are ending
+                p.join(max(0.0, deadline - time.monotonic()))
+            for p in started:
                 if p.is_alive():
                     p.kill()
-                    p.join()
+                    p.join(5)
         return self._finish(tasks, _per_task(tasks, slots, results), interrupted)
 
 

@@ -20,8 +20,10 @@ each client for its progress twice a second (one remote call per client, not
 per op); a client that does not answer within the limit, or whose worker or
 node dies, fails the task: the barrier is broken, the other clients are told
 to stop and return what they measured, and ``TaskFailed`` names the lost
-client. Ctrl-C reaches the actors the same way (their stop flag is set by a
-concurrent actor method; the timed loop reads it as it reads the local one).
+client. Ctrl-C or SIGTERM reaches the actors the same way (their stop flag
+is set by a concurrent actor method; the timed loop reads it as it reads the
+local one) and breaks the barrier, so clients waiting there return at once;
+clients not yet started are given up.
 
 Address (``driver.ray_address``): ``local`` (default) starts a private Ray on
 127.0.0.1 for the scenario and stops it at the end; ``auto`` or ``HOST:PORT``
@@ -51,10 +53,18 @@ from ray import cloudpickle
 from ray.exceptions import GetTimeoutError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from storebench import interrupts
 from storebench.data.shared import Shared
 from storebench.driver import loops
 from storebench.driver.core import ClientResult, Controls, Task, run_client
-from storebench.driver.executors import ABORTED, Executor, _failure, _per_task, _slots
+from storebench.driver.executors import (
+    ABORTED,
+    Executor,
+    _failure,
+    _not_started,
+    _per_task,
+    _slots,
+)
 from storebench.errors import UserError
 from storebench.metrics import Histogram
 from storebench.stores.base import Capability, Collection
@@ -114,7 +124,17 @@ def loopback_only() -> Iterator[None]:
 def connect(address: str) -> None:
     """``ray.init`` for ``address`` (``local``, ``auto``, ``HOST:PORT``),
     on loopback where the address is on this machine; fails within seconds
-    when nothing listens there (Ray itself retries for minutes)."""
+    when nothing listens there (Ray itself retries for minutes). The
+    program's SIGINT and SIGTERM handlers stay (``ray.init`` replaces the
+    SIGTERM one with an exit that would skip the run's record)."""
+    saved = interrupts.current()
+    try:
+        _init(address)
+    finally:
+        interrupts.reinstall(saved)
+
+
+def _init(address: str) -> None:
     quiet: dict[str, Any] = {"logging_level": logging.WARNING, "namespace": "storebench"}
     if address == "local":
         with loopback_only():
@@ -627,28 +647,37 @@ class RayExecutor(Executor):
         flight = _Flight(clients, slots, barrier, ctl, gen, timeout_s)
         warmup = max(t.warmup_s for t in tasks)
 
-        def start() -> None:
-            for g, (t, c) in enumerate(slots):
-                ref = clients[g][0].run.remote(
-                    gen,
-                    self.store.spec,
-                    coll.name,
-                    coll.schema,
-                    blobs[t],
-                    refs,
-                    c,
-                    len(slots),
-                    barrier,
-                    timeout_s + warmup,
-                )
-                flight.pending[ref] = g
+        def launch(g: int) -> None:
+            t, c = slots[g]
+            ref = clients[g][0].run.remote(
+                gen,
+                self.store.spec,
+                coll.name,
+                coll.schema,
+                blobs[t],
+                refs,
+                c,
+                len(slots),
+                barrier,
+                timeout_s + warmup,
+            )
+            flight.pending[ref] = g
+
+        def abort(started: int) -> None:
+            flight.halt(broken=True)
+            launched = set(flight.pending.values())
+            for g in range(started, len(slots)):
+                if g not in launched and g not in flight.results:
+                    flight.results[g] = _not_started()
 
         try:
-            interrupted = self._watch(tasks, ctl, progress, start, flight.alive, flight.collect)
+            interrupted = self._watch(
+                tasks, ctl, progress, launch, flight.alive, flight.collect, abort
+            )
         finally:
             for actor in flight.lost:
                 _session.discard(actor)
-            if flight.alive():  # a second Ctrl-C: these clients are abandoned
+            if flight.alive():  # not back within the grace after a stop: abandoned
                 for g in range(len(slots)):
                     if g not in flight.results:
                         _session.discard(clients[g][0])

@@ -91,10 +91,18 @@ def run_table(rec: dict[str, Any]) -> Table:
     return t
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader closed the pipe (``| head``): rich would exit 1; the
+        command line ends quietly with 141 instead (``cli.Group``)."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def make_console() -> Console:
     """Wide enough for the tables even when the output is a pipe or a file."""
-    console = Console()
-    return console if console.is_terminal else Console(width=160)
+    console = _Console()
+    return console if console.is_terminal else _Console(width=160)
 
 
 def print_records(records: Iterable[dict[str, Any]], console: Console | None = None) -> None:

@@ -122,7 +122,9 @@ def install(root: Path | None = None, quiet: bool = False) -> Path:
 
     # --locked: the crate's own Cargo.lock (what its release was tested with);
     # a download that fails is tried again, a build that fails is not
-    r = run_retrying([*base[:2], "--locked", *base[2:]], "cargo install agdb_server", transient=NETWORK, log=log)
+    r = run_retrying(
+        [*base[:2], "--locked", *base[2:]], "cargo install agdb_server", transient=NETWORK, log=log
+    )
     if r.returncode != 0 and not NETWORK.search(r.stdout + r.stderr):
         r = run_retrying(base, "cargo install agdb_server (unlocked)", transient=NETWORK, log=log)
     binary = root / "bin" / BINARY

@@ -6,16 +6,17 @@ port on 127.0.0.1, a private data directory, the process in its own process
 group (killed with the group), an unprivileged user when the engine refuses
 root, readiness by polling the engine (never a fixed sleep), its version, its
 log kept and its tail shown when it fails, and a clean stop after normal end,
-an exception, SIGINT or SIGTERM (the runner turns both into exceptions) or the
-interpreter's exit (atexit). On Linux the server also gets the parent-death
-signal, so even a SIGKILLed storebench takes its servers with it.
+an exception, SIGINT or SIGTERM (the first of either becomes an exception) or
+the interpreter's exit (atexit). A second signal, which ends storebench at
+once (``storebench.interrupts``), kills every live server's process group
+and removes its data directory first. On Linux the server also gets the
+parent-death signal, so even a SIGKILLed storebench takes its servers with it.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import logging
 import os
 import pwd
@@ -32,10 +33,10 @@ from typing import Any, ClassVar
 
 import psutil
 
+from storebench import interrupts
 from storebench.errors import StorebenchError
 
 _log = logging.getLogger("storebench.servers")
-_PR_SET_PDEATHSIG = 1
 _live: set[Server] = set()
 _live_lock = threading.Lock()
 
@@ -75,27 +76,17 @@ def scaled_timeout(base_s: float) -> float:
     return base_s * load_factor()
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the parent dies (Linux).
-
-    The signal follows the *thread* that started the server, so start servers
-    from a thread that lives as long as they should (the runner's main thread)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
-
-
-def _stop_all() -> None:
+def _stop_all(now: bool = False) -> None:
+    """Stop every live server (at exit); ``now``: kill them (a second signal)."""
     with _live_lock:
         servers = list(_live)
     for s in servers:
         with contextlib.suppress(Exception):
-            s.stop()
+            s.kill() if now else s.stop()
 
 
 atexit.register(_stop_all)
+interrupts.always_at_hard_exit(lambda: _stop_all(now=True))
 
 
 class Server:
@@ -108,6 +99,11 @@ class Server:
     # by the load per core (up to 4x) so a busy machine is not a failed start
     start_timeout_s: ClassVar[float] = 120.0
     stop_timeout_s: ClassVar[float] = 30.0
+    # ``kill`` (a second signal): the engine's own immediate shutdown, if it
+    # has one that still releases what outlives a SIGKILL (shared memory),
+    # given ``kill_timeout_s``; then SIGKILL to the group
+    kill_signal: ClassVar[signal.Signals] = signal.SIGKILL
+    kill_timeout_s: ClassVar[float] = 5.0
     run_as: ClassVar[str] = "nobody"
 
     def __init__(self, datadir: str | os.PathLike[str] | None = None, keep: bool = False):
@@ -118,8 +114,10 @@ class Server:
         )
         self.dir.mkdir(parents=True, exist_ok=True)
         self.keep = keep
-        self.log_path = self.dir / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        with _live_lock:  # from here on every way out removes its directory
+            _live.add(self)
+        self.log_path = self.dir / "server.log"
         self.user: str | None = None
         if self.refuses_root and os.geteuid() == 0:
             self.user = self.run_as
@@ -175,27 +173,27 @@ class Server:
     # --- lifecycle ------------------------------------------------------------------
     def start(self) -> Server:
         t0 = time.monotonic()
-        self.give_to_user(self.dir)
-        self.prepare()
-        self.give_to_user(self.dir)
-        log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the process)
-        try:
-            self.proc = subprocess.Popen(
-                self.command(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=self.dir,
-                env=self.env(),
-                user=self.user,
-                start_new_session=True,  # its own process group: we kill the group
-                preexec_fn=_die_with_parent,
-            )
-        finally:
-            log.close()
-        with _live_lock:
+        with _live_lock:  # again after a stop
             _live.add(self)
         try:
+            self.give_to_user(self.dir)
+            self.prepare()
+            self.give_to_user(self.dir)
+            log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the process)
+            try:
+                self.proc = subprocess.Popen(
+                    self.command(),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    cwd=self.dir,
+                    env=self.env(),
+                    user=self.user,
+                    start_new_session=True,  # its own process group: we kill the group
+                    preexec_fn=interrupts.die_with_parent,
+                )
+            finally:
+                log.close()
             self.wait_ready(t0)
         except BaseException:
             self.stop()
@@ -226,7 +224,9 @@ class Server:
                     f"{self.start_timeout_s:.0f}s x load {load_factor():.1f}); log {self.log_path}: {self.log_tail()}"
                 )
             if waited > next_note:
-                _log.warning("%s: still starting after %.0f s (limit %.0f s)", self.name, waited, limit)
+                _log.warning(
+                    "%s: still starting after %.0f s (limit %.0f s)", self.name, waited, limit
+                )
                 next_note += 15.0
             time.sleep(delay)  # a poll interval, not a guess at start-up time
             delay = min(delay * 1.5, 0.5)
@@ -271,6 +271,25 @@ class Server:
         if proc is not None:
             # stragglers in the group (forked workers) go too
             self._signal_group(proc.pid, signal.SIGKILL)
+        if self._own_dir and not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        with _live_lock:  # only now: a second signal meanwhile still removes it
+            _live.discard(self)
+
+    def kill(self) -> None:
+        """Stop without waiting for a clean shutdown (a second signal):
+        ``kill_signal``, then SIGKILL to the process group; the data
+        directory goes as with ``stop``."""
+        proc = self.proc
+        if proc is not None:
+            if self.kill_signal != signal.SIGKILL and proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(proc.pid, self.kill_signal)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(self.kill_timeout_s)
+            self._signal_group(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(10)
         with _live_lock:
             _live.discard(self)
         if self._own_dir and not self.keep:

@@ -23,7 +23,6 @@ import os
 import pwd
 import shutil
 import stat
-import subprocess
 import sys
 import tempfile
 import zipfile

@@ -51,6 +51,9 @@ class PostgresServer(Server):
     name = "postgres"
     refuses_root = True
     start_timeout_s: ClassVar[float] = 60.0
+    # "immediate" shutdown: no checkpoint, but the postmaster still removes
+    # its System V shared memory segment, which a SIGKILL would leave behind
+    kill_signal = signal.SIGQUIT
 
     def __init__(
         self,

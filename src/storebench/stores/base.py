@@ -83,7 +83,16 @@ class StoreSpec:
     search: Mapping[str, Any] = field(default_factory=dict)  # search parameters
 
     def open(self) -> Store:
-        return store_class(self.engine)(self)
+        """The store. If opening fails or is interrupted half-way, what it
+        had started goes: a managed server, a private directory."""
+        cls = store_class(self.engine)
+        store = cls.__new__(cls)
+        try:
+            type(store).__init__(store, self)
+        except BaseException:
+            Store.close(store)
+            raise
+        return store
 
     def with_(self, **changes: Any) -> StoreSpec:
         return replace(self, **changes)
@@ -196,6 +205,9 @@ class Store:
     # starts, see ``check_url``). None: without a URL the store starts a
     # managed server or runs embedded.
     url_only: ClassVar[str | None] = None
+    # set by __init__; here too for a store whose __init__ did not get that far
+    managed: Server | None = None
+    _private_dir: str | None = None
 
     @classmethod
     def check_url(cls, url: str | None) -> None:
@@ -359,6 +371,15 @@ class Store:
         if self._private_dir is not None:
             shutil.rmtree(self._private_dir, ignore_errors=True)
             self._private_dir = None
+
+    def abandon(self) -> None:
+        """What ``close`` does, without waiting on the engine (a second
+        signal ends storebench at once): kill a managed server, remove the
+        private directory. Connections go with the process."""
+        if self.managed is not None:
+            self.managed.kill()
+        if self._private_dir is not None:
+            shutil.rmtree(self._private_dir, ignore_errors=True)
 
 
 # --- registry ----------------------------------------------------------------

@@ -227,4 +227,3 @@ class CrudWorkload(Workload):
         if ops:
             ctx.measure(Task(name, PoolFactory(method, pool), ops=ops, **common), coll)
         return True
-

@@ -110,7 +110,9 @@ class VectorData:
     @property
     def _ids_are_rows(self) -> bool:
         ids = self.ids
-        return bool(len(ids) == 0 or (ids[0] == 0 and ids[-1] == len(ids) - 1 and (np.diff(ids) == 1).all()))
+        return bool(
+            len(ids) == 0 or (ids[0] == 0 and ids[-1] == len(ids) - 1 and (np.diff(ids) == 1).all())
+        )
 
     @property
     def fields(self) -> dict[str, np.ndarray]:
@@ -122,7 +124,9 @@ class VectorData:
             return np.ascontiguousarray(self.ds.queries[: min(count, self.ds.nq)])
         return synthetic.queries(count, self.p.dim, self.p.data, self.p.seed)
 
-    def true_distances(self, queries: np.ndarray, found: np.ndarray, live: np.ndarray) -> np.ndarray:
+    def true_distances(
+        self, queries: np.ndarray, found: np.ndarray, live: np.ndarray
+    ) -> np.ndarray:
         """The exact distance from query i to each id in ``found[i]`` (inf for
         -1, an unknown id or a row ``live`` leaves out). Scoring uses it to
         count a found id that ties with the k-th true neighbour though the

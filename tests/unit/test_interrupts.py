@@ -1,0 +1,233 @@
+"""Signals: the first stops cleanly and nothing waits for ever; a second
+exits at once. Signals here are real (``signal.raise_signal`` delivers to
+this thread, so the interrupt lands exactly where the test puts it)."""
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from storebench import interrupts
+from storebench.data.batch import Schema
+from storebench.driver import FnOp, Interrupted, Task
+from storebench.driver import executors as ex
+from storebench.errors import Terminated
+from storebench.progress import NoProgress
+from storebench.stores.base import StoreSpec
+
+SIGNALS = [signal.SIGINT, signal.SIGTERM]
+
+
+class Items:
+    def __call__(self, coll, c, clients):
+        return FnOp(lambda i: None)
+
+
+class Held:
+    """Client ``slow`` does not get through its set-up until ``release`` is
+    set (a client connecting to an engine that does not answer); the others
+    note that they are ready and go on to the start barrier."""
+
+    def __init__(self, slow, ready, release):
+        self.slow, self.ready, self.release = slow, ready, release
+
+    def __call__(self, coll, c, clients):
+        if c == self.slow:
+            self.release.wait(60)
+        else:
+            self.ready.release()
+        return FnOp(lambda i: None)
+
+
+def signalled_at(cls, at, sig):
+    """``cls`` with ``sig`` arriving just before client ``at`` is launched."""
+
+    class Signalled(cls):
+        def _watch(self, tasks, ctl, progress, launch, *rest):
+            def launch_(g):
+                if g == at:
+                    signal.raise_signal(sig)
+                launch(g)
+
+            return super()._watch(tasks, ctl, progress, launch_, *rest)
+
+    return Signalled
+
+
+@pytest.fixture
+def coll():
+    return StoreSpec("null").open().create_collection("x", Schema())
+
+
+def client_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("client-")]
+
+
+def client_processes():
+    return [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if p.is_running()
+        and p.status() != psutil.STATUS_ZOMBIE
+        and "resource_tracker" not in " ".join(p.cmdline())
+    ]
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+@pytest.mark.parametrize("executor", [ex.ThreadExecutor, ex.ProcessExecutor], ids=lambda e: e.name)
+def test_a_signal_while_clients_start_stops_the_task_without_waiting_for_the_rest(
+    coll, executor, sig
+):
+    # two clients started and waiting at the start barrier for two that
+    # will never start: the barrier is broken, the two given up
+    task = Task("t", Items(), clients=4, ops=1_000_000)
+    with interrupts.handled(), pytest.raises(Interrupted) as stopped:
+        signalled_at(executor, 2, sig)(coll.store).run([task], coll, NoProgress())
+    assert stopped.value.signal == sig.name
+    (partial,) = stopped.value.partial
+    assert partial.ops == 0 and not partial.complete
+    assert not client_threads() and not client_processes()
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_clients_waiting_at_the_start_are_released_and_a_stuck_one_left_behind(
+    coll, sig, monkeypatch
+):
+    monkeypatch.setattr(ex, "STOP_GRACE_S", 1.0)
+    ready, release = threading.Semaphore(0), threading.Event()
+    task = Task("t", Held(0, ready, release), clients=4, ops=1_000_000)
+    main = threading.main_thread().ident
+
+    def interrupt_when_three_wait():
+        for _ in range(3):
+            ready.acquire(timeout=60)
+        signal.pthread_kill(main, sig)
+
+    threading.Thread(target=interrupt_when_three_wait, daemon=True).start()
+    try:
+        with interrupts.handled(), pytest.raises(Interrupted) as stopped:
+            ex.ThreadExecutor(coll.store).run([task], coll, NoProgress())
+        # the run ended while client 0 was still in its set-up: it did not
+        # wait for it beyond the grace, and the three that waited at the
+        # barrier were released by the stop, not by client 0 arriving
+        assert [t.name for t in client_threads()] == ["client-0"]
+        (partial,) = stopped.value.partial
+        assert partial.ops == 0 and not partial.complete
+    finally:
+        release.set()
+    deadline = time.monotonic() + 30
+    while client_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not client_threads()
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_a_first_signal_in_a_shielded_block_is_raised_when_it_ends(sig):
+    done = []
+    with interrupts.handled():
+        with pytest.raises(KeyboardInterrupt) as caught, interrupts.shielded():
+            signal.raise_signal(sig)
+            done.append("the rest of the block")
+        assert done == ["the rest of the block"]
+        assert isinstance(caught.value, Terminated) == (sig == signal.SIGTERM)
+        assert interrupts.exit_status(caught.value) == 128 + sig
+
+
+SECOND = textwrap.dedent(
+    """
+    import signal, sys, threading
+    sys.path[:0] = {path!r}
+    from storebench import interrupts
+    with interrupts.handled(), interrupts.at_hard_exit(lambda: open({marker!r}, "w").write("x")):
+        try:
+            signal.raise_signal({sig})
+        except KeyboardInterrupt:
+            print("first", flush=True)
+        lock = threading.Lock()
+        lock.acquire()
+        lock.acquire()  # stuck for ever: only the second signal ends this
+    """
+)
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_a_second_signal_exits_at_once_after_the_last_resort_functions(tmp_path, sig):
+    marker = tmp_path / "written"
+    code = SECOND.format(path=sys.path, marker=str(marker), sig=int(sig))
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert p.stdout.readline().strip() == "first"
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 128 + sig, err
+    assert f"{sig.name} again: exiting at once" in err
+    assert marker.read_text() == "x"
+
+
+LOST = textwrap.dedent(
+    """
+    import signal, sys, time
+    sys.path[:0] = {path!r}
+    from storebench import interrupts
+    interrupts.REDELIVER_S = 0.5
+    with interrupts.handled():
+        try:
+            signal.raise_signal({sig})
+        except KeyboardInterrupt:
+            pass  # swallowed, as an extension module's import can
+        print("lost", flush=True)
+        while True:
+            try:
+                while True:
+                    time.sleep(0.05)
+            except KeyboardInterrupt as exc:
+                if {act}:
+                    interrupts.acknowledge()
+                    print("delivered again", flush=True)
+                    sys.exit(interrupts.exit_status(exc))
+                # lost again
+    """
+)
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+@pytest.mark.parametrize("act", [True, False], ids=["acted-on", "never-acted-on"])
+def test_a_lost_first_signal_is_delivered_again_until_acted_on(sig, act):
+    code = LOST.format(path=sys.path, sig=int(sig), act=act)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 128 + sig, p.stderr
+    if act:
+        assert p.stdout.split() == ["lost", "delivered", "again"]
+    else:  # delivered again and again, then the end a second signal gives
+        assert p.stdout.split() == ["lost"]
+        assert f"{sig.name} was not acted on: exiting at once" in p.stderr
+
+
+def test_the_record_of_the_run_in_progress_is_written_by_a_hard_exit(tmp_path):
+    from storebench.runner import _Recorder
+    from storebench.workloads.base import RunContext
+
+    store = StoreSpec("sqlite").open()  # in a private temporary directory
+    private = Path(store.spec.url).parent
+    assert private.is_dir()
+    ctx = RunContext("r1", store, None)
+    ctx.tasks.append({"name": "create", "ops": 3})
+    recorder = _Recorder(tmp_path / "x.jsonl")
+    recorder.begin({"run_id": "r1", "status": "running", "error": None})
+    recorder.ctx, recorder.store = ctx, store
+    recorder.at_hard_exit()
+    (line,) = (tmp_path / "x.jsonl").read_text().splitlines()
+    rec = json.loads(line)
+    assert rec["status"] == "interrupted" and "exited at once" in rec["error"]
+    assert rec["tasks"] == [{"name": "create", "ops": 3}]
+    assert not ctx.workdir.exists() and not private.exists()
+    recorder.at_hard_exit()  # once only
+    assert len((tmp_path / "x.jsonl").read_text().splitlines()) == 1
