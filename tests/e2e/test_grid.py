@@ -40,7 +40,8 @@ def test_an_interrupted_grid_resumes_with_only_the_missing_runs(tmp_path):
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         line = p.stderr.readline()
-        runs_started += line.startswith("storebench: run ")
+        # "storebench: run <id>: <workload> on <store> ..." starts a run
+        runs_started += line.startswith("storebench: run ") and " on " in line
         if runs_started == 3 and "task read: measuring" in line:
             break
     p.send_signal(signal.SIGINT)

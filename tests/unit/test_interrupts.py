@@ -223,11 +223,12 @@ def test_the_record_of_the_run_in_progress_is_written_by_a_hard_exit(tmp_path):
     recorder = _Recorder(tmp_path / "x.jsonl")
     recorder.begin({"run_id": "r1", "status": "running", "error": None})
     recorder.ctx, recorder.store = ctx, store
+    work = ctx.workdir  # made on first use
     recorder.at_hard_exit()
     (line,) = (tmp_path / "x.jsonl").read_text().splitlines()
     rec = json.loads(line)
     assert rec["status"] == "interrupted" and "exited at once" in rec["error"]
     assert rec["tasks"] == [{"name": "create", "ops": 3}]
-    assert not ctx.workdir.exists() and not private.exists()
+    assert not work.exists() and not private.exists()
     recorder.at_hard_exit()  # once only
     assert len((tmp_path / "x.jsonl").read_text().splitlines()) == 1
