@@ -24,8 +24,10 @@ def run(
     names or ``engine=url``. Records are also appended under ``results_dir``."""
     from storebench.progress import make_progress
 
-    sets = [f"{k}={v}" for k, v in set.items()] if isinstance(set, dict) else list(set)
-    sc = Scenario.load(scenario, sets, list(stores))
+    if isinstance(set, dict):  # typed already: not parsed as YAML again
+        sc = Scenario.load(scenario, [], list(stores), values=dict(set))
+    else:
+        sc = Scenario.load(scenario, list(set), list(stores))
     bar = make_progress(progress)
     try:
         return run_scenario(sc, Path(results_dir), bar, resume)

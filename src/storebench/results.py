@@ -105,8 +105,12 @@ def read(path: Path) -> Iterator[dict[str, Any]]:
     else:
         raise UserError("no such file or directory", where=str(path))
     for f in files:
-        with open(f) as fh:
-            for n, line in enumerate(fh, 1):
+        with open(f, "rb") as fh:
+            for n, raw in enumerate(fh, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise UserError(f"not UTF-8 text (byte {exc.start})", where=f"{f}:{n}") from exc
                 if not line.strip():
                     continue
                 try:

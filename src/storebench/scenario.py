@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -59,6 +60,17 @@ class ScenarioFile(BaseModel):
     driver: DriverConfig = Field(default_factory=DriverConfig)
     params: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, v: str) -> str:
+        # the results file is <results dir>/<name>.jsonl: nothing that leaves it
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", v):
+            raise ValueError(
+                "a scenario name is a plain file name (letters, digits, '.', '_', '-'; "
+                "not starting with '.')"
+            )
+        return v
 
     @field_validator("stores", mode="before")
     @classmethod
@@ -139,7 +151,7 @@ def _line_for(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int | 
 def _first_error(exc: ValidationError) -> tuple[tuple[Any, ...], str]:
     err = exc.errors()[0]
     loc = tuple(err["loc"])
-    msg = err["msg"]
+    msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
     elif "input" in err and not isinstance(err["input"], dict | list):
@@ -214,14 +226,25 @@ class Scenario:
         self.overrides = overrides  # dotted key -> "--set key" for error messages
 
     @classmethod
-    def load(cls, name_or_path: str, sets: list[str] = (), stores: list[str] = ()) -> Scenario:  # type: ignore[assignment]
+    def load(
+        cls,
+        name_or_path: str,
+        sets: list[str] = (),  # type: ignore[assignment]
+        stores: list[str] = (),  # type: ignore[assignment]
+        values: dict[str, Any] | None = None,
+    ) -> Scenario:
+        """``sets`` are ``key=value`` texts (values read as YAML, as on the
+        command line); ``values`` the same keys with values already typed
+        (from Python: not parsed again)."""
         path = resolve(name_or_path)
         try:
-            text = path.read_text()
+            text = path.read_text(encoding="utf-8")
             node = yaml.compose(text)
             raw = yaml.safe_load(text)
         except OSError as exc:
             raise UserError(f"cannot read: {exc.strerror}", where=str(path)) from exc
+        except UnicodeDecodeError as exc:
+            raise UserError(f"not UTF-8 text (byte {exc.start})", where=str(path)) from exc
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -231,7 +254,8 @@ class Scenario:
         lines = _line_map(node) if node is not None else {}
         overrides: dict[str, str] = {}
         top = set(ScenarioFile.model_fields)
-        for keys, value in parse_set(list(sets)):
+        typed = [(k.strip().split("."), v) for k, v in (values or {}).items()]
+        for keys, value in [*parse_set(list(sets)), *typed]:
             if keys[0] not in top:
                 keys = ["params", *keys]
             if keys[0] == "grid" and len(keys) > 2:  # grid keys hold dots: grid.index.m
@@ -319,6 +343,9 @@ class Scenario:
                     ("driver", "executor"),
                     f"{entry.engine} cannot serve {executor.name} clients: no {', '.join(missing)}",
                 )
+        for key, values in f.grid.items():
+            if not values:
+                raise self.error(("grid", key), "empty: a grid axis needs at least one value")
         for key in f.grid:
             head = key.split(".")[0]
             if head not in ("params", "index", "search") and head not in wl.Params.model_fields:

@@ -32,15 +32,18 @@ STATUS_STYLE = {"ok": "green", "failed": "bold red", "interrupted": "yellow"}
 
 
 def run_table(rec: dict[str, Any]) -> Table:
-    store = rec["store"]
-    label = store["engine"] + (
+    """One record as a table; a hand-made record may lack any field but
+    run_id (what it lacks shows as "?")."""
+    store = rec.get("store") if isinstance(rec.get("store"), dict) else {}
+    label = str(store.get("engine", "?")) + (
         f" {store['url']}" if store.get("url") and "://" in str(store.get("url")) else ""
     )
-    grid = ", ".join(f"{k}={v}" for k, v in rec.get("grid_point", {}).items())
+    grid = ", ".join(f"{k}={v}" for k, v in (rec.get("grid_point") or {}).items())
+    status = str(rec.get("status", "?"))
     title = Text.assemble(
-        (f"{rec['scenario']} · {label}", "bold"),
+        (f"{rec.get('scenario', '?')} · {label}", "bold"),
         f"  {grid}  " if grid else "  ",
-        (rec["status"], STATUS_STYLE.get(rec["status"], "")),
+        (status, STATUS_STYLE.get(status, "")),
     )
     t = Table(title=title, title_justify="left")
     for col in (
@@ -57,11 +60,11 @@ def run_table(rec: dict[str, Any]) -> Table:
         "note",
     ):
         t.add_column(col, justify="left" if col in ("task", "note") else "right")
-    for task in rec.get("tasks", []):
+    for task in rec.get("tasks") or []:
         if "unsupported" in task:
-            t.add_row(task["name"], *["-"] * 9, Text(task["unsupported"], "dim"))
+            t.add_row(str(task.get("name", "?")), *["-"] * 9, Text(task["unsupported"], "dim"))
             continue
-        lat = task.get("latency_ns", {})
+        lat = task.get("latency_ns") or {}
         notes = [f"{k}={v}" for k, v in task.get("search", {}).items()]
         notes += [
             f"{k}={v:.3f}" for k, v in task.items() if k.startswith("recall@") and v is not None
@@ -73,7 +76,7 @@ def run_table(rec: dict[str, Any]) -> Table:
         if not task.get("complete", True):
             notes.append("partial")
         t.add_row(
-            task["name"],
+            str(task.get("name", "?")),
             str(task.get("clients", 1)),
             f"{task.get('ops', 0):,}",
             fmt_rate(task.get("ops_per_s")),

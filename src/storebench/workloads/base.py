@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import shutil
 import tempfile
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -19,7 +20,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from storebench.data.batch import Schema
 from storebench.data.shared import Shared
@@ -36,10 +38,25 @@ ENTRY_POINT_GROUP = "storebench.workloads"
 ExecutorChoice = Literal["auto", "threads", "processes"]
 
 
+def _takes_bool(annotation: Any) -> bool:
+    if annotation is bool or annotation is Any:
+        return True
+    return any(_takes_bool(a) for a in typing.get_args(annotation))
+
+
 class Params(BaseModel):
-    """Base of workload parameter models: unknown keys are errors."""
+    """Base of workload parameter models: unknown keys are errors, and a
+    boolean is not a number (pydantic would read ``n: true`` as 1)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        f = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and f is not None and not _takes_bool(f.annotation):
+            raise PydanticCustomError("bool_not_number", "expected a number, not a boolean")
+        return value
 
 
 class Workload:

@@ -28,7 +28,7 @@ from pydantic import Field
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.driver import Op, Task
-from storebench.errors import NotCounted, TaskFailed
+from storebench.errors import NotCounted, TaskFailed, UserError
 from storebench.stores.base import Capability, Collection, Store
 from storebench.stores.filters import Cmp
 from storebench.workloads.base import Params, RunContext, Workload
@@ -256,6 +256,15 @@ class SocialWorkload(Workload):
     name = "social"
     Params = SocialParams
     requires = frozenset({Capability.INSERT, Capability.FIND, Capability.ORDER})
+
+    @classmethod
+    def check(cls, params: SocialParams) -> None:
+        if not (params.posters or params.commenters):
+            # readers alone would wait for data no one writes
+            raise UserError(
+                "at least one poster or commenter is needed (every writer count is 0)",
+                where="posters",
+            )
 
     def run(self, ctx: RunContext, p: SocialParams) -> None:
         compat = ctx.mode == "compat"
