@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from storebench import redaction
 from storebench.errors import StorebenchError, UserError
 from storebench.results import storebench_version
 
@@ -19,7 +20,7 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except (UserError, StorebenchError) as exc:
-            click.echo(f"storebench: error: {exc}", err=True)
+            click.echo(f"storebench: error: {redaction.redact(exc)}", err=True)
             sys.exit(2)
 
 
@@ -30,6 +31,7 @@ def cli(verbose: bool) -> None:
     """Benchmarks for document, vector and graph stores."""
     if verbose:
         logging.basicConfig(level=logging.INFO, format="storebench: %(message)s", stream=sys.stderr)
+        redaction.guard_handlers(logging.getLogger().handlers)  # every logger's lines
 
 
 @cli.command()
@@ -76,6 +78,7 @@ def run(
     from storebench.runner import run_scenario
     from storebench.scenario import Scenario
 
+    redaction.remember(*(s.partition("=")[2] for s in stores))  # before any message
     sc = Scenario.load(scenario, list(sets), list(stores))
     console = make_console()
     bar = make_progress(progress)
@@ -186,4 +189,5 @@ cli.add_command(dataset)
 
 
 def main() -> None:
+    redaction.guard_process()  # tracebacks and warnings Python prints, redacted
     cli(prog_name="storebench")

@@ -19,6 +19,7 @@ from storebench.driver import Driver, Interrupted
 from storebench.driver.executors import Executor, executors_released, setup_executor
 from storebench.errors import StorebenchError, Terminated, signal_name
 from storebench.progress import NoProgress
+from storebench.redaction import redact_obj
 from storebench.scenario import Run, Scenario
 from storebench.stores.base import Collection
 from storebench.workloads.base import RunContext, workload_class
@@ -128,6 +129,8 @@ def execute(run: Run, progress: Any = None) -> dict[str, Any]:
             with contextlib.suppress(Exception):
                 store.close()
         record["finished_at"] = results.now_iso()
+    # engine errors often echo the URL: no secret goes on to the terminal or a file
+    record = redact_obj(record)
     if interrupt is not None:
         record["_interrupt"] = interrupt
     return record
