@@ -27,6 +27,7 @@ It removes, replacing each with ``***``:
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import re
@@ -50,6 +51,11 @@ _SECRET_WORDS = frozenset({"pass", "pwd", "pw", "token", "auth", "authorization"
 _LOCATION_WORDS = frozenset({"file", "path", "dir", "socket", "sock"})
 # environment variables that fit the rule above but hold no secret
 _NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
+# values that only stand for a secret, as in a message's ``redis://[:password@]host``:
+# left as they are (a real secret of these words is none)
+_PLACEHOLDERS = frozenset(
+    {"password", "pass", "passwd", "pwd", "pw", "secret", "token", "apikey", "api_key"}
+)
 # keys whose values are encoded measurements, not text (HDR histograms)
 _DATA_KEYS = frozenset({"histogram"})
 
@@ -94,8 +100,16 @@ _HEADER = re.compile(
 )
 
 
+def _placeholder(value: str) -> bool:
+    return value.strip("<>[]{}'\"").lower() in _PLACEHOLDERS or set(value) <= {"*"}
+
+
 def _spans(text: str) -> list[tuple[int, int]]:
     """Where the forms above hold a secret in ``text`` (start, end)."""
+    return [(a, b) for a, b in _form_spans(text) if not _placeholder(text[a:b])]
+
+
+def _form_spans(text: str) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     if "://" in text:
         for m in _USERINFO.finditer(text):
@@ -129,11 +143,22 @@ _lock = threading.Lock()
 
 
 def _variants(value: str) -> set[str]:
-    """The forms a value may take in a client's message."""
+    """The forms a value may take in a message: as given, unquoted, percent-
+    decoded and -encoded, and escaped the ways messages escape a quoted value
+    (libpq, ``repr``, JSON)."""
     out = {value, _unquoted(value)}
     for v in list(out):
-        out |= {unquote(v), unquote_plus(v), quote(v, safe=""), quote_plus(v, safe="")}
-    return {v for v in out if len(v) >= MIN_LITERAL and v != MASK}
+        out |= {unquote(v), unquote_plus(v)}
+    for v in list(out):
+        out |= {
+            quote(v, safe=""),
+            quote_plus(v, safe=""),
+            v.replace("\\", "\\\\").replace("'", "\\'"),
+            repr(v)[1:-1],
+            json.dumps(v)[1:-1],
+            json.dumps(v, ensure_ascii=False)[1:-1],
+        }
+    return {v for v in out if len(v) >= MIN_LITERAL and not _placeholder(v)}
 
 
 def secrets_in(text: str | None) -> set[str]:
@@ -315,4 +340,4 @@ def guard_process() -> None:
 
     sys.excepthook = excepthook
     threading.excepthook = thread_excepthook
-    warnings.formatwarning = formatwarning  # type: ignore[assignment]
+    warnings.formatwarning = formatwarning
