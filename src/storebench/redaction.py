@@ -14,12 +14,12 @@ It removes, replacing each with ``***``:
   ``password='a \\'b c'``; and the value of such a key in a printed
   mapping (``'password': 'SECRET'``) or an ``Authorization:`` header;
 - every value that ``remember`` took from a store URL or option (what the
-  forms above hold in each URL storebench was given, as given and
-  percent-decoded), and every value of an environment variable whose name
+  forms above hold in each URL storebench was given), and every value of an environment variable whose name
   says it holds a secret (``REDIS_PASSWORD``, ``MILVUS_TOKEN``,
-  ``PGPASSWORD``, ``MYSQL_PWD``, ...): wherever they appear, in whatever
-  text an engine's client echoes them, also cut short at the end of a
-  truncated message. Values shorter than ``MIN_LITERAL`` characters are
+  ``PGPASSWORD``, ``MYSQL_PWD``, ...): wherever they appear, however an
+  engine's client echoes them (as given, percent-decoded or -encoded,
+  escaped as libpq, ``repr`` or JSON escape a quoted value), also cut short
+  at the end of a truncated message. Values shorter than ``MIN_LITERAL`` characters are
   removed only where one of the forms above shows them (they would match
   ordinary words).
 """
@@ -195,51 +195,56 @@ def remember_value(value: str) -> None:
             _remembered.update(found)
 
 
-def _env_secrets() -> set[str]:
-    return {
-        v
-        for k, val in os.environ.items()
-        if val and k not in _NOT_SECRET_ENV and is_secret_key(k)
-        for v in _variants(val)
-    }
-
-
-@functools.lru_cache(maxsize=64)
-def _literal_pattern(values: frozenset[str]) -> re.Pattern[str] | None:
-    if not values:
-        return None
-    # longest first: a value inside a longer one must not leave the rest
-    alts = sorted(values, key=lambda v: (-len(v), v))
-    return re.compile("|".join(re.escape(v) for v in alts))
+@functools.lru_cache(maxsize=16)
+def _variants_of(values: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(v for value in values for v in _variants(value))
 
 
 def _known() -> frozenset[str]:
+    env = tuple(
+        sorted(
+            val
+            for k, val in os.environ.items()
+            if val and k not in _NOT_SECRET_ENV and is_secret_key(k)
+        )
+    )
     with _lock:
-        known = set(_remembered)
-    return frozenset(known | _env_secrets())
+        remembered = frozenset(_remembered)
+    return remembered | _variants_of(env)
 
 
-def _cut_tail(text: str, known: Iterable[str]) -> str:
-    """A message cut short inside a secret (``str(exc)[:200]``) ends with its
-    first characters (``TAIL_MIN`` or more): those go too."""
-    for v in sorted(known, key=len, reverse=True):
-        for n in range(len(v) - 1, TAIL_MIN - 1, -1):
-            if text.endswith(v[:n]):
-                return text[: len(text) - n] + MASK
-    return text
+class _Literals:
+    """Known values, compiled: one pattern (longest first, so that a value
+    inside a longer one leaves nothing of it) and their starts, for a message
+    cut short inside one (``str(exc)[:200]``)."""
+
+    def __init__(self, known: frozenset[str]):
+        alts = sorted(known, key=lambda v: (-len(v), v))
+        self.pattern = re.compile("|".join(re.escape(v) for v in alts)) if alts else None
+        self.starts = {v[:n] for v in known for n in range(TAIL_MIN, len(v))}
+        self.longest = max((len(p) for p in self.starts), default=0)
+
+    def sub(self, text: str) -> str:
+        if self.pattern is None:
+            return text
+        text = self.pattern.sub(MASK, text)
+        for n in range(min(self.longest, len(text)), TAIL_MIN - 1, -1):
+            if text[-n:] in self.starts:
+                return text[:-n] + MASK
+        return text
+
+
+_literals = functools.lru_cache(maxsize=16)(_Literals)
 
 
 class _Snapshot:
     """The values to remove, as known at one moment (one record, one text)."""
 
     def __init__(self) -> None:
-        self.known = _known()
-        self.pattern = _literal_pattern(self.known)
+        self.literals = _literals(_known())
 
     def redact(self, s: str) -> str:
-        if self.pattern is not None:
-            s = self.pattern.sub(MASK, s)
-            s = _cut_tail(s, self.known)
+        s = self.literals.sub(s)
         spans = _spans(s)
         if not spans:
             return s
