@@ -288,3 +288,13 @@ def test_working_runs_on_redis_and_postgres_leak_no_secret(tmp_path, redis_user,
     assert again.returncode == 0, again.stderr
     assert "0 run(s)" in again.stderr
     assert len((results / "leak.jsonl").read_text().splitlines()) == len(recs)
+
+
+def test_an_error_line_shows_no_secret(tmp_path):
+    s = Secret()
+    missing = tmp_path / f"none?password={s.enc}"
+    r = sb("show", str(missing))
+    assert r.returncode == 2
+    assert r.stderr.startswith("storebench: error: ") and r.stderr.count("\n") == 1
+    assert "password=***" in r.stderr
+    assert not [p for p in s.parts if p in r.stderr + r.stdout], r.stderr

@@ -330,3 +330,27 @@ def test_a_remembered_secret_goes_from_any_surrounding_text(middle, prefix, suff
 def test_redaction_is_idempotent(text):
     once = redact(text)
     assert redact(once) == once
+
+
+def test_what_python_prints_itself_is_redacted(tmp_path):
+    # an uncaught exception (main thread and another) and a warning, in a
+    # process guarded as the CLI guards itself
+    a = token()
+    code = f"""
+import threading, warnings
+from storebench import redaction
+redaction.guard_process()
+redaction.remember("redis://:{a}@h:1/0")
+warnings.warn("connecting with {a}")
+t = threading.Thread(target=lambda: (_ for _ in ()).throw(OSError("thread saw {a}")))
+t.start(); t.join()
+raise RuntimeError("main saw {a}")
+"""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1
+    assert "main saw ***" in r.stderr and "thread saw ***" in r.stderr
+    assert "connecting with ***" in r.stderr
+    assert a not in r.stderr + r.stdout
