@@ -80,7 +80,9 @@ _SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*://"
 # (strictly: before any / ? #; else, for a password holding a raw /, to the
 # last @ before white space)
 _USERINFO = re.compile(rf"(?P<head>{_SCHEME}[^\s:/?#]*:)(?:(?P<pw>[^\s/?#]*)@|(?P<loose>[^\s]*)@)")
-# ?key=SECRET or &key=SECRET, to the next & or # or white space
+# ?key=SECRET or &key=SECRET, to the next & or # or white space (less
+# punctuation ending a sentence or a clause: a URL's value has it encoded)
+_TRAILING = ":,;.)]}'\""
 _QUERY = re.compile(r"[?&](?P<key>[^=&#\s?]+)=(?P<val>[^&#\s]*)")
 # key=SECRET or key = 'SE\'CRET' (libpq), at the start of a word
 _KEYWORD = re.compile(
@@ -118,8 +120,11 @@ def _form_spans(text: str) -> list[tuple[int, int]]:
     if "=" in text:
         for rx in (_QUERY, _KEYWORD):
             for m in rx.finditer(text):
-                if is_secret_key(unquote_plus(m.group("key"))) and m.group("val"):
-                    out.append(m.span("val"))
+                val = m.group("val")
+                if val[:1] not in ("'", '"'):  # "at ...?password=x: refused": the ":" stays
+                    val = val.rstrip(_TRAILING)
+                if val and is_secret_key(unquote_plus(m.group("key"))):
+                    out.append((m.start("val"), m.start("val") + len(val)))
     if ":" in text:
         for m in _MAPPING.finditer(text):
             if is_secret_key(m.group("key")) and m.group("val"):

@@ -4,6 +4,7 @@ import json
 import logging
 import re
 import secrets
+import socket
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
@@ -354,3 +355,30 @@ raise RuntimeError("main saw {a}")
     assert "main saw ***" in r.stderr and "thread saw ***" in r.stderr
     assert "connecting with ***" in r.stderr
     assert a not in r.stderr + r.stdout
+
+
+def test_storebench_errors_are_made_without_secrets():
+    from storebench.errors import UserError
+
+    a = token()
+    err = UserError(f"cannot reach redis://:{a}@h:1/0", where=f"store redis?token={a}")
+    assert a not in str(err) and a not in err.where
+    assert str(err) == "store redis?token=***: cannot reach redis://:***@h:1/0"
+    assert str(err).removeprefix(f"{err.where}: ") == "cannot reach redis://:***@h:1/0"
+
+
+def test_a_store_opened_directly_fails_without_its_secret():
+    # the Python API, no runner around it: the error itself is redacted
+    from storebench.errors import UserError
+
+    a = token()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: refused
+        for url in (
+            f"redis://127.0.0.1:{port}/0?password={a}",
+            f"redis://default:{a}@127.0.0.1:{port}/0",
+        ):
+            with pytest.raises(UserError) as err:
+                StoreSpec("redis", url).open()
+            assert "cannot reach Redis" in str(err.value) and a not in str(err.value)
