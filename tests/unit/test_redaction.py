@@ -382,3 +382,22 @@ def test_a_store_opened_directly_fails_without_its_secret():
             with pytest.raises(UserError) as err:
                 StoreSpec("redis", url).open()
             assert "cannot reach Redis" in str(err.value) and a not in str(err.value)
+
+
+def test_a_spec_unpickled_in_a_client_process_remembers_its_secrets():
+    import pickle
+    import subprocess
+    import sys
+
+    a = token()
+    spec = StoreSpec("redis", f"redis://h:1/0?password={a}")
+    code = (
+        "import pickle, sys\n"
+        "from storebench.redaction import redact\n"
+        "spec = pickle.loads(sys.stdin.buffer.read())\n"
+        f"print(redact('client saw {a}'), spec.url == {spec.url!r})\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], input=pickle.dumps(spec), capture_output=True, timeout=120
+    )
+    assert r.stdout.decode().split() == ["client", "saw", "***", "True"], r.stderr

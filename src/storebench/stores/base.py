@@ -91,6 +91,12 @@ class StoreSpec:
             if isinstance(v, str):
                 (remember_value if is_secret_key(str(k)) else remember)(v)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # unpickled in a client process (processes, Ray): it knows the secrets too
+        for k, v in state.items():
+            object.__setattr__(self, k, v)
+        self.__post_init__()
+
     def open(self) -> Store:
         return store_class(self.engine)(self)
 
