@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from storebench import interrupts
+from storebench import interrupts, redaction
 from storebench.errors import StorebenchError, UserError
 from storebench.results import storebench_version
 
@@ -27,7 +27,7 @@ class Group(click.Group):
                 sys.stdout.flush()  # a closed pipe shows here, not at exit
                 return out
         except (UserError, StorebenchError) as exc:
-            click.echo(f"storebench: error: {exc}", err=True)
+            click.echo(f"storebench: error: {redaction.redact(exc)}", err=True)
             sys.exit(2)
         except KeyboardInterrupt as exc:
             interrupts.acknowledge()
@@ -46,6 +46,7 @@ def cli(verbose: bool) -> None:
     """Benchmarks for document, vector and graph stores."""
     if verbose:
         logging.basicConfig(level=logging.INFO, format="storebench: %(message)s", stream=sys.stderr)
+        redaction.guard_handlers(logging.getLogger().handlers)  # every logger's lines
 
 
 @cli.command()
@@ -92,6 +93,7 @@ def run(
     from storebench.runner import run_scenario
     from storebench.scenario import Scenario
 
+    redaction.remember(*(s.partition("=")[2] for s in stores))  # before any message
     sc = Scenario.load(scenario, list(sets), list(stores))
     console = make_console()
     bar = make_progress(progress)
@@ -203,6 +205,7 @@ cli.add_command(dataset)
 
 
 def main() -> None:
+    redaction.guard_process()  # tracebacks and warnings Python prints, redacted
     interrupts.handle_until_exit()  # click's own parsing and the exit too
     try:
         cli(prog_name="storebench")

@@ -3,9 +3,15 @@ its one-line message and exits with status 2, writing nothing half-done."""
 
 from __future__ import annotations
 
+from storebench.redaction import redact
+
 
 class StorebenchError(Exception):
-    """Base of all storebench errors."""
+    """Base of all storebench errors. Its message holds no secret (a store
+    URL's password, ...): it is redacted as the error is made."""
+
+    def __init__(self, *args: object):
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
 
 class UserError(StorebenchError):
@@ -15,7 +21,7 @@ class UserError(StorebenchError):
     that says what and where."""
 
     def __init__(self, message: str, where: str | None = None):
-        self.where = where
+        self.where = None if where is None else redact(where)
         super().__init__(f"{where}: {message}" if where else message)
 
 

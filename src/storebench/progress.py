@@ -18,6 +18,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from storebench.redaction import redact
+
 
 class _NullBar:
     def update(self, done: int) -> None:
@@ -42,7 +44,7 @@ class NoProgress:
 class _Bar:
     def __init__(self, progress: Progress, name: str, total: int | None):
         self._p = progress
-        self._id = progress.add_task(name, total=total)
+        self._id = progress.add_task(redact(name), total=total)
 
     def update(self, done: int) -> None:
         self._p.update(self._id, completed=done)

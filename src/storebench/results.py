@@ -1,7 +1,9 @@
 """Result records: one JSON object per run, appended atomically to a
 JSON-lines file. A record is written once, whole (a single O_APPEND write of
 one line, then fsync), so readers never see half a record and a crash loses
-at most the run in progress, which the runner marks before dying."""
+at most the run in progress, which the runner marks before dying. Records
+pass through ``redaction.redact_obj`` when written and when read: no secret
+reaches a file, nor leaves an older file through ``show`` or a report."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import numpy as np
 import psutil
 
 from storebench.errors import UserError
+from storebench.redaction import redact_obj
 
 Status = Literal["ok", "failed", "interrupted"]
 RECORD_VERSION = 1
@@ -80,9 +83,9 @@ def to_json_line(record: dict[str, Any]) -> str:
 
 
 def append(path: Path, record: dict[str, Any]) -> None:
-    """Append one record as a single write; the file is created if needed."""
+    """Append one record (redacted) as a single write; the file is created if needed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = to_json_line(record).encode()
+    data = to_json_line(redact_obj(record)).encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         written = os.write(fd, data)
@@ -94,7 +97,7 @@ def append(path: Path, record: dict[str, Any]) -> None:
 
 
 def read(path: Path) -> Iterator[dict[str, Any]]:
-    """Records of a JSON-lines file (or of every *.jsonl under a directory)."""
+    """Records (redacted) of a JSON-lines file (or of every *.jsonl under a directory)."""
     path = Path(path)
     if path.is_dir():
         files = sorted(path.glob("*.jsonl"))
@@ -119,4 +122,4 @@ def read(path: Path) -> Iterator[dict[str, Any]]:
                     raise UserError(f"not a JSON record ({exc.msg})", where=f"{f}:{n}") from exc
                 if not isinstance(rec, dict) or "run_id" not in rec:
                     raise UserError("not a storebench result record", where=f"{f}:{n}")
-                yield rec
+                yield redact_obj(rec)

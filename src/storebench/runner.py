@@ -24,6 +24,7 @@ from storebench.driver import Driver, Interrupted
 from storebench.driver.executors import Executor, executors_released, setup_executor
 from storebench.errors import StorebenchError, signal_name
 from storebench.progress import NoProgress
+from storebench.redaction import redact_obj
 from storebench.scenario import Run, Scenario
 from storebench.stores.base import Collection, Store
 from storebench.workloads.base import RunContext, workload_class
@@ -157,6 +158,8 @@ def execute(run: Run, progress: Any = None, recorder: _Recorder | None = None) -
     except KeyboardInterrupt as exc:  # a signal during the clean-up, raised after it
         interrupts.acknowledge()
         interrupt = interrupt or exc
+    # engine errors often echo the URL: no secret goes on to the terminal or a file
+    record = redact_obj(record)
     if interrupt is not None:
         record["_interrupt"] = interrupt
     return record

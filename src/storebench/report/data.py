@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,32 +23,25 @@ import numpy as np
 from storebench import results
 from storebench.errors import UserError
 from storebench.metrics import Histogram
-from storebench.stores.base import redact_url
+from storebench.redaction import MASK, is_secret_key, redact
 
 Record = dict[str, Any]
 
 # --- safe text -------------------------------------------------------------------
 
-_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s'\"<>]+")
-_SECRET_KEY = re.compile(r"pass(word|wd)?|secret|token|api[_-]?key|credential", re.I)
-
 
 def safe_text(value: Any) -> str:
-    """``value`` as text with every URL in it passed through ``redact_url``
-    again (records are redacted when written; this is the second line)."""
-    if value is None:
-        return ""
-    text = str(value)
-    if "://" not in text:
-        return text
-    return _URL.sub(lambda m: redact_url(m.group(0)) or "", text)
+    """``value`` as text with every secret removed (``redaction.redact``:
+    records are redacted when written and read; this is the last line)."""
+    return redact(value)
 
 
 def safe_mapping(d: Any) -> Any:
-    """A copy of a (nested) mapping with secret-looking keys masked and URLs redacted."""
+    """A copy of a (nested) mapping with secret-looking keys masked and every
+    string redacted."""
     if isinstance(d, dict):
         return {
-            k: ("***" if _SECRET_KEY.search(str(k)) and v not in (None, "") else safe_mapping(v))
+            k: (MASK if is_secret_key(str(k)) and v not in (None, "") else safe_mapping(v))
             for k, v in d.items()
         }
     if isinstance(d, list):

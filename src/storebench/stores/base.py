@@ -18,12 +18,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import ForeignDataError, NotSupported, UserError
+from storebench.redaction import (
+    MASK,
+    is_secret_key,
+    redact,
+    redact_obj,
+    remember,
+    remember_value,
+)
 from storebench.stores.filters import Filter
 
 if TYPE_CHECKING:
@@ -62,14 +69,9 @@ class SearchResult:
 
 
 def redact_url(url: str | None) -> str | None:
-    """The URL with any password replaced, for records and messages."""
-    if not url or "@" not in url:
-        return url
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """The URL (or connection string) with every secret replaced by ``***``,
+    for records and messages (``storebench.redaction.redact``)."""
+    return None if url is None else redact(url)
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,19 @@ class StoreSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
     index: Mapping[str, Any] = field(default_factory=dict)  # build parameters
     search: Mapping[str, Any] = field(default_factory=dict)  # search parameters
+
+    def __post_init__(self) -> None:
+        # whatever is secret here is removed from all output from now on
+        remember(self.url)
+        for k, v in self.options.items():
+            if isinstance(v, str):
+                (remember_value if is_secret_key(str(k)) else remember)(v)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # unpickled in a client process (processes, Ray): it knows the secrets too
+        for k, v in state.items():
+            object.__setattr__(self, k, v)
+        self.__post_init__()
 
     def open(self) -> Store:
         """The store. If opening fails or is interrupted half-way, what it
@@ -98,12 +113,13 @@ class StoreSpec:
         return replace(self, **changes)
 
     def describe(self) -> dict[str, Any]:
-        """For result records: no credentials."""
+        """For result records (and the run's key): no credentials."""
         return {
             "engine": self.engine,
             "url": redact_url(self.url),
             "options": {
-                k: ("***" if "password" in k.lower() else v) for k, v in self.options.items()
+                k: (MASK if is_secret_key(str(k)) else redact_obj(v))
+                for k, v in self.options.items()
             },
             "index": dict(self.index),
             "search": dict(self.search),
