@@ -205,7 +205,7 @@ def test_a_pipeline_on_a_store_without_one_is_reported_unsupported(tmp_path):
     (rec,) = storebench.run(
         "ingest",
         stores=["sqlite"],
-        set={"count": 100, "pipeline": 4, "grid": "{}"},
+        set={"count": 100, "pipeline": 4, "grid": {}},
         results_dir=tmp_path,
     )
     # not inserted one by one instead: no insert ran at all

@@ -98,7 +98,7 @@ def test_clients_spread_over_nodes_start_together_and_merge_exactly(executor):
 def test_crud_on_sqlite_through_the_runner_records_the_cluster(cluster, tmp_path):
     sets = {
         **SMALL,
-        "grid": "{}",
+        "grid": {},
         "driver.executor": "ray",
         "driver.ray_address": cluster.address,
     }
@@ -125,9 +125,9 @@ def test_search_on_a_managed_redis_with_queries_through_the_object_store(
         "batch_size": 500,
         "warmup": 2,
         "repeats": 1,
-        "clients": "[2]",
-        "labels": "[]",
-        "grid": "{index.m: [16], index.ef_construct: [200], search.ef: [200]}",
+        "clients": [2],
+        "labels": [],
+        "grid": {"index.m": [16], "index.ef_construct": [200], "search.ef": [200]},
         "driver.executor": "ray",
         "driver.ray_address": cluster.address,
     }

@@ -31,7 +31,7 @@ def test_search_times_upload_index_and_searches_per_setting_and_client_count(tmp
         repeats=1,
         clients=[1, 2],
         labels=[0.1, 0.5],
-        **{"grid.index.m": "[16]", "grid.search.ef": "[10, 80]"},
+        **{"grid.index.m": [16], "grid.search.ef": [10, 80]},
     )
     assert rec["status"] == "ok", rec["error"]
     names = [t["name"] for t in rec["tasks"]]
@@ -177,7 +177,7 @@ def test_engine_side_time(tmp_path, engine, command):
         labels=[0.1],
         n=800,
         data="uniform",  # the worst case: ef=10 misses neighbours there
-        **{"grid.index.m": "[16]", "grid.search.ef": "[10, 200]"},
+        **{"grid.index.m": [16], "grid.search.ef": [10, 200]},
     )
     assert rec["status"] == "ok", rec["error"]
     t = tasks(rec)
@@ -192,7 +192,7 @@ def test_engine_side_time(tmp_path, engine, command):
 
 
 def test_reports_of_the_three_workloads(tmp_path):
-    grid = {"grid.index.m": "[16]", "grid.search.ef": "[16, 64]"}
+    grid = {"grid.index.m": [16], "grid.search.ef": [16, 64]}
     small = {"n": 800, "queries": 30}
     run(
         "search",

@@ -198,7 +198,7 @@ def check_ann(spec: StoreSpec, index: dict, ef: int, metric: str = "l2") -> floa
 
 
 # grid={}: one run (the crud scenario's HNSW grid would make six)
-SMALL_RUN = {"n": 2000, "dim": 16, "batch_size": 500, "ops": 200, "warmup": 2, "grid": "{}"}
+SMALL_RUN = {"n": 2000, "dim": 16, "batch_size": 500, "ops": 200, "warmup": 2, "grid": {}}
 
 
 def crud_run(store: str, results: Path, **params: Any) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from tests.stores.servers import FACTORIES
 
 INDEX = {"m": 16, "ef_construct": 200}
 # one build and one ef: crud's default HNSW grid would make a run per build
-ONE_POINT = {"grid.index.m": "[16]", "grid.index.ef_construct": "[200]", "grid.search.ef": "[100]"}
+ONE_POINT = {"grid.index.m": [16], "grid.index.ef_construct": [200], "grid.search.ef": [100]}
 
 
 def _elasticsearch() -> Server:
