@@ -56,3 +56,33 @@ def pytest_runtest_makereport(item, call):
     if not narrowed and any(s in reason for s in _MISSING_PART):
         report.outcome = "failed"
         report.longrepr = f"a missing part skipped this test ({reason}); `make setup` installs it"
+
+
+@pytest.fixture
+def burners():
+    """Start busy-loop processes that are not this process's children (their
+    shell exits at once, so they are re-parented): a run here counts their
+    CPU as other processes'. Returns a function taking how many; every one
+    started is killed by its id after the test."""
+    import contextlib
+    import subprocess
+    import sys
+
+    pids: list[int] = []
+
+    def start(n: int) -> list[int]:
+        loop = f"{sys.executable} -c 'while True: pass' </dev/null >/dev/null 2>&1 & echo $!"
+        out = subprocess.run(
+            ["sh", "-c", f"for i in $(seq {n}); do {loop}; done"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        new = [int(x) for x in out.stdout.split()]
+        pids.extend(new)
+        return new
+
+    yield start
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

@@ -117,7 +117,7 @@ def info(target: str, as_json: bool) -> None:
 
     root = datasets.data_dir()
     out: dict[str, Any]
-    if (root / target / "meta.json").exists() or (Path(target) / "meta.json").exists():
+    if (root / target / "meta.json").exists() or datasets.is_dataset_dir(Path(target)):
         ds = datasets.Dataset(root / target if (root / target).exists() else Path(target))
         out = ds.info()
     elif registry.get(target) is not None and not Path(target).exists():

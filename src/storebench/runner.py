@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from storebench import interrupts, results
+from storebench import interrupts, noise, results
 from storebench.driver import Driver, Interrupted
 from storebench.driver.executors import Executor, executors_released, setup_executor
 from storebench.errors import StorebenchError, signal_name
@@ -102,6 +102,7 @@ class _Recorder:
             if self.ctx is not None:
                 rec["tasks"] = list(self.ctx.tasks)
                 rec["metrics"] = dict(self.ctx.metrics)
+                rec["machine_load"] = noise.summary(rec["tasks"])
             rec["finished_at"] = results.now_iso()
             results.append(self.path, rec)
             self.record = None
@@ -133,9 +134,9 @@ def execute(run: Run, progress: Any = None, recorder: _Recorder | None = None) -
             record["versions"].update(store.versions())
             record["store"] = store.spec.describe()  # with defaults the store filled in
             executor = setup_executor(run.executor or store.client_mode, run.driver)
-            ctx = recorder.ctx = RunContext(
-                run_id, store, Driver(progress, run.executor), run.mode, run.sweep
-            )
+            server = store.managed
+            driver = Driver(progress, run.executor, server.processes if server else None)
+            ctx = recorder.ctx = RunContext(run_id, store, driver, run.mode, run.sweep)
             workload_class(run.workload)().run(ctx, run.params)
             record["status"] = "ok"
         except Interrupted as exc:
@@ -188,6 +189,7 @@ def _finish(
     if ctx is not None:
         record["tasks"] = ctx.tasks
         record["metrics"] = ctx.metrics
+        record["machine_load"] = noise.summary(ctx.tasks)
         failed_drops = drop_collections(ctx.collections)
         if failed_drops:
             record["cleanup_errors"] = failed_drops

@@ -219,11 +219,13 @@ class Scenario:
         data: ScenarioFile,
         lines: dict[tuple[Any, ...], int],
         overrides: dict[str, str],
+        file_keys: frozenset[str] = frozenset(),
     ):
         self.source = source
         self.file = data
         self.lines = lines
         self.overrides = overrides  # dotted key -> "--set key" for error messages
+        self.file_keys = file_keys  # workload parameters the file itself states
 
     @classmethod
     def load(
@@ -252,6 +254,8 @@ class Scenario:
         if not isinstance(raw, dict):
             raise UserError("a scenario must be a YAML mapping", where=str(path))
         lines = _line_map(node) if node is not None else {}
+        in_file = raw.get("params")
+        file_keys = frozenset(in_file if isinstance(in_file, dict) else ())
         overrides: dict[str, str] = {}
         top = set(ScenarioFile.model_fields)
         typed = [(k.strip().split("."), v) for k, v in (values or {}).items()]
@@ -275,7 +279,9 @@ class Scenario:
         if stores:
             raw["stores"] = parse_stores(list(stores))
             overrides["stores"] = "--store"
-        scenario = cls(path, cls._validate(path, raw, lines, overrides), lines, overrides)
+        scenario = cls(
+            path, cls._validate(path, raw, lines, overrides), lines, overrides, file_keys
+        )
         scenario.plan()  # checks workload params, stores and grid before anything runs
         return scenario
 
@@ -314,6 +320,23 @@ class Scenario:
         where = self._where(self.source, self.lines, self.overrides, loc)
         # a --set flag already names the key
         return UserError(msg if where.startswith("--") else f"{_dotted(loc)}: {msg}", where=where)
+
+    def stated(self, grid_keys: list[str]) -> frozenset[str]:
+        """The workload parameters given for this run (``Workload.resolve``):
+        those set from the command line or Python, every grid axis, and the
+        file's own only when the file also names the dataset. A file's
+        ``n: 10000`` sizes its synthetic data; with ``--set dataset=X`` the
+        dataset brings its own."""
+        user = {k.removeprefix("params.") for k in self.overrides if k.startswith("params.")}
+        axes = {k.removeprefix("params.") for k in grid_keys}
+        mine = self.file_keys if "dataset" in self.file_keys and "dataset" not in user else set()
+        return frozenset(user | axes | mine)
+
+    def _param_loc(self, key: str, grid_keys: list[str]) -> tuple[Any, ...]:
+        for g in grid_keys:
+            if key == g.removeprefix("params."):
+                return ("grid", g)
+        return ("params", *key.split("."))
 
     def plan(self) -> list[Run]:
         f = self.file
@@ -369,6 +392,8 @@ class Scenario:
         param_keys = [k for k in f.grid if not k.startswith(("index.", "search."))]
         index_keys = [k for k in f.grid if k.startswith("index.")]
         search_keys = [k for k in f.grid if k.startswith("search.")]
+        stated = self.stated(param_keys)
+        fields = wl.Params.model_fields
         runs = []
         for point in itertools.product(*(f.grid[k] for k in param_keys)):
             params = dict(f.params) | {
@@ -380,10 +405,15 @@ class Scenario:
                 loc, msg = _first_error(exc)
                 raise self.error(("params", *loc), msg) from exc
             try:
+                model = wl.resolve(model, stated)
                 wl.check(model)
             except UserError as exc:
+                # an error naming a parameter points at where it was given;
+                # one naming a file (a dataset's) stays as it is
+                if (exc.where or "").split(".")[0] not in fields:
+                    raise
                 msg = str(exc).removeprefix(f"{exc.where}: ")
-                raise self.error(("params", *(exc.where or "").split(".")), msg) from exc
+                raise self.error(self._param_loc(exc.where or "", param_keys), msg) from exc
             for i, entry in enumerate(f.stores):
                 cls = store_class(entry.engine)
                 for kind, given, known in (

@@ -98,10 +98,20 @@ def test_crud_runs_on_a_dataset_and_unknown_datasets_are_refused(tmp_path, monke
     assert rec["status"] == "ok", rec["error"]
     assert rec["metrics"]["data"] == {
         "dataset": "tiny-cos",
+        "content_hash": datasets.load("tiny-cos").content_hash,
         "n": 1500,
+        "rows": 1500,
+        "prefix": False,
         "dim": 16,
         "metric": "cosine",
+        "queries": 60,
     }
+    # the scenario's n, dim and metric size synthetic data: the dataset's are used
+    assert (rec["params"]["n"], rec["params"]["dim"], rec["params"]["metric"]) == (
+        1500,
+        16,
+        "cosine",
+    )
     assert rec["metrics"]["recall@10"] == 1.0
     with pytest.raises(UserError, match="unknown dataset 'nope'"):
         storebench.run(

@@ -232,3 +232,53 @@ def test_import_with_a_row_limit_drops_truth_that_no_longer_holds(root, tmp_path
     cut = datasets.import_path(tmp_path, "cut", metric="l2", limit=100)
     assert (cut.n, cut.nq, cut.meta.provided_truth_k) == (100, 6, 0)
     assert cut.truth(10).ids.max() < 100
+
+
+# --- content hash, peek -------------------------------------------------------------
+
+
+def test_the_content_hash_follows_the_content_not_the_name(root):
+    spec = SyntheticSpec(n=2000, dim=8, nq=10)
+    a = datasets.make_synthetic(spec, "a")
+    b = datasets.make_synthetic(spec, "b")
+    assert len(a.content_hash) == 16 and a.content_hash == b.content_hash
+    assert a.info()["content_hash"] == a.content_hash
+    assert (
+        datasets.make_synthetic(SyntheticSpec(n=2000, dim=8, nq=10, seed=1), "c").content_hash
+        != a.content_hash
+    )
+    assert (
+        datasets.make_synthetic(SyntheticSpec(n=2000, dim=8, nq=10, metric="ip"), "d").content_hash
+        != a.content_hash
+    )
+    v = np.load(root / "b" / "vectors.npy", mmap_mode="r+")
+    v[-1] += 1  # the last row is always in the sample
+    v.flush()
+    del v
+    assert Dataset(root / "b").content_hash != a.content_hash
+
+
+def test_peek_tells_what_load_would_give_and_writes_nothing(root, tmp_path):
+    a = np.random.default_rng(2).normal(size=(100, 4)).astype(np.float32)
+    write_hdf5(tmp_path / "small.hdf5", a, a[:5])
+    # a metric given is used only where the source says none (this file: euclidean)
+    m = datasets.peek(str(tmp_path / "small.hdf5"), metric="ip")
+    assert (m.name, m.n, m.dim, m.metric, m.nq) == ("small", 100, 4, "l2", 5)
+    assert not root.exists()
+    ds = datasets.load(str(tmp_path / "small.hdf5"), metric="ip")
+    assert (ds.n, ds.metric) == (100, "l2")
+    assert datasets.peek("small") == ds.meta
+    with pytest.raises(UserError, match="does not say its metric: give --set metric="):
+        datasets.peek(str(write_bin(tmp_path / "base.fbin", a)))
+
+
+def test_a_meta_json_of_another_tool_does_not_make_a_dataset_directory(root, tmp_path):
+    ds = datasets.make_synthetic(SyntheticSpec(n=50, dim=4, nq=3), "mine")
+    assert datasets.is_dataset_dir(ds.path)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "meta.json").write_text('{"name": "x", "dim": 4}')
+    assert not datasets.is_dataset_dir(tmp_path / "other")
+    (ds.path / "meta.json").write_text("{ not json")
+    assert datasets.is_dataset_dir(ds.path)  # ours, and corrupt
+    with pytest.raises(UserError, match=r"mine/meta.json: corrupt meta.json"):
+        datasets.load(str(ds.path))

@@ -341,3 +341,27 @@ def test_unknown_or_missing_files(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="no dataset found in the directory"):
         formats.open_source(tmp_path / "empty")
+
+
+def test_vectordbbench_directory_files_beside_the_data(tmp_path):
+    """VectorDBBench's own extra files (filtered-case truths, the shuffled
+    base) are not read; a meta.json may state the metric; an unknown Parquet
+    file is refused by name."""
+    a, ids, q, nb_pos, labels = vdb_dir(tmp_path, shards=1)
+    pq.write_table(emb_table(ids[::-1], a[::-1]), tmp_path / "shuffle_train.parquet")
+    pq.write_table(
+        pa.table({"id": [0], "neighbors_id": [[1]]}), tmp_path / "neighbors_head_1p.parquet"
+    )
+    (tmp_path / "meta.json").write_text(json.dumps({"metric_type": "COSINE"}))
+    src = formats.open_source(tmp_path)
+    assert src.metric == "cosine" and len(src.base) == 80
+    np.testing.assert_array_equal(read_all(src.base), a)  # train, not the shuffled copy
+    assert formats.open_source(tmp_path, metric="ip").metric == "ip"  # a given metric wins
+    (tmp_path / "meta.json").write_text(json.dumps({"metric_type": "HAMMING"}))
+    with pytest.raises(UserError, match=r"meta.json: metric_type: distance 'HAMMING' is not"):
+        formats.open_source(tmp_path)
+    (tmp_path / "meta.json").write_text("not json")
+    assert formats.open_source(tmp_path).metric is None
+    pq.write_table(pa.table({"x": [1]}), tmp_path / "queries2.parquet")
+    with pytest.raises(UserError, match=r"queries2.parquet: not a file of a VectorDBBench"):
+        formats.open_source(tmp_path)

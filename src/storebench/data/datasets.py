@@ -50,6 +50,7 @@ from storebench.errors import UserError
 log = logging.getLogger("storebench.data")
 
 FORMAT_VERSION = 1
+HASH_SAMPLE_ROWS = 1024  # rows of each array read for the content hash
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 Where = Any  # a storebench.stores.filters.Filter, its dict form, or a boolean mask
 
@@ -105,6 +106,24 @@ def _npy(path: Path) -> np.ndarray:
         raise UserError("dataset file missing", where=str(path)) from None
     except (ValueError, OSError) as exc:
         raise UserError(f"corrupt dataset file ({exc})", where=str(path)) from None
+
+
+def is_dataset_dir(path: Path) -> bool:
+    """A storebench dataset directory: its ``meta.json`` is ours (it has
+    ``format_version``). A ``meta.json`` another tool left beside its files
+    (in a VectorDBBench directory, say) does not make one; an unreadable one
+    beside our arrays is ours, and reads as corrupt."""
+    try:
+        raw = json.loads((path / "meta.json").read_text())
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return (path / "vectors.npy").exists() and (path / "ids.npy").exists()
+    return isinstance(raw, dict) and "format_version" in raw
+
+
+def no_metric(where: str, hint: str = "--metric l2, ip or cosine") -> UserError:
+    return UserError(f"the source does not say its metric: give {hint}", where=where)
 
 
 def _mask_key(mask: np.ndarray | None) -> str:
@@ -307,6 +326,24 @@ class Dataset:
             _write_truth(out, gt)
         return gt
 
+    @cached_property
+    def content_hash(self) -> str:
+        """A fingerprint of what the dataset holds, cheap at any size: its
+        metric and, for each array (vectors, ids, queries, fields), the file's
+        size, shape and dtype and an even sample of its rows (the first and
+        last among them). Records name a dataset by it."""
+        h = hashlib.sha256(self.metric.encode())
+        rels = ["vectors.npy", "ids.npy", *(["queries.npy"] if self.nq else [])]
+        rels += [f"fields/{f}.npy" for f in sorted(self.meta.fields)]
+        for rel in rels:
+            a = _npy(self.path / rel)
+            size = (self.path / rel).stat().st_size
+            h.update(f"{rel}:{size}:{a.shape}:{a.dtype.str};".encode())
+            if len(a):
+                rows = np.unique(np.linspace(0, len(a) - 1, min(len(a), HASH_SAMPLE_ROWS)))
+                h.update(np.ascontiguousarray(a[rows.astype(np.int64)]).tobytes())
+        return h.hexdigest()[:16]
+
     def info(self) -> dict[str, Any]:
         m = self.meta
         size = sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
@@ -325,6 +362,7 @@ class Dataset:
             "provided_truth_k": m.provided_truth_k,
             "cached_truth": cached,
             "bytes": size,
+            "content_hash": self.content_hash,
             "source": m.source,
             "created": m.created,
         }
@@ -468,10 +506,7 @@ def import_source(
     root = root or data_dir()
     metric = metric or src.metric
     if metric is None:
-        raise UserError(
-            "the source does not say its metric: give --metric l2, ip or cosine",
-            where=src.files[0] if src.files else name,
-        )
+        raise no_metric(src.files[0] if src.files else name)
     if metric not in ("l2", "ip", "cosine"):
         raise UserError(f"unknown metric {metric!r} (use l2, ip or cosine)", where=name)
     base = src.base
@@ -575,11 +610,16 @@ def import_path(
     seed: int = 0,
     replace: bool = False,
     progress: Callable[[int], None] | None = None,
+    default_metric: Metric | None = None,
 ) -> Dataset:
-    """Import a file or directory (any known format) into the data directory."""
+    """Import a file or directory (any known format) into the data directory.
+    ``metric`` overrides what the source says; ``default_metric`` is used
+    only where it says nothing."""
     p = Path(path)
     name = name or default_name(p)
     src = formats.open_source(p, queries=queries, truth=truth, metric=metric, limit=limit)
+    if src.metric is None:
+        src.metric = default_metric
     try:
         st = p.stat()
         return import_source(
@@ -868,11 +908,10 @@ def local_names(root: Path | None = None) -> list[str]:
     )
 
 
-def load(name_or_path: str | os.PathLike[str], *, root: Path | None = None) -> Dataset:
-    """A dataset by name (imported, made or fetched into the data directory),
-    or by path: a dataset directory, or a file/directory in a known format,
-    which is imported on first use (and reused while it is unchanged)."""
-    root = root or data_dir()
+def _locate(name_or_path: str | os.PathLike[str], root: Path) -> tuple[Dataset | None, Path, str]:
+    """Where ``load`` finds a dataset: (the dataset, its path, its name) when
+    it is in the data directory or is a dataset directory, else (None, the
+    source to import, the name it is imported under)."""
     s = os.fspath(name_or_path)
     p = Path(s).expanduser()
     looks_like_path = os.sep in s or p.suffix.lower() in (
@@ -883,8 +922,9 @@ def load(name_or_path: str | os.PathLike[str], *, root: Path | None = None) -> D
         ".npy",
     )
     if looks_like_path or (p.exists() and not (root / s).exists()):
-        if (p / "meta.json").exists():
-            return Dataset(p)
+        if is_dataset_dir(p):
+            ds = Dataset(p)
+            return ds, p, ds.name
         if not p.exists():
             raise UserError("file not found", where=s)
         name = default_name(p)
@@ -897,16 +937,15 @@ def load(name_or_path: str | os.PathLike[str], *, root: Path | None = None) -> D
                 and src.get("size") == st.st_size
                 and src.get("mtime") == st.st_mtime
             ):
-                return ds
+                return ds, ds.path, name
             raise UserError(
                 f"a different dataset named {name!r} is already imported; "
                 f"import this one under another name (storebench dataset import {s} --name NAME)",
                 where=s,
             )
-        log.info("importing %s as %s", s, name)
-        return import_path(p, name)
+        return None, p, name
     if (root / s / "meta.json").exists():
-        return Dataset(root / s)
+        return Dataset(root / s), root / s, s
     if registry.get(s) is not None:
         raise UserError(
             f"dataset {s!r} is registered but not downloaded: run `storebench dataset fetch {s}`",
@@ -918,3 +957,43 @@ def load(name_or_path: str | os.PathLike[str], *, root: Path | None = None) -> D
         f"registered: {', '.join(registry.names())})",
         where="dataset",
     )
+
+
+def load(
+    name_or_path: str | os.PathLike[str], *, root: Path | None = None, metric: Metric | None = None
+) -> Dataset:
+    """A dataset by name (imported, made or fetched into the data directory),
+    or by path: a dataset directory, or a file/directory in a known format,
+    which is imported on first use (and reused while it is unchanged);
+    ``metric`` is its metric where the source does not say one."""
+    ds, p, name = _locate(name_or_path, root or data_dir())
+    if ds is not None:
+        return ds
+    log.info("importing %s as %s", p, name)
+    return import_path(p, name, default_metric=metric)
+
+
+def peek(
+    name_or_path: str | os.PathLike[str], *, root: Path | None = None, metric: Metric | None = None
+) -> Meta:
+    """What ``load`` would give (name, n, dim, metric, queries, fields), from
+    the source's headers when it is not imported yet: nothing is written."""
+    ds, p, name = _locate(name_or_path, root or data_dir())
+    if ds is not None:
+        return ds.meta
+    src = formats.open_source(p)
+    try:
+        m = src.metric or metric
+        if m is None:
+            raise no_metric(src.files[0] if src.files else str(p), "--set metric=l2, ip or cosine")
+        return Meta(
+            name=name,
+            dim=src.base.dim,
+            metric=m,
+            n=len(src.base),
+            nq=0 if src.queries is None else len(src.queries),
+            fields={f: "" for f in src.fields},
+            source={"path": str(p.resolve()), "kind": src.kind},
+        )
+    finally:
+        src.close()

@@ -531,6 +531,7 @@ def open_parquet(path: Path, metric: Metric | None = None) -> SourceSet:
         test = path / "test.parquet"
         nbr = path / "neighbors.parquet"
         labels = path / "scalar_labels.parquet"
+        _check_vdb_files(path, train)
     else:
         train, test, nbr, labels = [path], None, None, None
     base = ParquetSource(train, "emb")
@@ -590,6 +591,47 @@ def open_parquet(path: Path, metric: Metric | None = None) -> SourceSet:
         kind="parquet",
         files=files,
     )
+
+
+def _check_vdb_files(path: Path, train: list[Path]) -> None:
+    """Every Parquet file of a VectorDBBench directory is one it has: the
+    base (``train*``, or ``shuffle_train*``, the same rows shuffled),
+    ``test``, ``neighbors``, ``scalar_labels``, and its truths for filtered
+    cases (``neighbors_*``: not used, filtered truth is computed). Another
+    one is refused by name: reading past it could leave out data meant to be
+    read. Files of other kinds (``meta.json``, a README) are not data."""
+    known = {"test.parquet", "neighbors.parquet", "scalar_labels.parquet"}
+    for p in sorted(path.glob("*.parquet")):
+        if p in train or p.name in known:
+            continue
+        if p.name.startswith(("neighbors_", "shuffle_train")):
+            log.info("%s: not used (a truth for filtered cases, or the shuffled base)", p)
+            continue
+        raise UserError(
+            "not a file of a VectorDBBench dataset (train*, shuffle_train*, test, neighbors*, "
+            "scalar_labels .parquet): move it out of the directory",
+            where=str(p),
+        )
+
+
+# a metric stated in a file beside the data (``meta.json``), under these keys
+SIDE_METRIC_KEYS = ("metric", "metric_type", "distance")
+
+
+def side_metric(path: Path) -> Metric | None:
+    """The metric a directory's ``meta.json`` states (VectorDBBench's and
+    other tools' spellings: ``metric_type: COSINE``, ``distance: angular``),
+    or None: no such file, not JSON, or no metric in it."""
+    f = path / "meta.json"
+    try:
+        raw = json.loads(f.read_text())
+    except (OSError, ValueError):
+        return None
+    if isinstance(raw, dict):
+        for key in SIDE_METRIC_KEYS:
+            if isinstance(raw.get(key), str):
+                return metric_of(raw[key], f"{f}: {key}")
+    return None
 
 
 def ids_to_positions(nb_ids: np.ndarray, ids: np.ndarray | None, n: int, where: str) -> np.ndarray:
@@ -710,6 +752,7 @@ def open_source(
     t_path = Path(truth) if truth is not None else None
     suffix = p.suffix.lower()
     if p.is_dir():
+        metric = metric or side_metric(p)
         if (p / "vectors.npy").exists():
             src = open_compound(p, metric)
         elif list(p.glob("*.parquet")):

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from storebench import noise
 from storebench.driver import loops
 from storebench.errors import NotCounted, StorebenchError, TaskFailed
 from storebench.metrics import Histogram, TaskStats
@@ -317,13 +318,23 @@ def first_failure(tasks: list[Task], per_task: list[list[ClientResult]]) -> str 
 
 
 class Driver:
-    """Runs tasks on a store through an executor and returns merged stats."""
+    """Runs tasks on a store through an executor and returns merged stats.
+    Each task's stats carry ``machine_load``: how busy the machine was
+    meanwhile (``storebench.noise``, sampled outside the timed window);
+    ``processes`` are those the run owns beyond this process tree (a
+    managed server's), whose CPU is not counted as other processes'."""
 
-    def __init__(self, progress: Any = None, executor: str | None = None):
+    def __init__(
+        self,
+        progress: Any = None,
+        executor: str | None = None,
+        processes: noise.Processes | None = None,
+    ):
         from storebench.progress import NoProgress
 
         self.progress = progress or NoProgress()
         self.executor = executor  # overrides the store's preference for every task
+        self.processes = processes
 
     def run(self, task: Task, coll: Collection) -> tuple[TaskStats, list[Any]]:
         """Time ``task`` on ``coll``; returns the stats and each client's payload."""
@@ -349,14 +360,25 @@ class Driver:
                 task.clients,
                 name,
             )
-        per_task = executor.run(tasks, coll, self.progress)
+        sampler = noise.LoadSampler(self.processes)
+        try:
+            per_task = executor.run(tasks, coll, self.progress)
+        except Interrupted as exc:
+            load = sampler.stop()
+            for partial in exc.partial:
+                partial.extra["machine_load"] = load
+            raise
+        load = sampler.stop()
         failure = first_failure(tasks, per_task)
         if failure:
             raise TaskFailed(failure)
-        return [
+        out = [
             (merge(task, results), [r.payload for r in results])
             for task, results in zip(tasks, per_task, strict=True)
         ]
+        for stats, _ in out:
+            stats.extra["machine_load"] = load
+        return out
 
     def once(
         self, name: str, fn: Callable[[], Any], items: int = 1, since_ns: int | None = None
@@ -365,18 +387,20 @@ class Driver:
         ``since_ns`` (a task's ``end_ns``): time from then, not from the
         call, so nothing between that task's end and this call goes untimed
         (the call alone is then recorded as ``call_s``)."""
+        sampler = noise.LoadSampler(self.processes)
         cpu0 = time.process_time()
         log.info("phase %s", name)
         with self.progress.phase(name):
             t0 = loops.clock()
             out = fn()
             t1 = loops.clock()
+        cpu_s = time.process_time() - cpu0
+        load = sampler.stop()
         call_ns = t1 - t0
         if since_ns is not None and since_ns <= t0:
             t0 = since_ns
-        stats = TaskStats(
-            name, ops=1, items=items, elapsed_ns=t1 - t0, cpu_s=time.process_time() - cpu0
-        )
+        stats = TaskStats(name, ops=1, items=items, elapsed_ns=t1 - t0, cpu_s=cpu_s)
+        stats.extra["machine_load"] = load
         stats.latency.record(np.array([t1 - t0]))
         if since_ns is not None:
             stats.extra["call_s"] = call_ns / 1e9

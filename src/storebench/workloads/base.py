@@ -65,6 +65,14 @@ class Workload:
     requires: ClassVar[frozenset[Capability]] = frozenset()
 
     @classmethod
+    def resolve(cls, params: Any, stated: frozenset[str]) -> Any:
+        """The parameters with what comes from elsewhere filled in (a
+        dataset's size, dimension and metric); ``stated`` names the keys the
+        user gave for this run, which must agree with it (else UserError
+        naming the key). Runs before ``check``, and before anything starts."""
+        return params
+
+    @classmethod
     def check(cls, params: Any) -> None:
         """Checks that need more than the model (a dataset exists, ...);
         raise UserError naming the parameter. Runs before anything starts."""

@@ -29,6 +29,7 @@ from storebench.workloads.vector_common import (
     InsertFactory,
     SearchFactory,
     VectorData,
+    resolve_dataset,
     score,
 )
 
@@ -79,11 +80,15 @@ class CrudWorkload(Workload):
     requires = frozenset({Capability.INSERT, Capability.SEARCH})
 
     @classmethod
+    def resolve(cls, p: CrudParams, stated: frozenset[str]) -> CrudParams:
+        return resolve_dataset(p, stated)
+
+    @classmethod
     def check(cls, p: CrudParams) -> None:
         if p.dataset is not None:
             from storebench.data import datasets
 
-            ds = datasets.load(p.dataset)
+            ds = datasets.load(p.dataset, metric=p.metric)
             if ds.nq == 0:
                 raise UserError(f"{ds.name} has no queries for find by vector", where="dataset")
 
@@ -164,6 +169,7 @@ class CrudWorkload(Workload):
 
         # find by vector, once per search setting (the index is built once)
         queries = data.queries(min(p.ops, 10_000))
+        data.describe["queries"] = len(queries)
         truth = data.truth(live, queries, max(p.k, 100))
         shared_q = ctx.share("queries", queries)
         for setting in ctx.search_settings():

@@ -21,7 +21,7 @@ from pydantic import Field
 
 from storebench.workloads.base import RunContext
 from storebench.workloads.tune import TuneParams, TuneWorkload, measure_curve, tune_setting
-from storebench.workloads.vector_common import SearchRun
+from storebench.workloads.vector_common import SearchRun, resolve_dataset
 
 
 class ScaleParams(TuneParams):
@@ -39,6 +39,11 @@ class ScaleParams(TuneParams):
 class ScaleWorkload(TuneWorkload):
     name = "scale"
     Params = ScaleParams  # type: ignore[assignment]
+
+    @classmethod
+    def resolve(cls, p: ScaleParams, stated: frozenset[str]) -> ScaleParams:  # type: ignore[override]
+        # with a dataset, the largest size fits it: n is the first of the doublings
+        return resolve_dataset(p, stated, doublings=p.steps - 1)
 
     def run(self, ctx: RunContext, p: ScaleParams) -> None:  # type: ignore[override]
         sizes = p.sizes()

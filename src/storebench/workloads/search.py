@@ -29,6 +29,7 @@ from storebench.workloads.vector_common import (
     VectorParams,
     check_dataset,
     client_list,
+    resolve_dataset,
     setting_label,
     task_name,
 )
@@ -50,6 +51,10 @@ class SearchWorkload(Workload):
     name = "search"
     Params = SearchParams
     requires = frozenset({Capability.INSERT, Capability.SEARCH})
+
+    @classmethod
+    def resolve(cls, p: SearchParams, stated: frozenset[str]) -> SearchParams:
+        return resolve_dataset(p, stated)
 
     @classmethod
     def check(cls, p: SearchParams) -> None:

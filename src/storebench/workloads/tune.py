@@ -29,6 +29,7 @@ from storebench.workloads.vector_common import (
     check_dataset,
     client_list,
     powers_of_two,
+    resolve_dataset,
     setting_label,
     task_name,
     tune,
@@ -104,6 +105,10 @@ class TuneWorkload(Workload):
     name = "tune"
     Params = TuneParams
     requires = frozenset({Capability.INSERT, Capability.SEARCH})
+
+    @classmethod
+    def resolve(cls, p: TuneParams, stated: frozenset[str]) -> TuneParams:
+        return resolve_dataset(p, stated)
 
     @classmethod
     def check(cls, p: TuneParams) -> None:

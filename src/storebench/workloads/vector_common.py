@@ -48,7 +48,8 @@ class VectorData:
     """The documents, queries and exact ground truth: synthetic or a dataset's.
 
     ``p`` needs ``dataset, n, dim, metric, data, seed`` (and ``tag_values``
-    when ``tags``). With a dataset, ``n`` (if given) keeps its first rows.
+    when ``tags``). With a dataset, ``n`` (if given: ``resolve_dataset``
+    gives it) keeps its first rows, at most all of them.
     ``tags`` adds DocArray's ``tags.i`` (uniform ints, a copy: crud updates
     it); ``labels`` adds one keyword column per selectivity (``label_1p``
     holds ``label_1p`` on ~1% of the rows, ``other`` elsewhere); a dataset
@@ -64,10 +65,19 @@ class VectorData:
         if p.dataset is not None:
             from storebench.data import datasets
 
-            self.ds = datasets.load(p.dataset)
+            self.ds = datasets.load(p.dataset, metric=p.metric)
             if self.ds.nq == 0:
                 raise UserError("the dataset has no queries for find by vector", where=self.ds.name)
-            self.n = min(p.n, self.ds.n) if "n" in p.model_fields_set else self.ds.n
+            self.n = p.n if "n" in p.model_fields_set else self.ds.n
+            if self.n > self.ds.n:
+                raise UserError(
+                    f"n={self.n:,} is more than the {self.ds.n:,} rows of {self.ds.name}",
+                    where="n",
+                )
+            if "metric" in p.model_fields_set and p.metric != self.ds.metric:
+                raise UserError(
+                    f"metric={p.metric}, but {self.ds.name} is {self.ds.metric}", where="metric"
+                )
             self.ids = np.asarray(self.ds.ids[: self.n])
             self.vecs = self.ds.vectors if self.n == self.ds.n else self.ds.vectors[: self.n]
             self.metric = self.ds.metric
@@ -86,7 +96,10 @@ class VectorData:
                 self.labels[name] = self.ds.fields[name][: self.n]
             self.describe: dict[str, Any] = {
                 "dataset": self.ds.name,
+                "content_hash": self.ds.content_hash,
                 "n": self.n,
+                "rows": self.ds.n,  # the dataset's; n < rows: its first n (a prefix)
+                "prefix": self.n < self.ds.n,
                 "dim": self.ds.dim,
                 "metric": self.metric,
             }
@@ -379,13 +392,79 @@ def client_list(v: Any) -> Any:
     return v
 
 
+def resolve_dataset(p: Any, stated: frozenset[str], doublings: int = 0) -> Any:
+    """With a dataset, its facts are the run's (``Workload.resolve``):
+
+    - ``n``: all its rows, unless stated: then its first n, and n larger
+      than the data is refused (with ``doublings``, the largest size n x
+      2**doublings must fit; unstated, n is the data's size halved that
+      many times);
+    - ``dim``, ``metric``: its own; a stated one that differs is refused;
+    - ``queries``: its test set, unless a count is stated (at most that);
+    - ``labels``: those it has columns for, unless stated (then a missing
+      one is refused).
+
+    Works from the dataset's meta or a source's headers: nothing is
+    imported or written (``datasets.peek``)."""
+    if p.dataset is None:
+        return p
+    from storebench.data import datasets
+
+    m = datasets.peek(p.dataset, metric=p.metric if "metric" in stated else None)
+    fields = type(p).model_fields
+    if "dim" in stated and p.dim != m.dim:
+        raise UserError(
+            f"dim={p.dim}, but {m.name} holds {m.dim}-d vectors (a dataset brings its own)",
+            where="dim",
+        )
+    if "metric" in stated and p.metric != m.metric:
+        raise UserError(
+            f"metric={p.metric}, but {m.name} is {m.metric} (a dataset brings its own)",
+            where="metric",
+        )
+    if m.nq == 0:
+        raise UserError(
+            f"{m.name} has no queries to search with (import it with --queries or --holdout)",
+            where="dataset",
+        )
+    up: dict[str, Any] = {"dim": m.dim, "metric": m.metric}
+    grow = 2**doublings
+    if "n" in stated:
+        if p.n * grow > m.n:
+            need = f"{p.n:,}" if not doublings else f"{p.n:,} x 2^{doublings} = {p.n * grow:,}"
+            raise UserError(f"n={need} is more than the {m.n:,} rows of {m.name}", where="n")
+    elif m.n < grow:
+        raise UserError(f"{m.name} has {m.n:,} rows: too few to double {doublings} times", "steps")
+    else:
+        up["n"] = m.n // grow
+    if "queries" in fields:
+        if "queries" not in stated:
+            up["queries"] = m.nq
+        elif p.queries > m.nq:
+            raise UserError(
+                f"queries={p.queries:,}, but {m.name} has {m.nq:,} test queries", where="queries"
+            )
+    if "labels" in fields:
+        have = [s for s in p.labels if synthetic.label_name(s) in m.fields]
+        if "labels" not in stated:
+            up["labels"] = have
+        elif len(have) < len(p.labels):
+            missing = next(s for s in p.labels if s not in have)
+            raise UserError(
+                f"{m.name} has no {synthetic.label_name(missing)} column "
+                "(storebench dataset make --labels ...)",
+                where="labels",
+            )
+    return p.model_copy(update=up)
+
+
 def check_dataset(p: VectorParams) -> None:
     """A named dataset exists, has queries, and holds the label columns."""
     if p.dataset is None:
         return
     from storebench.data import datasets
 
-    ds = datasets.load(p.dataset)
+    ds = datasets.load(p.dataset, metric=p.metric)
     if ds.nq == 0:
         raise UserError(f"{ds.name} has no queries to search with", where="dataset")
     for s in p.labels:
@@ -612,6 +691,7 @@ class SearchRun:
             f: ctx.share(f"field{i}", c) for i, (f, c) in enumerate(self.data.fields.items())
         }
         self.queries = self.data.queries(p.queries)
+        self.data.describe["queries"] = len(self.queries)
         self.shared_q = ctx.share("queries", self.queries)
         self.loaded = 0
         self.truths: dict[str | None, GroundTruth] = {}
