@@ -3,8 +3,8 @@ store's accepted URL forms pass, malformed ones are one-line user errors,
 options are typed per store, and nothing is connected to."""
 
 import contextlib
-import re
 import pickle
+import re
 from urllib.parse import quote
 
 import pytest

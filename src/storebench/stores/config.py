@@ -115,7 +115,7 @@ class UrlForm:
             if not self.keywords:
                 parts = split(url, scheme not in self.hostless)
         elif not (self.keywords and "=" in url):
-            raise ValueError("not a path" if self.path else "not a URL")
+            raise ValueError("not a URL")  # (a path went the first way)
         return self.parse(url, parts) if self.parse is not None else (parts or url)
 
 
