@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -92,15 +94,26 @@ def run(
     from storebench.report.terminal import make_console, print_records
     from storebench.runner import run_scenario
     from storebench.scenario import Scenario
+    from storebench.stores.config import one_line
 
     redaction.remember(*(s.partition("=")[2] for s in stores))  # before any message
     sc = Scenario.load(scenario, list(sets), list(stores))
     console = make_console()
     bar = make_progress(progress)
+
+    def on_record(rec: dict[str, Any]) -> None:
+        if rec["status"] == "skipped":  # nothing measured; the failure that skipped it shows
+            return
+        print_records([rec], console)
+        if rec["status"] == "failed":  # its cause, where a user looks first
+            click.echo(
+                f"storebench: run {rec['run_id']} on {rec['store']['engine']} failed: "
+                f"{one_line(redaction.redact(rec['error']), 500)}",
+                err=True,
+            )
+
     try:
-        records = run_scenario(
-            sc, Path(results_dir), bar, resume, on_record=lambda r: print_records([r], console)
-        )
+        records = run_scenario(sc, Path(results_dir), bar, resume, on_record=on_record)
     except KeyboardInterrupt as exc:
         interrupts.acknowledge()
         bar.close()
@@ -112,12 +125,14 @@ def run(
         from storebench.report.terminal import print_study_tables
 
         print_study_tables(records, console)  # the study's own table shapes
-    failed = [r for r in records if r["status"] != "ok"]
+    not_ok = Counter(r["status"] for r in records if r["status"] != "ok")
+    detail = f" ({', '.join(f'{n} {s}' for s, n in not_ok.items())})" if not_ok else ""
     click.echo(
-        f"{len(records)} run(s), {len(failed)} not ok; results in {Path(results_dir) / (sc.file.name + '.jsonl')}",
+        f"{len(records)} run(s), {sum(not_ok.values())} not ok{detail}; "
+        f"results in {Path(results_dir) / (sc.file.name + '.jsonl')}",
         err=True,
     )
-    if failed:
+    if not_ok:
         sys.exit(1)
 
 

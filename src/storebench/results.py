@@ -24,7 +24,7 @@ import psutil
 from storebench.errors import UserError
 from storebench.redaction import redact_obj
 
-Status = Literal["ok", "failed", "interrupted"]
+Status = Literal["ok", "failed", "interrupted", "skipped"]
 RECORD_VERSION = 1
 
 

@@ -7,11 +7,17 @@ Signals (``interrupts``): the first SIGINT or SIGTERM stops the clients and
 ends the run as ``interrupted``; its clean-up and record are shielded, so a
 first signal arriving there waits for them. A second signal exits at once:
 the record of the run in progress is still written (here, ``_Recorder``),
-managed servers are killed and temporary directories removed."""
+managed servers are killed and temporary directories removed.
+
+A store that cannot be opened (a URL that points nowhere, a server that
+does not start) fails its first run; the plan's other runs on that store
+are not tried: each is recorded as ``skipped``, with that failure as the
+reason."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import signal
 import traceback
@@ -163,7 +169,27 @@ def execute(run: Run, progress: Any = None, recorder: _Recorder | None = None) -
     record = redact_obj(record)
     if interrupt is not None:
         record["_interrupt"] = interrupt
+    if store is None and record["status"] == "failed":
+        record["_unopened"] = True  # the store's other runs would fail alike
     return record
+
+
+def _store_of(run: Run) -> str:
+    """Which store a run opens: its other runs differ in index parameters only."""
+    spec = run.spec
+    return json.dumps([spec.engine, spec.url, spec.options], sort_keys=True, default=str)
+
+
+def skipped(run: Run, failed: dict[str, Any]) -> dict[str, Any]:
+    """The record of a run not tried: its store failed to open in ``failed``."""
+    record = _base_record(run, results.new_run_id())
+    record["status"] = "skipped"
+    record["error"] = (
+        f"not run: {run.spec.engine} could not be opened in run {failed['run_id']}: "
+        f"{failed['error']}"
+    )
+    record["finished_at"] = record["started_at"]
+    return redact_obj(record)
 
 
 def _finish(
@@ -217,6 +243,7 @@ def run_scenario(
         done = {r["key"] for r in results.read(path) if r.get("status") == "ok"}
     records = []
     recorder = _Recorder(path)
+    unopened: dict[str, dict[str, Any]] = {}  # store -> the record of its failed open
     # executors_released: e.g. a local Ray cluster the runs started stops
     with (
         interrupts.handled(),
@@ -226,10 +253,17 @@ def run_scenario(
         for run in scenario.plan():
             if run.key in done:
                 continue
-            try:
-                rec = execute(run, progress, recorder)
-            finally:
-                recorder.begin(None)  # an interrupt before its run began: nothing to write
+            failed = unopened.get(_store_of(run))
+            if failed is not None:
+                rec = skipped(run, failed)
+                recorder.write(rec)
+            else:
+                try:
+                    rec = execute(run, progress, recorder)
+                finally:
+                    recorder.begin(None)  # an interrupt before its run began: nothing to write
+                if rec.pop("_unopened", False):
+                    unopened[_store_of(run)] = rec
             interrupt = rec.pop("_interrupt", None)
             records.append(rec)
             if on_record:

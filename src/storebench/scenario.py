@@ -22,7 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from storebench.driver.executors import executor_class
 from storebench.errors import UserError
-from storebench.stores.base import StoreSpec, store_class
+from storebench.stores.base import Store, StoreSpec, store_class
+from storebench.stores.config import SpecError, StoreOptions
 from storebench.workloads.base import workload_class
 
 BUILTIN_PACKAGE = "storebench.scenarios"
@@ -338,18 +339,24 @@ class Scenario:
                 return ("grid", g)
         return ("params", *key.split("."))
 
+    def _check_store(self, i: int, entry: StoreEntry, cls: type[Store]) -> StoreOptions:
+        """The store's URL and options, as the store reads them (connecting
+        to nothing); the options typed."""
+        try:
+            return cls.check_spec(entry.url, entry.options)
+        except SpecError as exc:
+            raise self.error(("stores", i, *exc.key), exc.message) from exc
+
     def plan(self) -> list[Run]:
         f = self.file
         wl = workload_class(f.workload)
+        checked = []  # each store's options, typed
         for i, entry in enumerate(f.stores):
             try:
                 cls = store_class(entry.engine)
             except UserError as exc:
                 raise self.error(("stores", i, "engine"), str(exc).split(": ", 1)[-1]) from exc
-            try:
-                cls.check_url(entry.url)  # a store without a managed server needs a URL
-            except UserError as exc:
-                raise self.error(("stores", i), str(exc).split(": ", 1)[-1]) from exc
+            checked.append(self._check_store(i, entry, cls))
             missing = sorted(str(c) for c in wl.requires - cls.capabilities)
             if missing:
                 raise self.error(
@@ -438,7 +445,12 @@ class Scenario:
                         k[6:]: v for k, v in zip(own_index, ipoint, strict=True)
                     }
                     spec = StoreSpec(
-                        entry.engine, entry.url, entry.options, index, dict(entry.search)
+                        entry.engine,
+                        entry.url,
+                        entry.options,
+                        index,
+                        dict(entry.search),
+                        checked[i],
                     )
                     gp = dict(zip(param_keys, point, strict=True)) | dict(
                         zip(own_index, ipoint, strict=True)

@@ -93,3 +93,89 @@ def test_typed_values_from_python_are_not_parsed_again(tmp_path):
     assert [r["status"] for r in recs] == ["ok"]
     with pytest.raises(UserError, match="expected a number, not a boolean"):
         storebench.run("crud", stores=["memory"], set={"n": True}, results_dir=tmp_path)
+
+
+# --- store URLs and options (checked by the plan, connecting to nothing) --------
+
+
+@pytest.mark.parametrize(
+    "store, message",
+    [
+        (
+            "redis=redis://:s3cretpw@127.0.0.1:notaport/0",
+            "--store: redis url 'redis://:***@127.0.0.1:notaport/0': port 'notaport' is not a "
+            "number from 1 to 65535 (expected redis://[:password@]host:port/db)",
+        ),
+        (
+            "redis=http://127.0.0.1:6379",
+            "--store: redis url 'http://127.0.0.1:6379': scheme 'http'",
+        ),
+        ("redis=redis://127.0.0.1:6379/db1", "the path is a database number, not 'db1'"),
+        ("sqlite=/no/such/dir/x.db", "directory /no/such/dir does not exist"),
+        ("memory=redis://127.0.0.1:6379/0", "--store: memory takes no url"),
+        ("pgvector=host=h port=x dbname=d", "pgvector url 'host=h port=x dbname=d': port 'x'"),
+        ("mariadb=mysql://me@127.0.0.1:3306", "no database (the path names it)"),
+    ],
+)
+def test_a_bad_store_url_is_refused_before_anything_starts(tmp_path, store, message):
+    line = refused("run", "crud", "--store", store, results=tmp_path / "out")
+    assert message in line and "s3cretpw" not in line
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        (
+            "{engine: sqlite, options: {bogus_option: 1}}",
+            "s.yaml:4: stores.0.options.bogus_option: unknown option parameter 'bogus_option' "
+            "for store sqlite (known: mode, synchronous)",
+        ),
+        ("{engine: memory, options: {x: 1}}", "store memory takes no options (got 'x')"),
+        ("{engine: sqlite, options: {mode: ram}}", "stores.0.options.mode: option mode of sqlite"),
+        (
+            "{engine: redis, url: 'redis://127.0.0.1:1/0', options: {persistence: aof}}",
+            "option persistence of redis configures the managed server",
+        ),
+    ],
+)
+def test_a_bad_store_option_is_refused_with_its_line(tmp_path, entry, message):
+    f = tmp_path / "s.yaml"
+    f.write_text(f"name: s\nworkload: crud\nstores:\n  - {entry}\n")
+    line = refused("run", str(f), results=tmp_path / "out")
+    assert message in line
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_store_that_points_nowhere_fails_once_and_its_other_runs_are_skipped(tmp_path):
+    url = f"redis://:s3cretpw@127.0.0.1:{_closed_port()}/0"
+    r = subprocess.run(
+        [*CLI, "run", "crud", "--store", f"redis={url}", "--store", "memory"]
+        + ["--set", "n=200", "--set", "ops=10", "--set", "grid.clients=[1,2]"]
+        + ["--set", "grid.index.m=[8,16]", "--set", "grid.index.ef_construct=[32]"]
+        + ["--results", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 1, r.stderr
+    assert "s3cretpw" not in r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    cause = [ln for ln in lines if "failed:" in ln]
+    assert len(cause) == 1 and "cannot reach Redis at redis://:***@127.0.0.1:" in cause[0]
+    assert lines[-1].startswith("6 run(s), 4 not ok (1 failed, 3 skipped); results in ")
+    recs = [json.loads(x) for x in (tmp_path / "crud.jsonl").read_text().splitlines()]
+    by = [(x["store"]["engine"], x["status"]) for x in recs]
+    assert by.count(("memory", "ok")) == 2 and by.count(("redis", "failed")) == 1
+    first = next(x for x in recs if x["status"] == "failed")
+    for x in recs:
+        if x["status"] == "skipped":
+            assert x["error"].startswith(
+                f"not run: redis could not be opened in run {first['run_id']}"
+            )
+            assert "Connection refused" in x["error"] and x["key"] and not x.get("tasks")

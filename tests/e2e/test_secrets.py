@@ -96,7 +96,7 @@ FORMS: dict[str, list[str]] = {
 # client that echoes the value).
 ENV_FORMS: dict[str, tuple[str, str]] = {
     "PGPASSWORD": ("pgvector", "host=127.0.0.1 port={port} user={s.word} dbname=bench"),
-    "REDIS_PASSWORD": ("redis", "redis://127.0.0.1:{port}/{s.word}"),
+    "REDIS_PASSWORD": ("redis", "redis://127.0.0.1:{port}/0?client_name={s.word}"),
     "MILVUS_TOKEN": ("milvus", "http://127.0.0.1:{port}/{s.word}"),
     "MILVUS_PASSWORD": ("milvus", "http://127.0.0.1:{port}/x{s.word}"),
     "STOREBENCH_ELASTICSEARCH_PASSWORD": ("elasticsearch", "http://{s.word}@127.0.0.1:{port}"),

@@ -113,7 +113,7 @@ def test_url_forms(monkeypatch):
     t = ArangoStore._parse("http://[::1]:8529/x")
     assert (t["host"], t["username"], t["password"]) == ("http://[::1]:8529", "envuser", "envpw")
     for bad in ("tcp://host:8529/db", "http:///db", "http://h:8529/a/b"):
-        with pytest.raises(UserError, match="store arangodb url"):
+        with pytest.raises(UserError, match="arangodb url"):
             ArangoStore._parse(bad)
 
 
@@ -643,9 +643,12 @@ def test_threads_use_their_own_clients(fake):
 @pytest.mark.parametrize(
     "options, message",
     [
-        ({"async": "yes"}, "async must be true or false"),
-        ({"insert_api": "bulk"}, "insert_api must be document"),
-        ({"request_timeout": "1m"}, "request_timeout must be seconds"),
+        ({"async": "yes"}, "option async of arangodb: Input should be a valid boolean"),
+        ({"insert_api": "bulk"}, "option insert_api of arangodb: Input should be 'document'"),
+        (
+            {"request_timeout": "1m"},
+            "option request_timeout of arangodb: Input should be a valid number",
+        ),
         ({"asynch": True}, "unknown option parameter 'asynch'"),
     ],
 )

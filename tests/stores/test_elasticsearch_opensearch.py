@@ -159,7 +159,7 @@ def test_hnsw_index_reaches_the_recall_with_exact_distances(engine, metric):
 def test_unknown_options_and_bad_urls_are_user_errors_before_any_connection(engine):
     with pytest.raises(UserError, match="unknown option parameter 'bogus'"):
         StoreSpec(engine, "http://127.0.0.1:1", options={"bogus": 1}).open()
-    with pytest.raises(UserError, match="refresh must be"):
+    with pytest.raises(UserError, match=f"option refresh of {engine}: Input should be 'auto'"):
         StoreSpec(engine, "http://127.0.0.1:1", options={"refresh": "sometimes"}).open()
     with pytest.raises(UserError, match=r"expected http\(s\)://") as err:
         StoreSpec(engine, "es://u:s3cret@host:9200").open()

@@ -26,7 +26,9 @@ def test_memory_compaction_shrinks_a_collection_after_deletes():
 def test_sqlite_options_are_checked():
     with pytest.raises(UserError, match="unknown option parameter 'journal'"):
         StoreSpec("sqlite", options={"journal": "x"}).open()
-    with pytest.raises(UserError, match="mode must be file or memory"):
+    with pytest.raises(
+        UserError, match="option mode of sqlite: Input should be 'file' or 'memory'"
+    ):
         StoreSpec("sqlite", options={"mode": "ram"}).open()
 
 

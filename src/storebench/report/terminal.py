@@ -28,7 +28,7 @@ def fmt_rate(x: float | None) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
 
 
-STATUS_STYLE = {"ok": "green", "failed": "bold red", "interrupted": "yellow"}
+STATUS_STYLE = {"ok": "green", "failed": "bold red", "interrupted": "yellow", "skipped": "yellow"}
 
 
 def run_table(rec: dict[str, Any]) -> Table:

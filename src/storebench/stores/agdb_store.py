@@ -63,15 +63,15 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
-from urllib.parse import unquote, urlsplit
+from typing import Any, Literal
+from urllib.parse import SplitResult, unquote, urlsplit
 
 import numpy as np
+from pydantic import StrictBool
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import StorebenchError, UserError
 from storebench.servers.agdb import (
-    DB_TYPES,
     AgdbApi,
     AgdbError,
     DbElement,
@@ -79,6 +79,7 @@ from storebench.servers.agdb import (
     QueryResult,
 )
 from storebench.stores.base import Capability, Collection, Store, StoreSpec, redact_url
+from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
 
 VECTOR = "_vector"
@@ -578,6 +579,15 @@ def _edges(
 # --- store -------------------------------------------------------------------------
 
 
+def _login(url: str, parts: SplitResult | None) -> SplitResult | None:
+    """A user to log in as, and a password (or ``AGDB_PASSWORD``)."""
+    if parts is not None and not parts.username:
+        raise ValueError("no user")
+    if parts is not None and not parts.password and not os.environ.get("AGDB_PASSWORD"):
+        raise ValueError("no password (nor AGDB_PASSWORD)")
+    return parts
+
+
 class AgdbStore(Store):
     engine = "agdb"
     capabilities = frozenset(
@@ -593,38 +603,30 @@ class AgdbStore(Store):
             Capability.SHARED_ACROSS_PROCESSES,
         }
     )
-    option_names = ("db_type", "db", "shrink_to_fit", "log_level", "sync_mode")
     extra = None  # the client is the standard library (http.client, json)
+    url_form = UrlForm("http://user:password@host:port[/basepath]", schemes=("http",), parse=_login)
+
+    class Options(StoreOptions):
+        managed_only = ("log_level", "sync_mode")
+        db_type: Literal["mapped", "file", "memory"] = "mapped"
+        db: str | None = None
+        shrink_to_fit: StrictBool = False
+        log_level: Literal["off", "error", "warn", "info", "debug", "trace"] = "warn"
+        sync_mode: Literal["none", "commit"] | None = None
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        opts = spec.options
-        self.db_type = str(opts.get("db_type", "mapped"))
-        if self.db_type not in DB_TYPES:
-            raise UserError(
-                f"unknown db_type {self.db_type!r} (use {', '.join(DB_TYPES)})",
-                where="store agdb option db_type",
-            )
-        self.db_override: str | None = opts.get("db")
-        self.shrink_to_fit = bool(opts.get("shrink_to_fit", False))
+        opts = self.options
+        self.db_type = opts.db_type
+        self.db_override: str | None = opts.db
+        self.shrink_to_fit = opts.shrink_to_fit
         self._created_dbs: set[str] = set()
         self._roots: dict[tuple[str, str], int] = {}  # (db, collection) -> root node id
         if spec.url is None:
             from storebench.servers.agdb import AgdbServer
 
-            self.managed = AgdbServer(
-                log_level=str(opts.get("log_level", "warn")),
-                sync_mode=opts.get("sync_mode"),
-            ).start()
-            self.spec = spec.with_(url=self.managed.url)
-        else:
-            for server_only in ("log_level", "sync_mode"):
-                if server_only in opts:
-                    raise UserError(
-                        f"{server_only} configures a managed server; set it in the "
-                        "external server's agdb_server.yaml instead",
-                        where=f"store agdb option {server_only}",
-                    )
+            self.managed = AgdbServer(log_level=opts.log_level, sync_mode=opts.sync_mode).start()
+            self.spec = self.spec.with_(url=self.managed.url)
         try:
             self.api = self._connect()
         except BaseException:

@@ -3,7 +3,7 @@ the official Python client (``python-arango``).
 
 By URL only. ArangoDB publishes no server package on the registries this
 project installs from, so storebench cannot start one: the store needs
-``http(s)://user:password@host:8529/database`` (``url_only``; a spec without
+``http(s)://user:password@host:8529/database`` (``url_form``, required; a spec without
 a URL is refused before a run starts). Credentials the URL leaves out come
 from ``STOREBENCH_ARANGODB_USERNAME`` / ``STOREBENCH_ARANGODB_PASSWORD``
 (default ``root`` and empty); no path means the ``_system`` database, no port
@@ -63,21 +63,50 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 from importlib import metadata
-from typing import Any
-from urllib.parse import unquote, urlsplit
+from typing import Any, Literal
+from urllib.parse import SplitResult, unquote
 
 import numpy as np
 import requests
 from arango import ArangoClient
 from arango.exceptions import ArangoError, ArangoServerError
 from arango.http import DefaultHTTPClient
+from pydantic import Field, PositiveFloat, StrictBool
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, Store, StoreSpec, redact_url
+from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import Cmp, Filter, In, Range, boolean_text
 
 URL_FORM = "http://user:pass@host:8529/dbname"
+
+
+def _target(url: str, parts: SplitResult | None) -> dict[str, Any]:
+    """Where to connect and as whom: the database is the path (none:
+    ``_system``), the port 8529 if none is given."""
+    if parts is None:  # not reached: the form takes URLs only
+        raise ValueError("not a URL")
+    database = unquote(parts.path.strip("/")) or "_system"
+    if "/" in database:
+        raise ValueError(f"the path is the database name, got {database!r}")
+    host = parts.netloc.rpartition("@")[2]
+    if parts.port is None:
+        host += ":8529"
+    user = parts.username
+    password = parts.password
+    return {
+        "host": f"{parts.scheme}://{host}",
+        "database": database,
+        "username": unquote(user)
+        if user is not None
+        else os.environ.get("STOREBENCH_ARANGODB_USERNAME", "root"),
+        "password": unquote(password)
+        if password is not None
+        else os.environ.get("STOREBENCH_ARANGODB_PASSWORD", ""),
+    }
+
+
 VEC = "vec"
 _NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
 _AQL_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -334,28 +363,23 @@ class ArangoStore(Store):
             Capability.SHARED_ACROSS_PROCESSES,
         }
     )
-    option_names = ("async", "insert_api", "request_timeout")
     extra = "arangodb"
-    url_only = URL_FORM
+    url_form = UrlForm(URL_FORM, schemes=("http", "https"), required=True, parse=_target)
+
+    class Options(StoreOptions):
+        # ArangoDB's asynchronous execution (x-arango-async): acknowledged when queued
+        async_: StrictBool = Field(False, alias="async")
+        insert_api: Literal["document", "import"] = "document"
+        request_timeout: PositiveFloat = 60.0  # seconds
 
     def __init__(self, spec: StoreSpec):
-        super().__init__(spec)  # refuses a spec without a URL (url_only)
+        super().__init__(spec)  # refuses a spec without a URL (url_form.required)
         self._local = threading.local()
         self._clients: list[Any] = []
         self._lock = threading.Lock()
-        opts = spec.options
-        self.async_inserts = opts.get("async", False)
-        if not isinstance(self.async_inserts, bool):
-            raise UserError("async must be true or false", where="store arangodb options")
-        self.insert_api = opts.get("insert_api", "document")
-        if self.insert_api not in ("document", "import"):
-            raise UserError(
-                "insert_api must be document (POST /_api/document) or import (/_api/import)",
-                where="store arangodb options",
-            )
-        self.timeout = opts.get("request_timeout", 60)
-        if isinstance(self.timeout, bool) or not isinstance(self.timeout, int | float):
-            raise UserError("request_timeout must be seconds", where="store arangodb options")
+        self.async_inserts = self.options.async_
+        self.insert_api = self.options.insert_api
+        self.timeout = self.options.request_timeout
         self._target = self._parse(spec.url or "")
         try:
             # fail now, not in the first timed call
@@ -369,34 +393,11 @@ class ArangoStore(Store):
             self.close()
             raise
 
-    @staticmethod
-    def _parse(url: str) -> dict[str, Any]:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise UserError(
-                f"expected {URL_FORM} (or https://...), got {redact_url(url)!r}",
-                where="store arangodb url",
-            )
-        database = unquote(parts.path.strip("/")) or "_system"
-        if "/" in database:
-            raise UserError(
-                f"the url's path is the database name, got {database!r}", where="store arangodb url"
-            )
-        host = parts.netloc.rpartition("@")[2]
-        if parts.port is None:
-            host += ":8529"
-        user = parts.username
-        password = parts.password
-        return {
-            "host": f"{parts.scheme}://{host}",
-            "database": database,
-            "username": unquote(user)
-            if user is not None
-            else os.environ.get("STOREBENCH_ARANGODB_USERNAME", "root"),
-            "password": unquote(password)
-            if password is not None
-            else os.environ.get("STOREBENCH_ARANGODB_PASSWORD", ""),
-        }
+    @classmethod
+    def _parse(cls, url: str) -> dict[str, Any]:
+        """Where to connect, as whom (``_target``); a ``UserError`` for a URL
+        not of the form."""
+        return cls.check_url(url)
 
     def db(self) -> Any:
         """This thread's database handle (its own client and HTTP session)."""

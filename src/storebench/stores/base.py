@@ -31,6 +31,7 @@ from storebench.redaction import (
     remember,
     remember_value,
 )
+from storebench.stores.config import StoreOptions, UrlForm, check_options, check_url
 from storebench.stores.filters import Filter
 
 if TYPE_CHECKING:
@@ -83,6 +84,9 @@ class StoreSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
     index: Mapping[str, Any] = field(default_factory=dict)  # build parameters
     search: Mapping[str, Any] = field(default_factory=dict)  # search parameters
+    # ``options`` as the store's ``Options`` model, once checked (by the plan,
+    # or by the store as it opens): client processes get it with the spec
+    checked_options: StoreOptions | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # whatever is secret here is removed from all output from now on
@@ -110,6 +114,8 @@ class StoreSpec:
         return store
 
     def with_(self, **changes: Any) -> StoreSpec:
+        if "options" in changes:  # checked anew, unless the caller gives them checked
+            changes.setdefault("checked_options", None)
         return replace(self, **changes)
 
     def describe(self) -> dict[str, Any]:
@@ -213,30 +219,39 @@ class Store:
     exact: ClassVar[bool] = False  # search is exhaustive: recall must be 1.0
     index_params: ClassVar[tuple[str, ...]] = ()
     search_params: ClassVar[tuple[str, ...]] = ()
-    # accepted StoreSpec.options keys (None: the adapter checks its own)
-    option_names: ClassVar[tuple[str, ...] | None] = None
+    # StoreSpec.options, typed (the default: none)
+    Options: ClassVar[type[StoreOptions]] = StoreOptions
+    # the URLs it takes (None: none); checked before a run starts
+    url_form: ClassVar[UrlForm | None] = None
     extra: ClassVar[str | None] = None  # the pip extra that brings its client
-    # An engine with no managed server here runs only by URL: this is the
-    # form of that URL, shown when a spec gives none (checked before a run
-    # starts, see ``check_url``). None: without a URL the store starts a
-    # managed server or runs embedded.
-    url_only: ClassVar[str | None] = None
     # set by __init__; here too for a store whose __init__ did not get that far
     managed: Server | None = None
     _private_dir: str | None = None
 
     @classmethod
-    def check_url(cls, url: str | None) -> None:
-        """Refuse a spec without a URL for a store that runs only by URL."""
-        if url is None and cls.url_only is not None:
-            raise UserError(
-                f"{cls.engine} runs only by URL here (storebench has no server of its own "
-                f"to start for it): --store {cls.engine}={cls.url_only}",
-                where="store",
-            )
+    def check_url(cls, url: str | None) -> Any:
+        """What ``url_form`` makes of ``url`` (``UrlForm.check``); a
+        ``SpecError`` (a ``UserError``) if the store does not take it, or
+        needs a URL and got none. Connects to nothing."""
+        return check_url(cls.engine, cls.url_form, url)
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any], url: str | None = None) -> StoreOptions:
+        """``options`` as the store's ``Options``; a ``SpecError`` naming the
+        first unknown or bad one."""
+        return check_options(cls.engine, cls.Options, options, url)
+
+    @classmethod
+    def check_spec(cls, url: str | None, options: Mapping[str, Any]) -> StoreOptions:
+        """Both checks, as the plan makes them before a run starts."""
+        cls.check_url(url)
+        return cls.check_options(options, url)
 
     def __init__(self, spec: StoreSpec):
         self.check_url(spec.url)
+        if not isinstance(spec.checked_options, self.Options):
+            spec = spec.with_(checked_options=self.check_options(spec.options, spec.url))
+        self.options: Any = spec.checked_options  # the adapter's Options
         self.spec = spec
         self._created: set[str] = set()
         # A managed local server this store started (when given no URL); it
@@ -246,8 +261,14 @@ class Store:
         self._private_dir: str | None = None
         self._check_params("index", spec.index, self.index_params)
         self._check_params("search", spec.search, self.search_params)
-        if self.option_names is not None:
-            self._check_params("option", spec.options, self.option_names)
+
+    def fill_option(self, name: str, value: Any) -> None:
+        """Set an option the store chose itself (a generated name), in the
+        spec client processes open and the record shows."""
+        self.options = self.options.model_copy(update={name: value})
+        self.spec = self.spec.with_(
+            options={**self.spec.options, name: value}, checked_options=self.options
+        )
 
     def _check_params(self, kind: str, given: Mapping[str, Any], known: tuple[str, ...]) -> None:
         unknown = sorted(set(given) - set(known))

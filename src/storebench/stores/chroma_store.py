@@ -44,6 +44,7 @@ from chromadb.config import Settings
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
+from storebench.stores.config import DIRECTORY
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
 
 _SPACE = {"l2": "l2", "cosine": "cosine", "ip": "ip"}
@@ -299,6 +300,7 @@ class ChromaStore(Store):
     index_params = ("m", "ef_construct")
     search_params = ("ef",)
     extra = "chroma"
+    url_form = DIRECTORY
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)

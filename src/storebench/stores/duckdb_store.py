@@ -50,6 +50,7 @@ import pyarrow as pa
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
+from storebench.stores.config import DIRECTORY
 from storebench.stores.filters import Filter, to_sql
 
 _SQL_TYPE = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR"}
@@ -312,6 +313,7 @@ class DuckDBStore(Store):
     index_params = ("m", "ef_construct")
     search_params = ("ef",)
     extra = "duckdb"
+    url_form = DIRECTORY
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)

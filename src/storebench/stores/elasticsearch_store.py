@@ -24,7 +24,7 @@ from elasticsearch import ApiError, Elasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 
 from storebench.servers.elastic import ElasticsearchServer
-from storebench.stores.lucene_common import VECTOR_FIELD, LuceneStore
+from storebench.stores.lucene_common import VECTOR_FIELD, LuceneOptions, LuceneStore
 
 _SIMILARITY = {"l2": "l2_norm", "cosine": "cosine", "ip": "max_inner_product"}
 
@@ -35,12 +35,12 @@ class ElasticsearchStore(LuceneStore):
     server_class = ElasticsearchServer
     client_name = "elasticsearch"
 
-    def _connect(self, url: str, auth: tuple[str, str] | None, opts: Mapping[str, Any]) -> Any:
+    def _connect(self, url: str, auth: tuple[str, str] | None, opts: LuceneOptions) -> Any:
         kw: dict[str, Any] = {}
-        if "verify_certs" in opts:
-            kw["verify_certs"] = bool(opts["verify_certs"])
-        if "ca_certs" in opts:
-            kw["ca_certs"] = str(opts["ca_certs"])
+        if opts.verify_certs is not None:
+            kw["verify_certs"] = opts.verify_certs
+        if opts.ca_certs is not None:
+            kw["ca_certs"] = opts.ca_certs
         return Elasticsearch(
             url,
             basic_auth=auth,

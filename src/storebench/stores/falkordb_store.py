@@ -43,7 +43,7 @@ from __future__ import annotations
 import os
 import uuid
 from importlib import metadata
-from typing import Any
+from typing import Any, Literal
 
 import falkordb
 import numpy as np
@@ -56,8 +56,10 @@ from storebench.errors import StorebenchError, UserError
 from storebench.stores import cypher
 from storebench.stores.base import Capability, Collection, Store, StoreSpec, redact_url
 from storebench.stores.columns import batch_from_rows
+from storebench.stores.config import StoreOptions
 from storebench.stores.cypher import ID, VEC, MissingReference, anchors, last_per_id, to_cypher
 from storebench.stores.filters import Filter, fields_of
+from storebench.stores.redis_store import REDIS_URL
 
 
 class IndexFailed(StorebenchError):
@@ -232,27 +234,28 @@ class FalkorDBStore(Store):
             Capability.SHARED_ACROSS_PROCESSES,
         }
     )
-    option_names = ("graph", "persistence", "module_args")
     extra = "falkordb"
+    url_form = REDIS_URL
+
+    class Options(StoreOptions):
+        managed_only = ("persistence", "module_args")
+        graph: str | None = None
+        persistence: Literal["none", "rdb", "aof"] = "none"
+        module_args: list[str | int | float] = []
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        graph = spec.options.get("graph") or f"storebench_{uuid.uuid4().hex[:12]}"
         if spec.url is None:
             from storebench.servers.falkordb import FalkorDBServer
 
             self.managed = FalkorDBServer(
-                persistence=spec.options.get("persistence", "none"),
-                module_args=list(spec.options.get("module_args", [])),
+                persistence=self.options.persistence,
+                module_args=[str(a) for a in self.options.module_args],
             ).start()
-            spec = spec.with_(url=self.managed.url)
-        elif spec.options.get("persistence") or spec.options.get("module_args"):
-            raise UserError(
-                "persistence and module_args apply to the managed server only",
-                where="store falkordb options",
-            )
-        self.spec = spec.with_(options={**spec.options, "graph": graph})
-        self.graph_name = str(graph)
+            self.spec = self.spec.with_(url=self.managed.url)
+        if not self.options.graph:
+            self.fill_option("graph", f"storebench_{uuid.uuid4().hex[:12]}")
+        self.graph_name = str(self.options.graph)
         try:
             self.db = self._connect()
             self.graph = self.db.select_graph(self.graph_name)
@@ -264,11 +267,6 @@ class FalkorDBStore(Store):
 
     def _connect(self) -> falkordb.FalkorDB:
         url = self.spec.url or ""
-        if "://" not in url:
-            raise UserError(
-                f"expected redis://[:password@]host:port/db, got {redact_url(url)!r}",
-                where="store falkordb url",
-            )
         kw: dict[str, Any] = {
             # no silent retries: a failed call is reported, a dead server fails the run
             "retry": Retry(NoBackoff(), 0),

@@ -274,17 +274,7 @@ class LibraryStore(Store):
     search_params = ("ef",)
 
     def __init__(self, spec: StoreSpec):
-        super().__init__(spec)
-        if spec.url is not None:
-            raise UserError(
-                f"{self.engine} keeps its index in this process and takes no url",
-                where=f"store {self.engine} url",
-            )
-        if spec.options:
-            raise UserError(
-                f"{self.engine} has no options (got {sorted(spec.options)})",
-                where=f"store {self.engine} options",
-            )
+        super().__init__(spec)  # no url_form, no Options: it takes neither
         int_params(spec.index, DEFAULT_INDEX, self.engine, "index")  # fail before the run
         int_params(spec.search, DEFAULT_SEARCH, self.engine, "search")
         self._collections: dict[str, LibraryCollection] = {}

@@ -55,12 +55,14 @@ import kuzu
 import numpy as np
 import pyarrow as pa
 from kuzu.prepared_statement import PreparedStatement
+from pydantic import PositiveInt
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import ForeignDataError, UserError
 from storebench.stores import cypher
 from storebench.stores.base import Capability, Collection, Store, StoreSpec
 from storebench.stores.columns import DTYPES
+from storebench.stores.config import FILE, InMemoryMode
 from storebench.stores.cypher import ID, VEC, MissingReference, anchors, last_per_id
 from storebench.stores.filters import Filter, fields_of
 
@@ -353,24 +355,19 @@ class KuzuStore(Store):
             Capability.COMPACT,
         }
     )
-    option_names = ("mode", "buffer_pool_mb")
     extra = "kuzu"
+    url_form = FILE
+
+    class Options(InMemoryMode):
+        buffer_pool_mb: PositiveInt | None = None
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        mode = spec.options.get("mode", "file")
-        if mode not in ("file", "memory"):
-            raise UserError("mode must be file or memory", where="store kuzu options")
-        if mode == "memory":
-            if spec.url is not None:
-                raise UserError("an in-memory database takes no url", where="store kuzu")
-            path = ":memory:"
-        else:
-            path = self.local_path("db.kuzu")
+        path = ":memory:" if self.options.mode == "memory" else self.local_path("db.kuzu")
         self.path = path
         kw: dict[str, Any] = {}
-        if "buffer_pool_mb" in spec.options:
-            kw["buffer_pool_size"] = int(spec.options["buffer_pool_mb"]) << 20
+        if self.options.buffer_pool_mb is not None:
+            kw["buffer_pool_size"] = self.options.buffer_pool_mb << 20
         try:
             self.db = kuzu.Database(path, **kw)
         except RuntimeError as exc:

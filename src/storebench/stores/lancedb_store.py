@@ -39,6 +39,7 @@ from lancedb.query import ColumnOrdering
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
+from storebench.stores.config import DIRECTORY
 from storebench.stores.filters import Filter, to_sql
 
 _LANCE_METRIC = {"l2": "l2", "cosine": "cosine", "ip": "dot"}
@@ -258,6 +259,7 @@ class LanceStore(Store):
     index_params = ("m", "ef_construct")
     search_params = ("ef",)
     extra = "lancedb"
+    url_form = DIRECTORY
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)

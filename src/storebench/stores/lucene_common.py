@@ -39,11 +39,12 @@ import contextlib
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import orjson
+from pydantic import NonNegativeInt, PositiveFloat, PositiveInt, StrictBool
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import ForeignDataError, StorebenchError, UserError
@@ -56,6 +57,7 @@ from storebench.stores.base import (
     StoreSpec,
     redact_url,
 )
+from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
 
 VECTOR_FIELD = "sb_vec"
@@ -66,16 +68,6 @@ _JSON = {"content-type": "application/json", "accept": "application/json"}
 _NDJSON = {"content-type": "application/x-ndjson", "accept": "application/json"}
 _MAPPING = {"int": "long", "float": "double", "bool": "boolean", "str": "keyword"}
 _NP_TYPE: dict[str, Any] = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
-_OPTIONS = (
-    "shards",
-    "replicas",
-    "refresh",
-    "force_merge",
-    "request_timeout",
-    "verify_certs",
-    "ca_certs",
-    "heap",
-)
 # index names: lowercase, none of \ / * ? " < > | space , # :, not starting with - _ +
 _VALID_NAME = re.compile(r"^(?![-_+])[^A-Z\\/*?\"<>| ,#:]{1,255}$")
 
@@ -438,6 +430,18 @@ def _chunks(lines: Sequence[bytes]) -> Iterator[bytes]:
         yield b"".join(lines[start:])
 
 
+class LuceneOptions(StoreOptions):
+    managed_only = ("heap",)
+    shards: PositiveInt = 1
+    replicas: NonNegativeInt = 0
+    refresh: Literal["auto", "wait_for", "none"] = "auto"
+    force_merge: StrictBool = True
+    request_timeout: PositiveFloat = 120.0  # seconds
+    verify_certs: StrictBool | None = None  # https
+    ca_certs: str | None = None
+    heap: str | None = None  # the managed JVM's -Xms and -Xmx, e.g. 2g
+
+
 class LuceneStore(Store):
     """Shared Elasticsearch / OpenSearch store; subclasses give the dialect."""
 
@@ -446,32 +450,27 @@ class LuceneStore(Store):
     capabilities = frozenset(Capability) - {Capability.PIPELINE}
     index_params = ("m", "ef_construct")
     search_params = ("ef",)
-    option_names = _OPTIONS
+    url_form = UrlForm("http(s)://[user:password@]host:port", schemes=("http", "https"))
+    Options = LuceneOptions
     server_class: ClassVar[type[LuceneServer]]
     client_name: ClassVar[str]  # the Python client's distribution name
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        opts = dict(spec.options)
-        self.refresh = str(opts.get("refresh", "auto"))
-        if self.refresh not in ("auto", "wait_for", "none"):
-            raise UserError(
-                f"refresh must be auto, wait_for or none (got {self.refresh!r})",
-                where="store.options",
-            )
-        self.force_merge = bool(opts.get("force_merge", True))
-        self.shards = int(opts.get("shards", 1))
-        self.replicas = int(opts.get("replicas", 0))
-        self.timeout = float(opts.get("request_timeout", 120))
+        opts = self.options
+        self.refresh = opts.refresh
+        self.force_merge = opts.force_merge
+        self.shards = opts.shards
+        self.replicas = opts.replicas
+        self.timeout = opts.request_timeout
         for k in ("m", "ef_construct"):
             if k in spec.index and int(spec.index[k]) < 1:
                 raise UserError(f"{k} must be >= 1", where="store.index")
         self._dirty: set[str] = set()  # written since the last refresh (auto)
         self.client: Any = None
         if spec.url is None:
-            heap = opts.get("heap")
-            self.managed = self.server_class(heap=str(heap) if heap else None).start()
-            self.spec = spec.with_(url=self.managed.url)
+            self.managed = self.server_class(heap=opts.heap).start()
+            self.spec = self.spec.with_(url=self.managed.url)
         try:
             url, auth = self._split_url(self.spec.url or "")
             self.client = self._connect(url, auth, opts)
@@ -484,22 +483,18 @@ class LuceneStore(Store):
             raise UserError(f"cannot use {self.engine} at {where}: {exc}", where="store") from None
 
     def _split_url(self, url: str) -> tuple[str, tuple[str, str] | None]:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise UserError(
-                f"expected http(s)://[user:pass@]host:port, got {redact_url(url)!r}",
-                where=f"store {self.engine} url",
-            )
+        parts = urlsplit(url)  # its form was checked (url_form)
         env = self.engine.upper()
         user = parts.username or os.environ.get(f"STOREBENCH_{env}_USERNAME")
         password = parts.password or os.environ.get(f"STOREBENCH_{env}_PASSWORD")
-        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        host = parts.hostname or ""
+        host = f"[{host}]" if ":" in host else host
         netloc = host + (f":{parts.port}" if parts.port else "")
         clean = urlunsplit(parts._replace(netloc=netloc))
         return clean, ((user, password or "") if user else None)
 
     # --- what each engine provides ---------------------------------------------------
-    def _connect(self, url: str, auth: tuple[str, str] | None, opts: Mapping[str, Any]) -> Any:
+    def _connect(self, url: str, auth: tuple[str, str] | None, opts: LuceneOptions) -> Any:
         raise NotImplementedError
 
     def _send(

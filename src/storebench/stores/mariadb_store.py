@@ -32,20 +32,21 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import threading
 from collections.abc import Iterable
 from importlib import metadata
-from typing import Any
-from urllib.parse import unquote, urlsplit
+from typing import Annotated, Any
+from urllib.parse import SplitResult, unquote
 
 import numpy as np
 import pymysql
+from pydantic import StringConstraints
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, Store, StoreSpec, redact_url
 from storebench.stores.columns import batch_from_rows
+from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import Filter, to_sql
 
 _MAX_IDS = 10_000  # ids per IN (...) list
@@ -188,6 +189,27 @@ class MariaDBCollection(Collection):
             cur.execute(f"DROP TABLE IF EXISTS {self._t}")
 
 
+def _target(url: str, parts: SplitResult | None) -> dict[str, Any]:
+    """What PyMySQL connects with."""
+    if parts is None:  # not reached: the form takes URLs only
+        raise ValueError("not a URL")
+    database = unquote(parts.path.removeprefix("/"))
+    if not database:
+        raise ValueError("no database (the path names it)")
+    if "/" in database:
+        raise ValueError(f"the path is one database name, not {database!r}")
+    password = unquote(parts.password) if parts.password is not None else None
+    if password is None:
+        password = os.environ.get("MYSQL_PWD", "")
+    return {
+        "host": parts.hostname,
+        "port": parts.port or 3306,
+        "user": unquote(parts.username or ""),
+        "password": password,
+        "database": database,
+    }
+
+
 class MariaDBStore(Store):
     engine = "mariadb"
     capabilities = frozenset(
@@ -203,57 +225,35 @@ class MariaDBStore(Store):
             Capability.SHARED_ACROSS_PROCESSES,
         }
     )
-    option_names = ("settings", "table_engine")
     extra = "mariadb"
+    url_form = UrlForm(
+        "mysql://user:password@host:port/database", schemes=("mysql", "mariadb"), parse=_target
+    )
+
+    class Options(StoreOptions):
+        managed_only = ("settings",)
+        settings: dict[str, str | int | float | bool] = {}  # server variables
+        table_engine: Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_]*$")] = (
+            "InnoDB"
+        )
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
         self._local = threading.local()
         self._all: list[Any] = []
         self._lock = threading.Lock()
-        self.table_engine = str(spec.options.get("table_engine", "InnoDB"))
-        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", self.table_engine):
-            raise UserError(
-                f"table_engine {self.table_engine!r} is not an engine name",
-                where="store mariadb options",
-            )
+        self.table_engine = self.options.table_engine
         if spec.url is None:
             from storebench.servers.mariadb import MariaDBServer
 
-            self.managed = MariaDBServer(settings=spec.options.get("settings")).start()
-            self.spec = spec.with_(url=self.managed.url)
-        elif spec.options.get("settings"):
-            raise UserError(
-                "settings apply to the managed server only (set them on your own server)",
-                where="store mariadb options",
-            )
+            self.managed = MariaDBServer(settings=dict(self.options.settings)).start()
+            self.spec = self.spec.with_(url=self.managed.url)
         try:
-            self._target = self._parse(self.spec.url or "")
+            self._target = self.check_url(self.spec.url)
             self.connection()  # fail now, not in the first timed operation
         except BaseException:
             self.close()
             raise
-
-    def _parse(self, url: str) -> dict[str, Any]:
-        parts = urlsplit(url)
-        if parts.scheme not in ("mysql", "mariadb") or not parts.hostname:
-            raise UserError(
-                f"expected mysql://user:password@host:port/database, got {redact_url(url)!r}",
-                where="store mariadb url",
-            )
-        database = parts.path.lstrip("/")
-        if not database:
-            raise UserError("the url names no database", where="store mariadb url")
-        password = unquote(parts.password) if parts.password is not None else None
-        if password is None:
-            password = os.environ.get("MYSQL_PWD", "")
-        return {
-            "host": parts.hostname,
-            "port": parts.port or 3306,
-            "user": unquote(parts.username or ""),
-            "password": password,
-            "database": unquote(database),
-        }
 
     def connection(self) -> Any:
         """This thread's connection (autocommit)."""

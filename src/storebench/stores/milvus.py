@@ -53,6 +53,7 @@ from storebench.stores.base import (
     StoreSpec,
     redact_url,
 )
+from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
 
 _METRIC = {"l2": "L2", "ip": "IP", "cosine": "COSINE"}
@@ -298,12 +299,23 @@ class MilvusCollection(Collection):
 GRPC_OPTIONS = {"grpc.keepalive_time_ms": 2**31 - 1, "grpc.keepalive_permit_without_calls": 0}
 
 
+URL_FORM = UrlForm(
+    "http(s)://[user:password@]host:19530 or a Milvus Lite file path",
+    schemes=("http", "https", "tcp"),
+    path=True,
+)
+
+
 class MilvusStore(Store):
     engine = "milvus"
     capabilities = frozenset(Capability) - {Capability.ORDER, Capability.SIZE, Capability.PIPELINE}
     index_params = ("m", "ef_construct")
     search_params = ("ef",)
     extra = "milvus"
+    url_form = URL_FORM
+
+    class Options(StoreOptions):
+        lite_path: str | None = None  # set by the store: the file a path url named
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -316,18 +328,17 @@ class MilvusStore(Store):
             from storebench.servers.milvus import MilvusLiteServer
 
             self.managed = MilvusLiteServer().start()
-            self.spec = spec.with_(url=self.managed.url)
-        elif "://" not in url:  # a path: Milvus Lite in this process
-            parent = os.path.dirname(os.path.abspath(url))
-            if not os.path.isdir(parent):
-                raise UserError(f"directory {parent} does not exist", where="store milvus url")
+            self.spec = self.spec.with_(url=self.managed.url)
+        elif URL_FORM.is_path(self.engine, url):  # Milvus Lite in this process
             from milvus_lite.server_manager import server_manager_instance
 
-            uri = server_manager_instance.start_and_get_uri(url)
+            path = self.local_path()
+            uri = server_manager_instance.start_and_get_uri(path)
             if uri is None:
-                raise UserError(f"Milvus Lite could not open {url}", where="store milvus url")
-            self._lite_path = url
-            self.spec = spec.with_(url=uri, options={**spec.options, "lite_path": url})
+                raise UserError(f"Milvus Lite could not open {path}", where="store milvus url")
+            self._lite_path = path
+            self.spec = self.spec.with_(url=uri)
+            self.fill_option("lite_path", path)
         try:
             self.client = self._connect()
         except BaseException:

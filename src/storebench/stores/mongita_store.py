@@ -44,6 +44,7 @@ from mongita import MongitaClientDisk, MongitaClientMemory
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, Store, StoreSpec
+from storebench.stores.config import DIRECTORY, InMemoryMode
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
 
 _NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
@@ -269,18 +270,14 @@ class MongitaStore(Store):
             Capability.SIZE,
         }
     )
-    option_names = ("mode",)
     extra = "mongita"
+    url_form = DIRECTORY
+    Options = InMemoryMode
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        mode = spec.options.get("mode", "file")
-        if mode not in ("file", "memory"):
-            raise UserError("mode must be file or memory", where="store mongita options")
         self.path = ""
-        if mode == "memory":
-            if spec.url is not None:
-                raise UserError("an in-memory database takes no url", where="store mongita")
+        if self.options.mode == "memory":
             self.client: Any = MongitaClientMemory()
             self.capabilities = MongitaStore.capabilities - {Capability.SIZE}  # type: ignore[misc]
             self._cls: type[MongitaCollection] = MongitaCollection

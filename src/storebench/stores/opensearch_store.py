@@ -25,7 +25,7 @@ from opensearchpy import OpenSearch, TransportError
 from opensearchpy.serializer import JSONSerializer
 
 from storebench.servers.elastic import OpenSearchServer
-from storebench.stores.lucene_common import VECTOR_FIELD, LuceneStore
+from storebench.stores.lucene_common import VECTOR_FIELD, LuceneOptions, LuceneStore
 
 _SPACE = {"l2": "l2", "cosine": "cosinesimil", "ip": "innerproduct"}
 
@@ -48,12 +48,12 @@ class OpenSearchStore(LuceneStore):
     server_class = OpenSearchServer
     client_name = "opensearch-py"
 
-    def _connect(self, url: str, auth: tuple[str, str] | None, opts: Mapping[str, Any]) -> Any:
+    def _connect(self, url: str, auth: tuple[str, str] | None, opts: LuceneOptions) -> Any:
         kw: dict[str, Any] = {}
-        if "verify_certs" in opts:
-            kw["verify_certs"] = bool(opts["verify_certs"])
-        if "ca_certs" in opts:
-            kw["ca_certs"] = str(opts["ca_certs"])
+        if opts.verify_certs is not None:
+            kw["verify_certs"] = opts.verify_certs
+        if opts.ca_certs is not None:
+            kw["ca_certs"] = opts.ca_certs
         return OpenSearch([url], http_auth=auth, timeout=self.timeout, serializer=_Orjson(), **kw)
 
     def _send(

@@ -33,12 +33,15 @@ import itertools
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import SplitResult
 
 import numpy as np
 import psycopg
 from psycopg.adapt import Dumper, Loader
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import Format
+from pydantic import field_validator
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
@@ -50,6 +53,7 @@ from storebench.stores.base import (
     StoreSpec,
     redact_url,
 )
+from storebench.stores.config import StoreOptions, UrlForm, check_port
 from storebench.stores.filters import Filter, to_sql
 
 _SQL_TYPE = {"int": "bigint", "float": "double precision", "bool": "boolean", "str": "text"}
@@ -363,7 +367,7 @@ class PgVectorCollection(Collection):
         given = [f"{names[k]} = {int(params[k])}" for k in names if k in params]
         with_ = f" WITH ({', '.join(given)})" if given else ""  # else the engine's defaults
         conn = self.store.connection()
-        mem = self.store.spec.options.get("maintenance_work_mem")
+        mem = self.store.options.maintenance_work_mem
         if mem:
             conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", [str(mem)])
         conn.execute(f"DROP INDEX IF EXISTS {self._index}")
@@ -390,12 +394,46 @@ class PgVectorCollection(Collection):
         self.store.connection().execute(f"DROP TABLE IF EXISTS {self._t}")
 
 
+def _libpq(url: str, parts: SplitResult | None) -> dict[str, Any]:
+    """The connection string as libpq reads it (keywords and URI alike),
+    without connecting; its ports numbers."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        raise ValueError(str(exc)) from None
+    for port in str(params.get("port") or "").split(","):
+        check_port(port.strip())
+    return params
+
+
 class PgVectorStore(Store):
     engine = "pgvector"
     capabilities = frozenset(Capability)
     index_params = ("m", "ef_construct")
     search_params = ("ef",)
     extra = "pgvector"
+    url_form = UrlForm(
+        "postgresql://user[:password]@host:port/dbname or host=... port=... dbname=...",
+        schemes=("postgresql", "postgres"),
+        keywords=True,
+        parse=_libpq,
+    )
+
+    class Options(StoreOptions):
+        managed_only = ("settings",)
+        settings: dict[str, str | int | float | bool] = {}  # postgresql.conf
+        # a storage mode: on | off
+        synchronous_commit: Literal["on", "off", "local", "remote_write", "remote_apply"] | None = (
+            None
+        )
+        maintenance_work_mem: str | int | None = None  # for index builds, e.g. 1GB
+
+        @field_validator("synchronous_commit", mode="before")
+        @classmethod
+        def _on_off(cls, v: Any) -> Any:
+            if isinstance(v, bool):  # YAML reads a bare on/off as a boolean
+                return "on" if v else "off"
+            return v.lower() if isinstance(v, str) else v
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -408,8 +446,9 @@ class PgVectorStore(Store):
         if spec.url is None:
             from storebench.servers.postgres import PostgresServer
 
-            self.managed = PostgresServer(settings=spec.options.get("settings")).start()
-            self.spec = spec.with_(url=self.managed.url)
+            settings = {k: str(v) for k, v in self.options.settings.items()}
+            self.managed = PostgresServer(settings=settings).start()
+            self.spec = self.spec.with_(url=self.managed.url)
         try:
             conn = self.connection()  # fail now, not in the first timed operation
             self._vector_ready(conn)
@@ -426,17 +465,9 @@ class PgVectorStore(Store):
                 f"cannot connect to PostgreSQL at {redact_url(self.spec.url)}: {exc}",
                 where="store pgvector",
             ) from exc
-        sync = self.spec.options.get("synchronous_commit")  # a storage mode: on | off
+        sync = self.options.synchronous_commit
         if sync is not None:
-            if isinstance(sync, bool):  # YAML reads a bare on/off as a boolean
-                sync = "on" if sync else "off"
-            if str(sync).lower() not in ("on", "off", "local", "remote_write", "remote_apply"):
-                conn.close()
-                raise UserError(
-                    f"synchronous_commit must be on or off, not {sync!r}",
-                    where="store pgvector options",
-                )
-            conn.execute("SELECT set_config('synchronous_commit', %s, false)", [str(sync).lower()])
+            conn.execute("SELECT set_config('synchronous_commit', %s, false)", [sync])
         return conn
 
     def _vector_ready(self, conn: psycopg.Connection[Any]) -> None:

@@ -56,12 +56,14 @@ from typing import Any
 
 import numpy as np
 import qdrant_edge as qe
+from pydantic import PositiveInt
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
 from storebench.stores import filters as F
 from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
 from storebench.stores.columns import DTYPES
+from storebench.stores.config import DIRECTORY, StoreOptions
 from storebench.stores.indexlib import DEFAULT_INDEX, DEFAULT_SEARCH, RWLock, int_params
 
 _DISTANCE = {"l2": qe.Distance.Euclid, "ip": qe.Distance.Dot, "cosine": qe.Distance.Cosine}
@@ -74,10 +76,6 @@ _INDEX_TYPE = {
 _RANGE_OP = {"lt": "lt", "le": "lte", "gt": "gt", "ge": "gte"}
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _PAGE = 10_000  # points per scroll page
-OPTIONS = {
-    "indexing_threshold_kb": 1,  # Qdrant's own default is about 10 MB: small segments stay plain
-    "full_scan_threshold_kb": 10_000,  # Qdrant's default
-}
 
 
 def _uids(ids: np.ndarray) -> list[Any]:
@@ -368,24 +366,18 @@ class QdrantEdgeStore(Store):
     client_mode = "threads"
     index_params = ("m", "ef_construct")
     search_params = ("ef",)
-    option_names = tuple(OPTIONS)
+    url_form = DIRECTORY
+
+    class Options(StoreOptions):
+        # Qdrant's own default is about 10 MB: small segments would stay plain
+        indexing_threshold_kb: PositiveInt = 1
+        full_scan_threshold_kb: PositiveInt = 10_000  # Qdrant's default
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        self._options = int_params(spec.options, OPTIONS, self.engine, "options")
         int_params(spec.index, DEFAULT_INDEX, self.engine, "index")
         int_params(spec.search, DEFAULT_SEARCH, self.engine, "search")
-        if spec.url is None:
-            self.spec = spec.with_(url=self.private_dir())
-        else:
-            path = os.path.abspath(spec.url)
-            if not os.path.isdir(os.path.dirname(path)):
-                raise UserError(
-                    f"directory {os.path.dirname(path)} does not exist",
-                    where="store qdrant-edge url",
-                )
-            os.makedirs(path, exist_ok=True)
-            self.spec = spec.with_(url=path)
+        self.local_path(mkdir=True)
         self._collections: dict[str, QdrantEdgeCollection] = {}
 
     def _config(self, schema: Schema, params: dict[str, int]) -> Any:
@@ -394,10 +386,10 @@ class QdrantEdgeStore(Store):
             hnsw_config=qe.HnswIndexConfig(
                 m=params["m"],
                 ef_construct=params["ef_construct"],
-                full_scan_threshold=self._options["full_scan_threshold_kb"],
+                full_scan_threshold=self.options.full_scan_threshold_kb,
             ),
             optimizers=qe.EdgeOptimizersConfig(
-                indexing_threshold=self._options["indexing_threshold_kb"]
+                indexing_threshold=self.options.indexing_threshold_kb
             ),
         )
 

@@ -41,10 +41,12 @@ import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import SplitResult
 
 import numpy as np
 import redis
+import redis.connection
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -58,6 +60,7 @@ from storebench.stores.base import (
     StoreSpec,
     redact_url,
 )
+from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
 
 _pack_command: Callable[[tuple[Any, ...]], bytes] | None
@@ -66,6 +69,27 @@ try:  # the redis extra brings hiredis: commands packed in C, as redis-py does w
 except ImportError:  # pragma: no cover - redis-py packs them
     _pack_command = None
 
+
+def _redis_url(url: str, parts: SplitResult | None) -> SplitResult | None:
+    """The URL as redis-py reads it; a path it would ignore is refused."""
+    redis.connection.parse_url(url)  # ValueError on a query value it cannot read
+    if parts is not None and parts.scheme == "unix":
+        if not parts.path:
+            raise ValueError("no socket path")
+    elif parts is not None:
+        db = parts.path.removeprefix("/")
+        if db and not (db.isascii() and db.isdigit()):
+            raise ValueError(f"the path is a database number, not {db!r}")
+    return parts
+
+
+# also FalkorDB's (a Redis server with a module)
+REDIS_URL = UrlForm(
+    "redis://[:password@]host:port/db",
+    schemes=("redis", "rediss", "unix"),
+    hostless=("unix",),
+    parse=_redis_url,
+)
 _METRIC = {"l2": "L2", "ip": "IP", "cosine": "COSINE"}
 _NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
 _SEP = "\x1f"  # TAG separator: a control character no label contains
@@ -444,6 +468,12 @@ class RedisStore(Store):
     index_params = ("m", "ef_construct")
     search_params = ("ef",)
     extra = "redis"
+    url_form = REDIS_URL
+
+    class Options(StoreOptions):
+        managed_only = ("persistence", "server_args")
+        persistence: Literal["none", "rdb", "aof"] = "none"
+        server_args: list[str | int | float] = []
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -453,10 +483,10 @@ class RedisStore(Store):
             from storebench.servers.redis import RedisServer
 
             self.managed = RedisServer(
-                persistence=spec.options.get("persistence", "none"),
-                args=list(spec.options.get("server_args", [])),
+                persistence=self.options.persistence,
+                args=[str(a) for a in self.options.server_args],
             ).start()
-            self.spec = spec.with_(url=self.managed.url)
+            self.spec = self.spec.with_(url=self.managed.url)
         # the write path's own connections (``_send``): made on demand, one
         # per concurrent writer, reused through a free list
         self._writers: list[redis.Connection] = []
@@ -507,11 +537,6 @@ class RedisStore(Store):
 
     def _connect(self) -> redis.Redis:
         url = self.spec.url or ""
-        if "://" not in url:
-            raise UserError(
-                f"expected redis://[:password@]host:port/db, got {redact_url(url)!r}",
-                where="store redis url",
-            )
         kw: dict[str, Any] = {
             "protocol": 2,  # the reply shapes parsed here
             # no silent retries: a benchmark reports a failed call, and a dead

@@ -12,20 +12,21 @@ temporary directory and removes it on close.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import numpy as np
+from pydantic import field_validator
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.truth import distances, top_k
 from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
 from storebench.stores.columns import batch_from_rows
+from storebench.stores.config import FILE, InMemoryMode, StoreOptions
 from storebench.stores.filters import Filter, to_sql
 
 SQL_TYPE = {"int": "INTEGER", "float": "REAL", "bool": "INTEGER", "str": "TEXT"}
@@ -238,6 +239,17 @@ class SQLiteCollection(Collection):
             db.execute(f"DROP TABLE IF EXISTS {self._t}")
 
 
+class Synchronous(StoreOptions):
+    """SQLite's ``PRAGMA synchronous``: OFF, NORMAL (the default) or FULL."""
+
+    synchronous: Literal["OFF", "NORMAL", "FULL"] = "NORMAL"
+
+    @field_validator("synchronous", mode="before")
+    @classmethod
+    def _upper(cls, v: Any) -> Any:
+        return v.upper() if isinstance(v, str) else v
+
+
 class SQLiteStore(Store):
     """Options: ``mode`` (``file``, the default, or ``memory``: a shared-cache
     in-memory database, for this process's client threads only) and
@@ -250,33 +262,22 @@ class SQLiteStore(Store):
         Capability.PIPELINE,
     }
     exact = True
-    option_names = ("mode", "synchronous")
+    url_form = FILE
+
+    class Options(Synchronous, InMemoryMode):
+        pass
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        mode = spec.options.get("mode", "file")
-        sync = str(spec.options.get("synchronous", "NORMAL")).upper()
-        if mode not in ("file", "memory") or sync not in ("OFF", "NORMAL", "FULL"):
-            raise UserError(
-                "mode must be file or memory, synchronous OFF, NORMAL or FULL",
-                where="store sqlite options",
-            )
-        if mode == "memory":
-            if spec.url is not None:
-                raise UserError("an in-memory database takes no url", where="store sqlite")
+        spec = self.spec
+        if self.options.mode == "memory":
             self.spec = spec.with_(
                 url=f"file:storebench-{uuid.uuid4().hex}?mode=memory&cache=shared"
             )
             # this process's memory: other processes cannot open it
             self.capabilities = SQLiteStore.capabilities - {Capability.SHARED_ACROSS_PROCESSES}  # type: ignore[misc]
-        elif spec.url is None:
-            self.spec = spec.with_(url=os.path.join(self.private_dir(), "store.db"))
         else:
-            path = spec.url.removeprefix("sqlite://")
-            parent = os.path.dirname(os.path.abspath(path))
-            if not os.path.isdir(parent):
-                raise UserError(f"directory {parent} does not exist", where="store sqlite url")
-            self.spec = spec.with_(url=path)
+            self.local_path("store.db")
         self._conns = PerThread(self._connect)
         self.connection()  # fail now, not in the first timed operation
 
@@ -287,9 +288,7 @@ class SQLiteStore(Store):
         )
         if not url.startswith("file:"):  # WAL needs a file
             db.execute("PRAGMA journal_mode = WAL")
-        db.execute(
-            f"PRAGMA synchronous = {str(self.spec.options.get('synchronous', 'NORMAL')).upper()}"
-        )
+        db.execute(f"PRAGMA synchronous = {self.options.synchronous}")
         return db
 
     def connection(self) -> sqlite3.Connection:

@@ -35,9 +35,11 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.errors import NotSupported, UserError
 from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
 from storebench.stores.columns import batch_from_rows
+from storebench.stores.config import FILE
 from storebench.stores.filters import Filter
 from storebench.stores.sqlite import (
     PerThread,
+    Synchronous,
     chunks,
     create_table,
     find_sql,
@@ -209,6 +211,8 @@ class SQLiteVecStore(Store):
     }
     exact = True
     extra = "sqlite-vec"
+    url_form = FILE
+    Options = Synchronous
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -223,7 +227,7 @@ class SQLiteVecStore(Store):
         db.load_extension(sqlite_vec.loadable_path())
         db.enable_load_extension(False)
         db.execute("PRAGMA journal_mode = WAL")
-        db.execute(f"PRAGMA synchronous = {self.spec.options.get('synchronous', 'NORMAL')}")
+        db.execute(f"PRAGMA synchronous = {self.options.synchronous}")
         return db
 
     def connection(self) -> apsw.Connection:

@@ -12,7 +12,6 @@ import contextlib
 import itertools
 import shutil
 import tempfile
-import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -20,8 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import ConfigDict
 
 from storebench.data.batch import Schema
 from storebench.data.shared import Shared
@@ -30,6 +28,7 @@ from storebench.errors import NotSupported, UserError
 from storebench.metrics import TaskStats
 from storebench.servers.base import ResourceSampler
 from storebench.stores.base import Capability, Collection, Store
+from storebench.stores.config import NoBoolNumbers
 
 ENTRY_POINT_GROUP = "storebench.workloads"
 
@@ -38,25 +37,11 @@ ENTRY_POINT_GROUP = "storebench.workloads"
 ExecutorChoice = Literal["auto", "threads", "processes"]
 
 
-def _takes_bool(annotation: Any) -> bool:
-    if annotation is bool or annotation is Any:
-        return True
-    return any(_takes_bool(a) for a in typing.get_args(annotation))
-
-
-class Params(BaseModel):
+class Params(NoBoolNumbers):
     """Base of workload parameter models: unknown keys are errors, and a
     boolean is not a number (pydantic would read ``n: true`` as 1)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        f = cls.model_fields.get(info.field_name or "")
-        if isinstance(value, bool) and f is not None and not _takes_bool(f.annotation):
-            raise PydanticCustomError("bool_not_number", "expected a number, not a boolean")
-        return value
 
 
 class Workload:
