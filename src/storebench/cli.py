@@ -70,8 +70,8 @@ def cli(verbose: bool) -> None:
     "results_dir",
     default="results",
     show_default=True,
-    type=click.Path(file_okay=False),
-    help="Directory of result files.",
+    type=click.Path(),  # checked before the run (outputs.check_results): one line
+    help="Directory of result files (made if missing; its parent must exist).",
 )
 @click.option("--resume", is_flag=True, help="Skip runs that already have an ok record.")
 @click.option(
@@ -99,7 +99,12 @@ def run(
     bar = make_progress(progress)
     try:
         records = run_scenario(
-            sc, Path(results_dir), bar, resume, on_record=lambda r: print_records([r], console)
+            sc,
+            Path(results_dir),
+            bar,
+            resume,
+            on_record=lambda r: print_records([r], console),
+            results_flag="--results",
         )
     except KeyboardInterrupt as exc:
         interrupts.acknowledge()

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from storebench import interrupts, results
+from storebench import interrupts, outputs, results
 from storebench.driver import Driver, Interrupted
 from storebench.driver.executors import Executor, executors_released, setup_executor
 from storebench.errors import StorebenchError, signal_name
@@ -206,10 +206,14 @@ def run_scenario(
     progress: Any = None,
     resume: bool = False,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    results_flag: str = "results_dir",
 ) -> list[dict[str, Any]]:
-    """Run every point of the plan, appending each record as it completes."""
+    """Run every point of the plan, appending each record as it completes.
+    The results directory is checked first (``results_flag`` names it in
+    the error): a run never ends with a record it cannot write."""
     progress = progress or NoProgress()
     path = Path(results_dir) / f"{scenario.file.name}.jsonl"
+    outputs.check_results(results_dir, path.name, f"{results_flag} {results_dir}")
     done: set[str] = set()
     if resume and path.exists():
         done = {r["key"] for r in results.read(path) if r.get("status") == "ok"}
