@@ -20,6 +20,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from storebench import memory
 from storebench.driver.executors import executor_class
 from storebench.errors import UserError
 from storebench.stores.base import StoreSpec, store_class
@@ -47,6 +48,9 @@ class DriverConfig(BaseModel):
     # "auto" or HOST:PORT joins a running cluster (docs/ray.md)
     ray_address: str = "local"
     ray_timeout_s: float = Field(default=60.0, gt=0)  # limit on every wait for a Ray client
+    # refuse a plan whose largest run needs more memory than is available
+    # (storebench.memory); not an executor setting
+    memory_check: bool = True
 
 
 class ScenarioFile(BaseModel):
@@ -426,7 +430,9 @@ class Scenario:
                                 f.driver.executor,
                                 sweep,
                                 not_applicable,
-                                f.driver.model_dump(exclude={"executor"}),
+                                f.driver.model_dump(exclude={"executor", "memory_check"}),
                             )
                         )
+        if f.driver.memory_check:
+            memory.check(self, runs)
         return runs

@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic import Field
 
-from storebench.workloads.base import RunContext
+from storebench.workloads.base import MemoryNeed, RunContext
 from storebench.workloads.tune import TuneParams, TuneWorkload, measure_curve, tune_setting
-from storebench.workloads.vector_common import SearchRun
+from storebench.workloads.vector_common import SearchRun, search_memory
 
 
 class ScaleParams(TuneParams):
@@ -39,6 +39,11 @@ class ScaleParams(TuneParams):
 class ScaleWorkload(TuneWorkload):
     name = "scale"
     Params = ScaleParams  # type: ignore[assignment]
+
+    @classmethod
+    def memory(cls, p: ScaleParams) -> MemoryNeed:  # type: ignore[override]
+        # the largest size (its truth replaces the smaller sizes')
+        return search_memory(p, n=p.sizes()[-1], keys=("n", "steps", "dim"))
 
     def run(self, ctx: RunContext, p: ScaleParams) -> None:  # type: ignore[override]
         sizes = p.sizes()

@@ -23,12 +23,13 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from storebench.stores.base import Capability
-from storebench.workloads.base import RunContext, Workload
+from storebench.workloads.base import MemoryNeed, RunContext, Workload
 from storebench.workloads.vector_common import (
     SearchRun,
     VectorParams,
     check_dataset,
     client_list,
+    search_memory,
     setting_label,
     task_name,
 )
@@ -54,6 +55,10 @@ class SearchWorkload(Workload):
     @classmethod
     def check(cls, p: SearchParams) -> None:
         check_dataset(p)
+
+    @classmethod
+    def memory(cls, p: SearchParams) -> MemoryNeed:
+        return search_memory(p)
 
     def run(self, ctx: RunContext, p: SearchParams) -> None:
         r = SearchRun(ctx, p, "search")

@@ -22,13 +22,14 @@ from pydantic import Field, field_validator
 
 from storebench.errors import UserError
 from storebench.stores.base import Capability
-from storebench.workloads.base import RunContext, Workload
+from storebench.workloads.base import MemoryNeed, RunContext, Workload
 from storebench.workloads.vector_common import (
     SearchRun,
     VectorParams,
     check_dataset,
     client_list,
     powers_of_two,
+    search_memory,
     setting_label,
     task_name,
     tune,
@@ -108,6 +109,10 @@ class TuneWorkload(Workload):
     @classmethod
     def check(cls, p: TuneParams) -> None:
         check_dataset(p)
+
+    @classmethod
+    def memory(cls, p: TuneParams) -> MemoryNeed:
+        return search_memory(p)
 
     def run(self, ctx: RunContext, p: TuneParams) -> None:
         r = SearchRun(ctx, p, "tune")
