@@ -1,6 +1,6 @@
-"""The memory a run needs, estimated at plan time and held against what this
-machine has available: a run that cannot fit is refused before anything
-starts, instead of failing after minutes of data generation with a
+"""The memory a run needs, estimated from the plan and held against what
+this machine has available (``runner.run_scenario``, before the first run):
+a run that cannot fit is refused before anything starts, instead of failing after minutes of data generation with a
 ``MemoryError`` (or being killed by the kernel's OOM killer, for a size the
 allocator grants but RAM cannot hold).
 

@@ -20,7 +20,6 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from storebench import memory
 from storebench.driver.executors import executor_class
 from storebench.errors import UserError
 from storebench.stores.base import StoreSpec, store_class
@@ -49,7 +48,7 @@ class DriverConfig(BaseModel):
     ray_address: str = "local"
     ray_timeout_s: float = Field(default=60.0, gt=0)  # limit on every wait for a Ray client
     # refuse a plan whose largest run needs more memory than is available
-    # (storebench.memory); not an executor setting
+    # (storebench.memory, before any run); not an executor setting
     memory_check: bool = True
 
 
@@ -433,6 +432,4 @@ class Scenario:
                                 f.driver.model_dump(exclude={"executor", "memory_check"}),
                             )
                         )
-        if f.driver.memory_check:
-            memory.check(self, runs)
         return runs
