@@ -72,8 +72,8 @@ def cli(verbose: bool) -> None:
     "results_dir",
     default="results",
     show_default=True,
-    type=click.Path(file_okay=False),
-    help="Directory of result files.",
+    type=click.Path(),  # checked before the run (outputs.check_results): one line
+    help="Directory of result files (made if missing; its parent must exist).",
 )
 @click.option("--resume", is_flag=True, help="Skip runs that already have an ok record.")
 @click.option(
@@ -113,7 +113,9 @@ def run(
             )
 
     try:
-        records = run_scenario(sc, Path(results_dir), bar, resume, on_record=on_record)
+        records = run_scenario(
+            sc, Path(results_dir), bar, resume, on_record=on_record, results_flag="--results"
+        )
     except KeyboardInterrupt as exc:
         interrupts.acknowledge()
         bar.close()

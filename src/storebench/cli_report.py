@@ -30,16 +30,18 @@ def _fmt_value(metric: str, v: float) -> str:
     "--out",
     "out_dir",
     required=True,
-    type=click.Path(file_okay=False),
-    help="Directory for report.md, report.html and plots/.",
+    type=click.Path(),
+    help="Directory for report.md, report.html and plots/ (made if missing; its parent must exist).",
 )
 @click.option("--title", default="storebench report", show_default=True)
 def report(paths: tuple[str, ...], out_dir: str, title: str) -> None:
     """Markdown tables, plots (PNG and SVG) and one self-contained HTML page
     from result files or directories of *.jsonl."""
+    from storebench.outputs import check_dir
     from storebench.report import build, plots
     from storebench.report.data import load_nonempty
 
+    check_dir(out_dir, f"--out {out_dir}")
     plots.require()
     recs = load_nonempty(paths)
     written = build.write(recs, Path(out_dir), title)
@@ -161,9 +163,12 @@ def _interval(metric: str, iv: object) -> str:
     default=None,
     help="Default: from the --out suffix (.csv or .parquet).",
 )
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Output file.")
+@click.option(
+    "--out", "out", required=True, type=click.Path(), help="Output file (its directory must exist)."
+)
 def export(paths: tuple[str, ...], fmt: str | None, out: str) -> None:
     """One row per run x task of the result files, as CSV or Parquet."""
+    from storebench.outputs import check_file
     from storebench.report.data import load_nonempty
     from storebench.report.export import write_csv, write_parquet
 
@@ -174,6 +179,7 @@ def export(paths: tuple[str, ...], fmt: str | None, out: str) -> None:
             raise UserError(
                 "give --format csv|parquet (or an --out ending .csv/.parquet)", where="--out"
             )
+    check_file(path, f"--out {out}")
     recs = load_nonempty(paths)
     n = write_csv(recs, path) if fmt == "csv" else write_parquet(recs, path)
     click.echo(f"{path}")

@@ -83,8 +83,10 @@ def to_json_line(record: dict[str, Any]) -> str:
 
 
 def append(path: Path, record: dict[str, Any]) -> None:
-    """Append one record (redacted) as a single write; the file is created if needed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Append one record (redacted) as a single write; the file, and its
+    directory, are created if needed (not the directory's parents: see
+    ``outputs.check_results``)."""
+    path.parent.mkdir(exist_ok=True)
     data = to_json_line(redact_obj(record)).encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from storebench import interrupts, noise, results
+from storebench import interrupts, memory, noise, outputs, results
 from storebench.driver import Driver, Interrupted
 from storebench.driver.executors import Executor, executors_released, setup_executor
 from storebench.errors import StorebenchError, signal_name
@@ -234,10 +234,19 @@ def run_scenario(
     progress: Any = None,
     resume: bool = False,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    results_flag: str = "results_dir",
 ) -> list[dict[str, Any]]:
-    """Run every point of the plan, appending each record as it completes."""
+    """Run every point of the plan, appending each record as it completes.
+    Before any run: the results directory is checked (``results_flag``
+    names it in the error), so a run never ends with a record it cannot
+    write, and so is the memory the largest run needs (unless
+    ``driver.memory_check`` is off)."""
     progress = progress or NoProgress()
     path = Path(results_dir) / f"{scenario.file.name}.jsonl"
+    outputs.check_results(results_dir, path.name, f"{results_flag} {results_dir}")
+    plan = scenario.plan()
+    if scenario.file.driver.memory_check:
+        memory.check(scenario, plan)
     done: set[str] = set()
     if resume and path.exists():
         done = {r["key"] for r in results.read(path) if r.get("status") == "ok"}
@@ -250,7 +259,7 @@ def run_scenario(
         interrupts.at_hard_exit(recorder.at_hard_exit),
         executors_released(),
     ):
-        for run in scenario.plan():
+        for run in plan:
             if run.key in done:
                 continue
             failed = unopened.get(_store_of(run))

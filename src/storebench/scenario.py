@@ -48,6 +48,9 @@ class DriverConfig(BaseModel):
     # "auto" or HOST:PORT joins a running cluster (docs/ray.md)
     ray_address: str = "local"
     ray_timeout_s: float = Field(default=60.0, gt=0)  # limit on every wait for a Ray client
+    # refuse a plan whose largest run needs more memory than is available
+    # (storebench.memory, before any run); not an executor setting
+    memory_check: bool = True
 
 
 class ScenarioFile(BaseModel):
@@ -468,7 +471,7 @@ class Scenario:
                                 f.driver.executor,
                                 sweep,
                                 not_applicable,
-                                f.driver.model_dump(exclude={"executor"}),
+                                f.driver.model_dump(exclude={"executor", "memory_check"}),
                             )
                         )
         return runs

@@ -411,6 +411,14 @@ def exact_knn(
     return pos_out, dist_out
 
 
+def exact_knn_bytes(nq: int, k: int, threads: int | None = None) -> int:
+    """The most memory ``exact_knn`` takes for ``nq`` queries: its bounded
+    scratch, the k best kept per query in each segment, and the results."""
+    per_query = k * 12  # float32 key + int64 position
+    segments = 4 * (threads or default_threads())
+    return _BLOCK_BYTES + 2 * segments * min(nq, _QUERY_BLOCK) * per_query + nq * per_query
+
+
 @dataclass(frozen=True)
 class GroundTruth:
     """The true neighbours (as document ids) and their distances per query.

@@ -275,7 +275,8 @@ def write(recs: list[Record], out_dir: Path, title: str = "storebench report") -
 
     out_dir = Path(out_dir)
     plots_dir = out_dir / "plots"
-    plots_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(exist_ok=True)  # never its parents (outputs.check_dir)
+    plots_dir.mkdir(exist_ok=True)
     secs = sections(recs)
     written = Written(out_dir / "report.md", out_dir / "report.html")
     for s in secs:

@@ -112,7 +112,6 @@ def frames(paths: str | Path | Iterable[str | Path]) -> Any:
 
 def write_csv(recs: Iterable[Record], out: Path) -> int:
     rs, cols = table(recs)
-    out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
@@ -138,6 +137,5 @@ def write_parquet(recs: Iterable[Record], out: Path) -> int:
             kinds = {type(x) for x in df[c] if x is not None and x == x}
             if len(kinds) > 1:
                 df[c] = df[c].map(lambda x: None if x is None else str(x))
-    out.parent.mkdir(parents=True, exist_ok=True)
     df.to_parquet(out, index=False)
     return len(rs)

@@ -78,7 +78,7 @@ from storebench.servers.agdb import (
     Query,
     QueryResult,
 )
-from storebench.stores.base import Capability, Collection, Store, StoreSpec, redact_url
+from storebench.stores.base import Capability, Collection, MiB, Store, StoreSpec, redact_url
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
 
@@ -762,6 +762,13 @@ class AgdbStore(Store):
     def _open(self, name: str, schema: Schema) -> Collection:
         db = self.db_for(name)
         return AgdbCollection(self, name, schema, db, self._root_of(name, db))
+
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        if spec.url is not None:
+            return 0, 0  # a server of yours: not counted
+        # the managed agdb keeps its database in memory; vectors as f64
+        return 8 * dim + 2 * field_bytes + 256, 32 * MiB
 
     def versions(self) -> dict[str, str]:
         return {

@@ -75,6 +75,25 @@ def redact_url(url: str | None) -> str | None:
     return None if url is None else redact(url)
 
 
+# --- memory estimates (``Store.memory_use``) -------------------------------------
+
+MiB = 1 << 20
+
+
+def hnsw_bytes(dim: int, m: int) -> int:
+    """RAM per vector of an HNSW index holding float32 vectors: the vector,
+    ~2m neighbours (int32) on level 0 and a few more above, the library's
+    bookkeeping (locks, id maps)."""
+    return 4 * dim + 8 * m + 128
+
+
+def int_param(params: Mapping[str, Any], key: str, default: int) -> int:
+    """An integer parameter for an estimate; the default where it is
+    missing or not an integer (the store refuses it when it opens)."""
+    v = params.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else default
+
+
 @dataclass(frozen=True)
 class StoreSpec:
     """Everything needed to open a store, in any process."""
@@ -368,6 +387,18 @@ class Store:
         if self.managed is None:
             return None
         return {"managed": True, "startup_s": self.managed.started_s, "user": self.managed.user}
+
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        """(bytes per document, fixed bytes) of RAM this engine takes on this
+        machine for a spec, for documents of a ``dim``-vector (0: none) and
+        about ``field_bytes`` of scalar fields: the plan's memory estimate
+        (``storebench.memory``). In-process engines count what they keep in
+        this process, a managed server what it keeps in its own; a server
+        reached by URL counts nothing (it may be elsewhere). Rough by
+        design: it is to refuse runs that cannot fit, not to size a
+        machine. The default: one copy of each document in RAM."""
+        return 4 * dim + field_bytes + 64, 0
 
     # --- where an embedded engine keeps its data ---------------------------------
     def private_dir(self) -> str:

@@ -43,7 +43,15 @@ from chromadb.config import Settings
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
-from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
+from storebench.stores.base import (
+    Capability,
+    Collection,
+    SearchResult,
+    Store,
+    StoreSpec,
+    hnsw_bytes,
+    int_param,
+)
 from storebench.stores.config import DIRECTORY
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
 
@@ -346,6 +354,11 @@ class ChromaStore(Store):
                 raise UserError(f"no collection {name!r} in {self.path}", where="store chroma")
             self._opened[name] = ChromaCollection(self, name, schema, self._dir(name))
         return self._opened[name]
+
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        # Chroma's hnswlib index in this process, metadata in SQLite files
+        return hnsw_bytes(dim, int_param(spec.index, "m", 16)) + 2 * field_bytes + 64, 0
 
     def versions(self) -> dict[str, str]:
         return {"engine": f"chroma {chromadb.__version__}", "client": "chromadb (in-process)"}

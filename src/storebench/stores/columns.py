@@ -62,6 +62,13 @@ class Columns:
         self.vecs = np.empty((0, schema.dim or 0), np.float32)
         self.sq = np.empty(0, np.float32)  # squared norms, for l2
 
+    @staticmethod
+    def bytes_per_row(dim: int, field_bytes: int) -> int:
+        """RAM per document, roughly: the arrays (twice over while they grow,
+        old and new side by side), string fields as Python objects, and the
+        id->row dict entry."""
+        return 2 * (4 * dim + 13 + field_bytes) + field_bytes + 112
+
     # --- writes (the caller holds its write lock) ----------------------------
     def _reserve(self, extra: int) -> None:
         need = self.n + extra

@@ -49,7 +49,15 @@ import pyarrow as pa
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
-from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
+from storebench.stores.base import (
+    Capability,
+    Collection,
+    SearchResult,
+    Store,
+    StoreSpec,
+    hnsw_bytes,
+    int_param,
+)
 from storebench.stores.config import DIRECTORY
 from storebench.stores.filters import Filter, to_sql
 
@@ -363,6 +371,12 @@ class DuckDBStore(Store):
                 raise UserError(f"no collection {name!r} in {self.path}", where="store duckdb")
             self._opened[name] = DuckDBCollection(self, name, schema, self._file(name))
         return self._opened[name]
+
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        # the table in DuckDB's buffer pool, and vss's HNSW index (in memory)
+        m = int_param(spec.index, "m", 16)
+        return 4 * dim + field_bytes + 64 + hnsw_bytes(dim, m), 0
 
     def versions(self) -> dict[str, str]:
         try:

@@ -54,7 +54,7 @@ from redis.retry import Retry
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import StorebenchError, UserError
 from storebench.stores import cypher
-from storebench.stores.base import Capability, Collection, Store, StoreSpec, redact_url
+from storebench.stores.base import Capability, Collection, MiB, Store, StoreSpec, redact_url
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.config import StoreOptions
 from storebench.stores.cypher import ID, VEC, MissingReference, anchors, last_per_id, to_cypher
@@ -366,6 +366,13 @@ class FalkorDBStore(Store):
         empty = not self._indexes() and not self.read("MATCH (n) RETURN 1 LIMIT 1", {})
         if self._made_graph and empty:
             self.graph.delete()
+
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        if spec.url is not None:
+            return 0, 0  # a server of yours: not counted
+        # the managed FalkorDB keeps the graph in RAM; vectors as lists of doubles
+        return 8 * dim + 2 * field_bytes + 256, 32 * MiB
 
     def versions(self) -> dict[str, str]:
         redis_version = self.db.connection.info("server").get("redis_version", "?")

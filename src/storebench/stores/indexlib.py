@@ -35,7 +35,14 @@ import numpy as np
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.truth import distances, top_k
 from storebench.errors import UserError
-from storebench.stores.base import Collection, SearchResult, Store, StoreSpec
+from storebench.stores.base import (
+    Collection,
+    SearchResult,
+    Store,
+    StoreSpec,
+    hnsw_bytes,
+    int_param,
+)
 from storebench.stores.columns import Columns
 from storebench.stores.filters import Filter
 
@@ -278,6 +285,11 @@ class LibraryStore(Store):
         int_params(spec.index, DEFAULT_INDEX, self.engine, "index")  # fail before the run
         int_params(spec.search, DEFAULT_SEARCH, self.engine, "search")
         self._collections: dict[str, LibraryCollection] = {}
+
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        m = int_param(spec.index, "m", DEFAULT_INDEX["m"])
+        return Columns.bytes_per_row(dim, field_bytes) + hnsw_bytes(dim, m), 0
 
     def has_collection(self, name: str) -> bool:
         return name in self._collections

@@ -38,7 +38,15 @@ from lancedb.query import ColumnOrdering
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
-from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
+from storebench.stores.base import (
+    Capability,
+    Collection,
+    SearchResult,
+    Store,
+    StoreSpec,
+    hnsw_bytes,
+    int_param,
+)
 from storebench.stores.config import DIRECTORY
 from storebench.stores.filters import Filter, to_sql
 
@@ -294,6 +302,11 @@ class LanceStore(Store):
         if not self.has_collection(name):
             raise UserError(f"no table {name!r} in {self.path}", where="store lancedb")
         return LanceCollection(self, name, schema, self.db.open_table(name))
+
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        # the data is in Lance files; the loaded IVF_HNSW_FLAT index is in RAM
+        return hnsw_bytes(dim, int_param(spec.index, "m", 20)) + field_bytes, 0
 
     def versions(self) -> dict[str, str]:
         return {"engine": f"lance (lancedb {lancedb.__version__})", "client": _dist("lancedb")}

@@ -52,6 +52,7 @@ from storebench.servers.elastic import LuceneServer
 from storebench.stores.base import (
     Capability,
     Collection,
+    MiB,
     SearchResult,
     Store,
     StoreSpec,
@@ -442,6 +443,14 @@ class LuceneOptions(StoreOptions):
     heap: str | None = None  # the managed JVM's -Xms and -Xmx, e.g. 2g
 
 
+def _heap_bytes(heap: Any) -> int | None:
+    """A JVM size (``2g``, ``512m``, bytes) in bytes; None if it is not one."""
+    m = re.fullmatch(r"(\d+)([kmgt]?)", str(heap).strip().lower()) if heap else None
+    if m is None:
+        return None
+    return int(m.group(1)) << (10 * " kmgt".index(m.group(2) or " "))
+
+
 class LuceneStore(Store):
     """Shared Elasticsearch / OpenSearch store; subclasses give the dialect."""
 
@@ -635,6 +644,15 @@ class LuceneStore(Store):
                 "command": "index",
             }
         return out
+
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        if spec.url is not None:
+            return 0, 0  # a server of yours: not counted
+        # the managed node's JVM heap (-Xmx) and native memory; vectors and
+        # graphs are memory-mapped files (page cache)
+        heap = _heap_bytes(spec.options.get("heap")) or 1024 * MiB
+        return 0, heap + 256 * MiB
 
     def versions(self) -> dict[str, str]:
         from importlib.metadata import version

@@ -44,7 +44,7 @@ from pydantic import StringConstraints
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
-from storebench.stores.base import Capability, Collection, Store, StoreSpec, redact_url
+from storebench.stores.base import Capability, Collection, MiB, Store, StoreSpec, redact_url
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import Filter, to_sql
@@ -308,6 +308,13 @@ class MariaDBStore(Store):
                 f"no table {name!r} in {redact_url(self.spec.url)}", where="store mariadb"
             )
         return MariaDBCollection(self, name, schema)
+
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        if spec.url is not None:
+            return 0, 0  # a server of yours: not counted
+        # the managed MariaDB keeps data on disk; its buffer pool is fixed
+        return 0, 256 * MiB
 
     def versions(self) -> dict[str, str]:
         with self.connection().cursor() as cur:

@@ -91,6 +91,10 @@ class MemoryStore(Store):
         super().__init__(spec)
         self._collections: dict[str, MemoryCollection] = {}
 
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        return Columns.bytes_per_row(dim, field_bytes), 0
+
     def has_collection(self, name: str) -> bool:
         return name in self._collections
 

@@ -48,9 +48,12 @@ from storebench.errors import StorebenchError, UserError
 from storebench.stores.base import (
     Capability,
     Collection,
+    MiB,
     SearchResult,
     Store,
     StoreSpec,
+    hnsw_bytes,
+    int_param,
     redact_url,
 )
 from storebench.stores.config import StoreOptions, UrlForm
@@ -407,6 +410,14 @@ class MilvusStore(Store):
                 d = self.client.describe_index(name, with_index[0], **self._kw)
                 self._index_type[name] = str(d.get("index_type", "FLAT"))
         return coll
+
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        if spec.url is not None and "://" in spec.url:
+            return 0, 0  # a server of yours: not counted
+        # Milvus Lite (managed, or in this process): the loaded segments and index
+        m = int_param(spec.index, "m", 16)
+        return 4 * dim + field_bytes + 64 + hnsw_bytes(dim, m), 256 * MiB
 
     def versions(self) -> dict[str, str]:
         v = self._server_version

@@ -310,6 +310,11 @@ class MongitaStore(Store):
             raise UserError(f"no collection {name!r} in {self.path}", where="store mongita")
         return self._cls(self, name, schema)
 
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        # a Python dict per document, in this process (the disk engine caches them)
+        return 4 * dim + 2 * field_bytes + 1024, 0
+
     def versions(self) -> dict[str, str]:
         v = metadata.version("mongita")
         return {"engine": f"Mongita {v}", "client": f"mongita {v} (embedded)"}

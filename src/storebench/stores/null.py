@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from storebench.data.batch import DocBatch, Schema
-from storebench.stores.base import Capability, Collection, SearchResult, Store
+from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
 from storebench.stores.filters import Filter
 
 
@@ -84,6 +84,11 @@ class NullStore(Store):
         return NullCollection(self, name, schema)
 
     _open = _create
+
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        # keeps nothing
+        return 0, 0
 
     def versions(self) -> dict[str, str]:
         return {"engine": "null"}

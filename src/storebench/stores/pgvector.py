@@ -48,6 +48,7 @@ from storebench.errors import UserError
 from storebench.stores.base import (
     Capability,
     Collection,
+    MiB,
     SearchResult,
     Store,
     StoreSpec,
@@ -575,6 +576,14 @@ class PgVectorStore(Store):
                 f"no table {name!r} in {redact_url(self.spec.url)}", where="store pgvector"
             )
         return PgVectorCollection(self, name, schema)
+
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        if spec.url is not None:
+            return 0, 0  # a server of yours: not counted
+        # the managed PostgreSQL keeps data on disk: shared buffers and
+        # maintenance_work_mem (index builds) are its fixed share
+        return 0, 256 * MiB
 
     def versions(self) -> dict[str, str]:
         conn = self.connection()

@@ -61,7 +61,15 @@ from pydantic import PositiveInt
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
 from storebench.stores import filters as F
-from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
+from storebench.stores.base import (
+    Capability,
+    Collection,
+    SearchResult,
+    Store,
+    StoreSpec,
+    hnsw_bytes,
+    int_param,
+)
 from storebench.stores.columns import DTYPES
 from storebench.stores.config import DIRECTORY, StoreOptions
 from storebench.stores.indexlib import DEFAULT_INDEX, DEFAULT_SEARCH, RWLock, int_params
@@ -426,6 +434,11 @@ class QdrantEdgeStore(Store):
         coll = QdrantEdgeCollection(self, name, schema, qe.EdgeShard.load(path), path)
         self._collections[name] = coll
         return coll
+
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        # the shard's vectors and HNSW graph, and its payload, in this process
+        return hnsw_bytes(dim, int_param(spec.index, "m", 16)) + 2 * field_bytes + 64, 0
 
     def versions(self) -> dict[str, str]:
         v = metadata.version("qdrant-edge-py")

@@ -55,9 +55,12 @@ from storebench.errors import StorebenchError, UserError
 from storebench.stores.base import (
     Capability,
     Collection,
+    MiB,
     SearchResult,
     Store,
     StoreSpec,
+    hnsw_bytes,
+    int_param,
     redact_url,
 )
 from storebench.stores.config import StoreOptions, UrlForm
@@ -630,6 +633,14 @@ class RedisStore(Store):
             if s:
                 out[op] = {"calls": int(s["calls"]), "time_s": s["usec"] / 1e6, "command": cmd}
         return out
+
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        if spec.url is not None:
+            return 0, 0  # a server of yours: not counted
+        # the managed Redis keeps the hashes and the vector index in RAM
+        m = int_param(spec.index, "m", 16)
+        return 4 * dim + field_bytes + 256 + hnsw_bytes(dim, m), 16 * MiB
 
     def versions(self) -> dict[str, str]:
         info = self.client.info("server")

@@ -317,6 +317,15 @@ class SQLiteStore(Store):
             raise UserError(f"no table {name!r} in {self.spec.url}", where="store sqlite")
         return SQLiteCollection(self, name, schema)
 
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        # the data is in the file (page cache); a search reads every vector
+        # into Python at once; mode memory keeps the database in RAM too
+        per_doc = 8 * dim + 128
+        if spec.options.get("mode") == "memory":
+            per_doc += 4 * dim + field_bytes + 64
+        return per_doc, 0
+
     def versions(self) -> dict[str, str]:
         return {"engine": f"SQLite {sqlite3.sqlite_version}", "client": "python sqlite3"}
 

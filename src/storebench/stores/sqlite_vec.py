@@ -256,6 +256,11 @@ class SQLiteVecStore(Store):
             raise UserError(f"no table {name!r} in {self.path}", where="store sqlite-vec")
         return SQLiteVecCollection(self, name, schema)
 
+    @classmethod
+    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+        # vectors stay in the file (page cache): vec0 scans them chunk by chunk
+        return 0, 0
+
     def versions(self) -> dict[str, str]:
         db = self.connection()
         vec = _one(db.execute("SELECT vec_version()"))

@@ -44,6 +44,20 @@ class Params(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+@dataclass(frozen=True)
+class MemoryNeed:
+    """The memory one run takes at its peak (``Workload.memory``), estimated:
+    the workload's own arrays by part, and what the store is given to hold
+    (its share is the store's: ``Store.memory_use``)."""
+
+    parts: dict[str, int]  # bytes by part: data, queries, truth, clients, ...
+    keys: tuple[str, ...]  # the parameters that set the size, the most telling first
+    docs: int = 0  # documents the store holds
+    dim: int = 0  # their vector dimension (0: none)
+    field_bytes: int = 0  # scalar bytes per document
+    shared: int = 0  # bytes written to the run's directory (RAM where that is tmpfs)
+
+
 class Workload:
     name: ClassVar[str]
     Params: ClassVar[type[Params]]
@@ -61,6 +75,13 @@ class Workload:
     def check(cls, params: Any) -> None:
         """Checks that need more than the model (a dataset exists, ...);
         raise UserError naming the parameter. Runs before anything starts."""
+
+    @classmethod
+    def memory(cls, params: Any) -> MemoryNeed | None:
+        """What a run with these parameters holds in memory (the plan
+        refuses a run that cannot fit: ``storebench.memory``); None: not
+        estimated."""
+        return None
 
     def run(self, ctx: RunContext, params: Any) -> None:
         raise NotImplementedError

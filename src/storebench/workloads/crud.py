@@ -23,12 +23,13 @@ from storebench.driver import FnOp, Op, Task
 from storebench.errors import NotSupported, TaskFailed, UserError
 from storebench.stores.base import Capability, Collection
 from storebench.stores.filters import Cmp
-from storebench.workloads.base import Params, RunContext, Workload
+from storebench.workloads.base import MemoryNeed, Params, RunContext, Workload
 from storebench.workloads.vector_common import (
     TAG,
     InsertFactory,
     SearchFactory,
     VectorData,
+    data_memory,
     resolve_dataset,
     score,
 )
@@ -91,6 +92,13 @@ class CrudWorkload(Workload):
             ds = datasets.load(p.dataset, metric=p.metric)
             if ds.nq == 0:
                 raise UserError(f"{ds.name} has no queries for find by vector", where="dataset")
+
+    @classmethod
+    def memory(cls, p: CrudParams) -> MemoryNeed:
+        # per document: the random order and the live tags (find by condition)
+        return data_memory(
+            p, queries=min(p.ops, 10_000), truths=1, truth_k=max(p.k, 100), tags=True, per_doc=16
+        )
 
     def run(self, ctx: RunContext, p: CrudParams) -> None:
         # compat: the study's own method: create is one extend() of all the

@@ -54,6 +54,7 @@ from storebench.errors import NotSupported, TaskFailed
 from storebench.stores.base import Capability, Collection
 from storebench.workloads.base import (
     ExecutorChoice,
+    MemoryNeed,
     Params,
     RunContext,
     Workload,
@@ -176,6 +177,20 @@ class IngestWorkload(Workload):
     name = "ingest"
     Params = IngestParams
     requires = frozenset({Capability.INSERT})
+
+    @classmethod
+    def memory(cls, p: IngestParams) -> MemoryNeed:
+        # each lane makes the ids and a column of references over every
+        # document, then a batch of views (a DocBatch) per request it sends
+        lanes = p.concurrency * p.inflight
+        per_request = 500 + 150 * (p.complexity + 1)
+        return MemoryNeed(
+            {"data": lanes * p.count * 16 + p.requests * per_request},
+            ("count", "concurrency", "inflight", "complexity", "batch_size"),
+            p.count,
+            0,
+            p.complexity * p.string_size,
+        )
 
     def run(self, ctx: RunContext, p: IngestParams) -> None:
         if p.pipeline > 1:

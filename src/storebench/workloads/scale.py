@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic import Field
 
-from storebench.workloads.base import RunContext
+from storebench.workloads.base import MemoryNeed, RunContext
 from storebench.workloads.tune import TuneParams, TuneWorkload, measure_curve, tune_setting
-from storebench.workloads.vector_common import SearchRun, resolve_dataset
+from storebench.workloads.vector_common import SearchRun, resolve_dataset, search_memory
 
 
 class ScaleParams(TuneParams):
@@ -44,6 +44,11 @@ class ScaleWorkload(TuneWorkload):
     def resolve(cls, p: ScaleParams, stated: frozenset[str]) -> ScaleParams:  # type: ignore[override]
         # with a dataset, the largest size fits it: n is the first of the doublings
         return resolve_dataset(p, stated, doublings=p.steps - 1)
+
+    @classmethod
+    def memory(cls, p: ScaleParams) -> MemoryNeed:  # type: ignore[override]
+        # the largest size (its truth replaces the smaller sizes')
+        return search_memory(p, n=p.sizes()[-1], keys=("n", "steps", "dim"))
 
     def run(self, ctx: RunContext, p: ScaleParams) -> None:  # type: ignore[override]
         sizes = p.sizes()

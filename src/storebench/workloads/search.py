@@ -23,13 +23,14 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from storebench.stores.base import Capability
-from storebench.workloads.base import RunContext, Workload
+from storebench.workloads.base import MemoryNeed, RunContext, Workload
 from storebench.workloads.vector_common import (
     SearchRun,
     VectorParams,
     check_dataset,
     client_list,
     resolve_dataset,
+    search_memory,
     setting_label,
     task_name,
 )
@@ -59,6 +60,10 @@ class SearchWorkload(Workload):
     @classmethod
     def check(cls, p: SearchParams) -> None:
         check_dataset(p)
+
+    @classmethod
+    def memory(cls, p: SearchParams) -> MemoryNeed:
+        return search_memory(p)
 
     def run(self, ctx: RunContext, p: SearchParams) -> None:
         r = SearchRun(ctx, p, "search")

@@ -31,9 +31,10 @@ from storebench.driver import Op, Task
 from storebench.errors import NotCounted, TaskFailed, UserError
 from storebench.stores.base import Capability, Collection, Store
 from storebench.stores.filters import Cmp
-from storebench.workloads.base import Params, RunContext, Workload
+from storebench.workloads.base import MemoryNeed, Params, RunContext, Workload
 
 SEQ = "seq"
+_CLIENT_BYTES = 128 << 10  # a client thread's stack in use and its operation's objects
 
 
 class SocialParams(Params):
@@ -265,6 +266,27 @@ class SocialWorkload(Workload):
                 "at least one poster or commenter is needed (every writer count is 0)",
                 where="posters",
             )
+
+    @classmethod
+    def memory(cls, p: SocialParams) -> MemoryNeed:
+        s = p.scale
+        users = (p.posters + p.commenters) * s
+        posts = p.posters * s * p.posts
+        comments = p.commenters * s * p.comments
+        docs = users + posts + comments
+        text = (
+            users * 40
+            + posts * (len(p.title) + len(p.body) + 32)
+            + comments * (len(p.comment) + 40)
+        )
+        clients = (p.posters + p.commenters + p.post_readers + p.comment_readers) * s
+        return MemoryNeed(
+            {"clients": clients * _CLIENT_BYTES},
+            ("scale", "posts", "comments", "post_readers", "comment_readers"),
+            docs,
+            0,
+            text // max(docs, 1),
+        )
 
     def run(self, ctx: RunContext, p: SocialParams) -> None:
         compat = ctx.mode == "compat"

@@ -22,7 +22,7 @@ from pydantic import Field, field_validator
 
 from storebench.errors import UserError
 from storebench.stores.base import Capability
-from storebench.workloads.base import RunContext, Workload
+from storebench.workloads.base import MemoryNeed, RunContext, Workload
 from storebench.workloads.vector_common import (
     SearchRun,
     VectorParams,
@@ -30,6 +30,7 @@ from storebench.workloads.vector_common import (
     client_list,
     powers_of_two,
     resolve_dataset,
+    search_memory,
     setting_label,
     task_name,
     tune,
@@ -113,6 +114,10 @@ class TuneWorkload(Workload):
     @classmethod
     def check(cls, p: TuneParams) -> None:
         check_dataset(p)
+
+    @classmethod
+    def memory(cls, p: TuneParams) -> MemoryNeed:
+        return search_memory(p)
 
     def run(self, ctx: RunContext, p: TuneParams) -> None:
         r = SearchRun(ctx, p, "tune")

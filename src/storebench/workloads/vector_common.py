@@ -28,13 +28,13 @@ from pydantic import Field, field_validator
 from storebench.data import synthetic
 from storebench.data.batch import DocBatch
 from storebench.data.shared import Shared
-from storebench.data.truth import GroundTruth, pair_distances, recall_at_k
+from storebench.data.truth import GroundTruth, exact_knn_bytes, pair_distances, recall_at_k
 from storebench.driver import Op, Task
 from storebench.driver.core import cpu_count
 from storebench.errors import NotSupported, TaskFailed, UserError
 from storebench.stores.base import Capability, Collection
 from storebench.stores.filters import Cmp, Filter
-from storebench.workloads.base import Params, RunContext
+from storebench.workloads.base import MemoryNeed, Params, RunContext
 
 TAG = "tags.i"
 TRUTH_K = 100  # neighbours kept per query, so ties at the k-th place are seen
@@ -165,6 +165,53 @@ class VectorData:
             mask[: self.n] = live
             return self.ds.truth(k, where=mask, nq=len(queries))
         return GroundTruth.compute(self.ids, self.vecs, queries, k, self.metric, where=live)
+
+
+def data_memory(
+    p: Any,
+    *,
+    queries: int,
+    truths: int,
+    truth_k: int,
+    n: int | None = None,
+    tags: bool = False,
+    per_doc: int = 0,
+    keys: tuple[str, ...] = ("n", "dim"),
+) -> MemoryNeed:
+    """What ``VectorData`` (for ``p``, or ``n`` documents) and a run over it
+    hold: the columns (a dataset's are memory-mapped from its files, not
+    counted), ``queries`` query vectors, ``truths`` ground truths of
+    ``truth_k`` neighbours (each with its row mask), and ``per_doc`` bytes
+    per document the workload adds; what the run shares with its clients is
+    written to its directory (``shared``)."""
+    label_bytes = sum(4 * max(len(synthetic.label_name(s)), 5) for s in getattr(p, "labels", ()))
+    row_bytes = 8 + (8 if tags else 0) + label_bytes  # ids, tags.i, label columns
+    if p.dataset is not None:
+        from storebench.data import datasets
+
+        ds = datasets.load(p.dataset)
+        given = n if n is not None else p.n if "n" in p.model_fields_set else ds.n
+        docs, dim, nq = min(given, ds.n), ds.dim, min(queries, ds.nq)
+        data = docs * (8 if tags else 0)  # tags.i is a copy (crud updates it)
+        # the whole dataset is shared as its own files; a part is copied
+        shared = data if docs == ds.n else docs * (4 * dim + row_bytes)
+        keys = ("n", "dataset")
+    else:
+        docs, dim, nq = n if n is not None else p.n, p.dim, queries
+        data = docs * (4 * dim + row_bytes)
+        shared = data + nq * dim * 4
+    return MemoryNeed(
+        {
+            "data": data + docs * (per_doc + truths),
+            "queries": nq * dim * 4,
+            "truth": truths * nq * truth_k * 12 + exact_knn_bytes(nq, truth_k),
+        },
+        keys,
+        docs,
+        dim,
+        (8 if tags else 0) + label_bytes // 4,
+        shared,
+    )
 
 
 # --- operation factories (module level: picklable for process clients) ---------
@@ -377,6 +424,20 @@ class VectorParams(Params):
     def top_clients(self) -> int:
         """The largest client count of the run (the default uploaders)."""
         return 1
+
+
+def search_memory(
+    p: VectorParams, n: int | None = None, keys: tuple[str, ...] = ("n", "dim")
+) -> MemoryNeed:
+    """A ``SearchRun``'s memory: its data, and a truth per filter at once."""
+    return data_memory(
+        p,
+        queries=p.queries,
+        truths=1 + len(p.labels),
+        truth_k=max(p.k, TRUTH_K),
+        n=n,
+        keys=keys,
+    )
 
 
 def client_list(v: Any) -> Any:
