@@ -36,6 +36,7 @@ from storebench.stores.base import Collection, Store
 from storebench.workloads.base import RunContext, workload_class
 
 log = logging.getLogger("storebench")
+DYING_SERVER_S = 2.0  # a failed run waits this long for a managed server that is exiting
 
 
 def _base_record(run: Run, run_id: str) -> dict[str, Any]:
@@ -206,9 +207,10 @@ def _finish(
         record["error"] = f"interrupted by {interrupts.first_signal() or 'SIGINT'}"
     log.info("run %s: %s; cleaning up", record["run_id"], record["status"])
     if store is not None:
-        health = store.health()
-        if health and record["status"] != "ok":
-            record["error"] = f"{record['error']}; {health}"
+        if record["status"] != "ok":  # was the server's death the cause? (it may still be dying)
+            health = store.health(wait_s=DYING_SERVER_S)
+            if health:
+                record["error"] = f"{record['error']}; {health}"
         record["server"] = store.server_facts()
     if executor is not None:  # where the clients ran (a cluster's shape)
         record["executor"] = executor.describe()

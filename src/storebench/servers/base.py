@@ -234,9 +234,15 @@ class Server:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def health(self) -> str | None:
-        """None while the server runs; otherwise why it is gone, with its log."""
-        if self.proc is None or self.proc.poll() is None:
+    def health(self, wait_s: float = 0.0) -> str | None:
+        """None while the server runs; otherwise why it is gone, with its log.
+        ``wait_s``: how long a server may take to finish dying (a killed JVM's
+        sockets are reset before its last threads exit and it can be reaped)."""
+        if self.proc is None:
+            return None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=wait_s)
+        if self.proc.poll() is None:
             return None
         return f"{self.name} server died (exit code {self.proc.returncode}); last log lines: {self.log_tail()}"
 

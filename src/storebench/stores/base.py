@@ -377,10 +377,11 @@ class Store:
         the engine reports nothing of the kind."""
         return None
 
-    def health(self) -> str | None:
+    def health(self, wait_s: float = 0.0) -> str | None:
         """None if the engine is fine; else what happened to it (a managed
-        server that died, with its last log lines)."""
-        return self.managed.health() if self.managed is not None else None
+        server that died, with its last log lines), waiting up to ``wait_s``
+        for a server that is still dying."""
+        return self.managed.health(wait_s) if self.managed is not None else None
 
     def server_facts(self) -> dict[str, Any] | None:
         """For the record: how the managed server ran (None when external)."""
