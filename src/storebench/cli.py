@@ -108,11 +108,11 @@ def run(
         sys.exit(interrupts.exit_status(exc))
     finally:
         bar.close()
-    if len(records) > 1 or any(r.get("search_sweep") for r in records):
+    if len(records) > 1 or any(r.search_sweep for r in records):
         from storebench.report.terminal import print_study_tables
 
         print_study_tables(records, console)  # the study's own table shapes
-    failed = [r for r in records if r["status"] != "ok"]
+    failed = [r for r in records if not r.ok]
     click.echo(
         f"{len(records)} run(s), {len(failed)} not ok; results in {Path(results_dir) / (sc.file.name + '.jsonl')}",
         err=True,
@@ -184,10 +184,10 @@ def list_(what: str) -> None:
 @click.option("--last", type=int, default=None, help="Only the last N records.")
 def show(paths: tuple[str, ...], last: int | None) -> None:
     """Print result records (files or directories of *.jsonl) as tables."""
-    from storebench import results
+    from storebench import records as rec
     from storebench.report.terminal import print_records
 
-    records = [r for p in paths for r in results.read(Path(p))]
+    records = rec.load(paths)
     if last is not None:
         records = records[-last:]
     print_records(records)

@@ -21,7 +21,7 @@ from pydantic import Field
 
 from storebench.workloads.base import RunContext
 from storebench.workloads.tune import TuneParams, TuneWorkload, measure_curve, tune_setting
-from storebench.workloads.vector_common import SearchRun
+from storebench.workloads.vector_common import SearchRun, index_metrics
 
 
 class ScaleParams(TuneParams):
@@ -50,10 +50,8 @@ class ScaleWorkload(TuneWorkload):
             step: dict[str, Any] = {"n": size}
             steps.append(step)
             r.upload(size, name=f"upload n={size}")
-            step["upload_s"] = ctx.tasks[-1]["elapsed_s"]
-            index_s = r.build_index(name=f"build_index n={size}")
-            if index_s is not None:
-                step["index_s"] = index_s
+            step["upload_s"] = ctx.tasks[-1].elapsed_s
+            index_metrics(ctx, r.build_index(name=f"build_index n={size}"), step)
             r.reset_truth()
             if p.tune:
                 setting, found = tune_setting(ctx, r, p)
