@@ -97,6 +97,8 @@ class Comparison:
         return json.dumps(
             {
                 "aggregation": self.how,
+                "runs_a": self.runs_a,
+                "runs_b": self.runs_b,
                 "differ": {k: list(v) for k, v in self.differ.items()},
                 "pairs": [asdict(p) for p in self.pairs],
                 "rows": [asdict(r) for r in self.rows],
@@ -229,11 +231,9 @@ def unlike(a: Record, b: Record, t: TaskRecord) -> str:
     if t.phase not in INDEX_PHASES or a.index_during_insert == b.index_during_insert:
         return ""
     during, built = (a, b) if a.index_during_insert else (b, a)
-    side = "A" if during is a else "B"
     return (
-        f"unlike: {side} ({during.store.engine}) builds its index during the upload (its "
-        f"upload includes it, its index step did nothing); {built.store.engine} builds it "
-        "in a separate step"
+        f"unlike: {during.store.engine} indexes during its upload (no build step); "
+        f"{built.store.engine} builds its index in a separate step"
     )
 
 

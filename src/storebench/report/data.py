@@ -212,7 +212,7 @@ def aggregation_note(how: str) -> str:
     )
     return (
         f"Repeats of a configuration are one row, and every number in it is from one run: "
-        f"{which}, named in the run column. ± is half the range over the runs, "
+        f"{which}, named by its run id. ± is half the range over the runs, "
         "relative to the median."
     )
 
