@@ -197,7 +197,7 @@ def tasks_table(v: ViewInput) -> list[Block]:
 @register(ALL, "percentiles", "Latency percentiles per operation", needs_plots=True)
 def percentile_view(v: ViewInput) -> list[Block]:
     """The HDR percentile curve of every task, one line per configuration
-    (repeats merged bucket by bucket)."""
+    (the histogram of its chosen run: ``data.pick``)."""
     configs = v.configs()
     names = timed_tasks(configs)
     if not names:

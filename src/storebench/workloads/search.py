@@ -13,7 +13,10 @@ selectivity, scored against filtered ground truth.
 
 The study's grid is M x EF_CONSTRUCTION (one index each, ``index.m`` and
 ``index.ef_construct``) x EF (``search.ef``), each configuration run three
-times (``repeats: 3``), the best kept: the report shows best and spread.
+times (``repeats: 3``), the best kept: the report shows the best run (by
+the QPS at the most clients, every number of its row from it) and the
+spread. Each setting records its own recall and precision
+(``RunContext.setting_done``).
 """
 
 from __future__ import annotations
