@@ -350,3 +350,13 @@ def test_resume_skips_managed_repeats_already_done(results, raw):
     assert len(plan) == 6 and all(records.plan_id(planned(run)) in done for run in plan)
     more = Scenario.load("search", [], list(SERVERS), values={**SMALL, "repeats": 4}).plan()
     assert [records.plan_id(planned(run)) in done for run in more].count(False) == 2
+    # and the command: nothing to run, no server started, nothing written
+    lines = (results / "search.jsonl").read_text()
+    again = storebench.run(
+        "search",
+        stores=list(SERVERS),
+        set={**SMALL, "repeats": 3},
+        results_dir=results,
+        resume=True,
+    )
+    assert again == [] and (results / "search.jsonl").read_text() == lines
