@@ -18,7 +18,9 @@ def run(
     resume: bool = False,
     progress: bool = False,
 ) -> list[dict[str, Any]]:
-    """Run a scenario (built-in name or YAML path) and return its records.
+    """Run a scenario (built-in name or YAML path) and return its records,
+    in their JSON form (``storebench.records.RunRecord.model_validate``
+    types one; ``storebench.records.load`` reads result files typed).
 
     ``set`` takes ``["n=1000"]`` or ``{"n": 1000}``; ``stores`` takes engine
     names or ``engine=url``. Records are also appended under ``results_dir``."""
@@ -30,6 +32,6 @@ def run(
         sc = Scenario.load(scenario, list(set), list(stores))
     bar = make_progress(progress)
     try:
-        return run_scenario(sc, Path(results_dir), bar, resume)
+        return [r.to_dict() for r in run_scenario(sc, Path(results_dir), bar, resume)]
     finally:
         bar.close()

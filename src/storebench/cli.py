@@ -7,12 +7,12 @@ import os
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import click
 
 from storebench import interrupts, redaction
 from storebench.errors import StorebenchError, UserError
+from storebench.records import RunRecord
 from storebench.results import storebench_version
 
 
@@ -101,14 +101,14 @@ def run(
     console = make_console()
     bar = make_progress(progress)
 
-    def on_record(rec: dict[str, Any]) -> None:
-        if rec["status"] == "skipped":  # nothing measured; the failure that skipped it shows
+    def on_record(rec: RunRecord) -> None:
+        if rec.status == "skipped":  # nothing measured; the failure that skipped it shows
             return
         print_records([rec], console)
-        if rec["status"] == "failed":  # its cause, where a user looks first
+        if rec.status == "failed":  # its cause, where a user looks first
             click.echo(
-                f"storebench: run {rec['run_id']} on {rec['store']['engine']} failed: "
-                f"{one_line(redaction.redact(rec['error']), 500)}",
+                f"storebench: run {rec.run_id} on {rec.store.engine} failed: "
+                f"{one_line(redaction.redact(rec.error or ''), 500)}",
                 err=True,
             )
 
@@ -123,11 +123,11 @@ def run(
         sys.exit(interrupts.exit_status(exc))
     finally:
         bar.close()
-    if len(records) > 1 or any(r.get("search_sweep") for r in records):
+    if len(records) > 1 or any(r.search_sweep for r in records):
         from storebench.report.terminal import print_study_tables
 
         print_study_tables(records, console)  # the study's own table shapes
-    not_ok = Counter(r["status"] for r in records if r["status"] != "ok")
+    not_ok = Counter(r.status for r in records if not r.ok)
     detail = f" ({', '.join(f'{n} {s}' for s, n in not_ok.items())})" if not_ok else ""
     click.echo(
         f"{len(records)} run(s), {sum(not_ok.values())} not ok{detail}; "
@@ -201,10 +201,10 @@ def list_(what: str) -> None:
 @click.option("--last", type=int, default=None, help="Only the last N records.")
 def show(paths: tuple[str, ...], last: int | None) -> None:
     """Print result records (files or directories of *.jsonl) as tables."""
-    from storebench import results
+    from storebench import records as rec
     from storebench.report.terminal import print_records
 
-    records = [r for p in paths for r in results.read(Path(p))]
+    records = rec.load(paths)
     if last is not None:
         records = records[-last:]
     print_records(records)

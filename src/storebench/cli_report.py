@@ -13,6 +13,17 @@ import click
 
 from storebench.errors import UserError
 
+# which run of a configuration the numbers are from: report and compare alike
+AGGREGATE = click.option(
+    "--aggregate",
+    "how",
+    type=click.Choice(["best", "median"]),
+    default="best",
+    show_default=True,
+    help="Repeats of a configuration: show the best run (highest ops/s of its headline "
+    "task) or the median run; every number of a row is that run's.",
+)
+
 
 def _fmt_value(metric: str, v: float) -> str:
     from storebench.report.terminal import fmt_ns, fmt_rate
@@ -34,7 +45,8 @@ def _fmt_value(metric: str, v: float) -> str:
     help="Directory for report.md, report.html and plots/ (made if missing; its parent must exist).",
 )
 @click.option("--title", default="storebench report", show_default=True)
-def report(paths: tuple[str, ...], out_dir: str, title: str) -> None:
+@AGGREGATE
+def report(paths: tuple[str, ...], out_dir: str, title: str, how: str) -> None:
     """Markdown tables, plots (PNG and SVG) and one self-contained HTML page
     from result files or directories of *.jsonl."""
     from storebench.outputs import check_dir
@@ -44,7 +56,7 @@ def report(paths: tuple[str, ...], out_dir: str, title: str) -> None:
     check_dir(out_dir, f"--out {out_dir}")
     plots.require()
     recs = load_nonempty(paths)
-    written = build.write(recs, Path(out_dir), title)
+    written = build.write(recs, Path(out_dir), title, how)
     click.echo(f"{written.markdown}")
     click.echo(f"{written.html}")
     click.echo(
@@ -68,6 +80,7 @@ def report(paths: tuple[str, ...], out_dir: str, title: str) -> None:
 @click.option(
     "--fail-worse", is_flag=True, help="Exit with status 1 when B is worse beyond the noise."
 )
+@AGGREGATE
 def compare(
     a: str,
     b: str,
@@ -75,6 +88,7 @@ def compare(
     b_where: tuple[str, ...],
     as_json: bool,
     fail_worse: bool,
+    how: str,
 ) -> None:
     """Compare runs B against runs A, metric by metric (B/A), flagging
     differences within the measured spread as noise.
@@ -86,7 +100,7 @@ def compare(
 
     from storebench.report.compare import compare as do_compare
     from storebench.report.compare import describe_differ, select
-    from storebench.report.data import load
+    from storebench.report.data import aggregation_note, load
     from storebench.report.terminal import make_console
 
     ra = select(load(a), list(a_where))
@@ -95,30 +109,40 @@ def compare(
         raise UserError("no runs match", where=f"A ({a} {' '.join(a_where)})".strip())
     if not rb:
         raise UserError("no runs match", where=f"B ({b} {' '.join(b_where)})".strip())
-    comp = do_compare(ra, rb)
+    comp = do_compare(ra, rb, how)
     if as_json:
         click.echo(comp.to_json())
     else:
         console = make_console()
         console.print(
             f"A: {a} ({comp.runs_a} ok runs)  B: {b} ({comp.runs_b} ok runs)\n"
-            f"{describe_differ(comp.differ)}",
+            f"{describe_differ(comp.differ)}\n{aggregation_note(how)}",
             markup=False,
             highlight=False,
         )
-        style = {"better": "green", "worse": "bold red", "noise": "dim", "same": "dim"}
-        pairs: list[str] = []
-        for r in comp.rows:
-            if r.pair not in pairs:
-                pairs.append(r.pair)
-        for pair in pairs:
-            t = Table(title=Text(pair, "bold"), title_justify="left")
+        style = {
+            "better": "green",
+            "worse": "bold red",
+            "noise": "dim",
+            "same": "dim",
+            "unlike": "yellow",
+        }
+        for pair in comp.pairs:
+            t = Table(
+                title=Text(pair.label, "bold"),
+                title_justify="left",
+                caption=f"A: {pair.a}, run {pair.run_a}; B: {pair.b}, run {pair.run_b}",
+                caption_justify="left",
+            )
             for col in ("task", "metric", "A", "A interval", "B", "B interval", "B/A", "verdict"):
                 t.add_column(
                     col, justify="left" if col in ("task", "metric", "verdict") else "right"
                 )
             for r in comp.rows:
-                if r.pair != pair:
+                if r.pair != pair.label:
+                    continue
+                if r.a is None or r.b is None:
+                    t.add_row(r.task, "-", "-", "", "-", "", "-", Text(r.why, style["unlike"]))
                     continue
                 t.add_row(
                     r.task,

@@ -155,26 +155,3 @@ class TaskStats:
     @property
     def items_per_s(self) -> float:
         return self.items / (self.elapsed_ns / 1e9) if self.elapsed_ns else 0.0
-
-    def to_record(self) -> dict[str, Any]:
-        rec: dict[str, Any] = {
-            "name": self.name,
-            "clients": self.clients,
-            "ops": self.ops,
-            "items": self.items,
-            "elapsed_s": self.elapsed_ns / 1e9,
-            "ops_per_s": self.ops_per_s,
-            "items_per_s": self.items_per_s,
-            "latency_ns": self.latency.summary(),
-            "errors": dict(self.errors),
-            "skipped": dict(self.skipped),
-            "complete": self.complete,
-            "client_cpu_s": round(self.cpu_s, 6),
-            "histogram": self.latency.encode() if self.latency.count else None,
-        }
-        if self.service is not None:
-            rec["service_ns"] = self.service.summary()
-        if self.latency.clamped:
-            rec["clamped_over_1h"] = self.latency.clamped
-        rec.update(self.extra)
-        return rec

@@ -1,5 +1,5 @@
-"""Result records: one JSON object per run, appended atomically to a
-JSON-lines file. A record is written once, whole (a single O_APPEND write of
+"""Result files: one JSON object per run, appended atomically to a
+JSON-lines file (what a record holds: ``storebench.records``). A record is written once, whole (a single O_APPEND write of
 one line, then fsync), so readers never see half a record and a crash loses
 at most the run in progress, which the runner marks before dying. Records
 pass through ``redaction.redact_obj`` when written and when read: no secret
@@ -22,10 +22,10 @@ import numpy as np
 import psutil
 
 from storebench.errors import UserError
+from storebench.records import RunRecord
 from storebench.redaction import redact_obj
 
 Status = Literal["ok", "failed", "interrupted", "skipped"]
-RECORD_VERSION = 1
 
 
 def now_iso() -> str:
@@ -82,10 +82,12 @@ def to_json_line(record: dict[str, Any]) -> str:
     return json.dumps(record, default=_default, allow_nan=False, separators=(",", ":")) + "\n"
 
 
-def append(path: Path, record: dict[str, Any]) -> None:
+def append(path: Path, record: RunRecord | dict[str, Any]) -> None:
     """Append one record (redacted) as a single write; the file, and its
     directory, are created if needed (not the directory's parents: see
     ``outputs.check_results``)."""
+    if isinstance(record, RunRecord):
+        record = record.to_dict()
     path.parent.mkdir(exist_ok=True)
     data = to_json_line(redact_obj(record)).encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -99,7 +101,14 @@ def append(path: Path, record: dict[str, Any]) -> None:
 
 
 def read(path: Path) -> Iterator[dict[str, Any]]:
-    """Records (redacted) of a JSON-lines file (or of every *.jsonl under a directory)."""
+    """Records (redacted) of a JSON-lines file (or of every *.jsonl under a
+    directory), as the JSON holds them (typed: ``records.read``)."""
+    for _, rec in read_lines(path):
+        yield rec
+
+
+def read_lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(``file:line``, record) of each record, as ``read``."""
     path = Path(path)
     if path.is_dir():
         files = sorted(path.glob("*.jsonl"))
@@ -124,4 +133,4 @@ def read(path: Path) -> Iterator[dict[str, Any]]:
                     raise UserError(f"not a JSON record ({exc.msg})", where=f"{f}:{n}") from exc
                 if not isinstance(rec, dict) or "run_id" not in rec:
                     raise UserError("not a storebench result record", where=f"{f}:{n}")
-                yield redact_obj(rec)
+                yield f"{f}:{n}", redact_obj(rec)

@@ -25,11 +25,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from storebench import interrupts, memory, noise, outputs, results
+from storebench import interrupts, memory, noise, outputs, records, results
 from storebench.driver import Driver, Interrupted
 from storebench.driver.executors import Executor, executors_released, setup_executor
 from storebench.errors import StorebenchError, signal_name
 from storebench.progress import NoProgress
+from storebench.records import RECORD_VERSION, RunRecord, StoreInfo
 from storebench.redaction import redact_obj
 from storebench.scenario import Run, Scenario
 from storebench.stores.base import Collection, Store
@@ -39,26 +40,33 @@ log = logging.getLogger("storebench")
 DYING_SERVER_S = 2.0  # a failed run waits this long for a managed server that is exiting
 
 
-def _base_record(run: Run, run_id: str) -> dict[str, Any]:
-    return {
-        "record_version": results.RECORD_VERSION,
-        "run_id": run_id,
-        "key": run.key,
-        "scenario": run.scenario,
-        "workload": run.workload,
-        "mode": run.mode,
-        "repeat": run.repeat,
-        "store": run.spec.describe(),
-        "params": run.params.model_dump(),
-        "grid_point": run.grid_point,
-        "search_sweep": run.sweep,
-        "not_applicable": list(run.not_applicable),
-        "status": "running",
-        "error": None,
-        "started_at": results.now_iso(),
-        "versions": {"storebench": results.storebench_version()},
-        "machine": results.machine_facts(),
-    }
+def _base_record(run: Run, run_id: str) -> RunRecord:
+    store = StoreInfo.model_validate(run.spec.describe() | {"url_given": run.spec.url is not None})
+    return RunRecord(
+        record_version=RECORD_VERSION,
+        run_id=run_id,
+        key=run.key,
+        scenario=run.scenario,
+        workload=run.workload,
+        mode=run.mode,
+        repeat=run.repeat,
+        store=store,
+        params=run.params.model_dump(),
+        grid_point=run.grid_point,
+        search_sweep=run.sweep,
+        not_applicable=list(run.not_applicable),
+        status="running",
+        error=None,
+        started_at=results.now_iso(),
+        versions={"storebench": results.storebench_version()},
+        machine=results.machine_facts(),
+    )
+
+
+def planned(run: Run) -> RunRecord:
+    """The record a planned run starts with (for ``--resume``: its
+    configuration, less what only running tells, ``records.plan_id``)."""
+    return _base_record(run, "planned")
 
 
 def drop_collections(colls: list[Collection]) -> list[str]:
@@ -84,14 +92,15 @@ class _Recorder:
 
     def __init__(self, path: Path | None):
         self.path = path  # None: the caller writes the record execute returns
-        self.record: dict[str, Any] | None = None  # the run in progress, not yet written
+        self.record: RunRecord | None = None  # the run in progress, not yet written
         self.ctx: RunContext | None = None
         self.store: Store | None = None
 
-    def begin(self, record: dict[str, Any] | None) -> None:
-        self.record, self.ctx, self.store = record, None, None
+    def begin(self, record: RunRecord | dict[str, Any] | None) -> None:
+        self.record = None if record is None else records.parse(record)
+        self.ctx, self.store = None, None
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: RunRecord) -> None:
         with interrupts.exclusive():  # a hard exit waits for this write
             if self.path is not None:
                 results.append(self.path, record)
@@ -101,17 +110,15 @@ class _Recorder:
         """From the signal watcher thread (the main thread goes on meanwhile,
         until the process ends)."""
         if self.record is not None and self.path is not None:
-            rec = dict(self.record)
-            if rec["status"] == "running":
-                rec["status"] = "interrupted"
-                rec["error"] = f"interrupted by {interrupts.first_signal() or 'SIGINT'}"
-            rec["error"] = f"{rec['error']}; storebench exited at once on a second signal"
+            rec = self.record.model_copy()
+            if rec.status == "running":
+                rec.status = "interrupted"
+                rec.error = f"interrupted by {interrupts.first_signal() or 'SIGINT'}"
+            rec.error = f"{rec.error}; storebench exited at once on a second signal"
             if self.ctx is not None:
-                rec["tasks"] = list(self.ctx.tasks)
-                rec["metrics"] = dict(self.ctx.metrics)
-                rec["machine_load"] = noise.summary(rec["tasks"])
-            rec["finished_at"] = results.now_iso()
-            results.append(self.path, rec)
+                _take(rec, self.ctx)
+            rec.finished_at = results.now_iso()
+            results.append(self.path, _typed(rec))
             self.record = None
         if self.ctx is not None:
             self.ctx.remove_workdir()
@@ -119,15 +126,37 @@ class _Recorder:
             self.store.abandon()
 
 
-def execute(run: Run, progress: Any = None, recorder: _Recorder | None = None) -> dict[str, Any]:
+def _take(rec: RunRecord, ctx: RunContext) -> None:
+    """What the workload recorded so far, into the run's record."""
+    rec.tasks = [records.parse_task(t) for t in ctx.tasks]
+    rec.metrics = ctx.run_metrics()
+    rec.settings = list(ctx.settings)
+    rec.headline = ctx.run_headline()
+    rec.machine_load = noise.summary(rec.tasks)
+
+
+def _typed(rec: RunRecord) -> RunRecord:
+    """The record validated again (what was assigned field by field, and
+    tasks appended as dicts, typed)."""
+    return RunRecord.model_validate(rec.to_dict())
+
+
+def execute(
+    run: Run,
+    progress: Any = None,
+    recorder: _Recorder | None = None,
+    unopened: set[str] | None = None,
+) -> tuple[RunRecord, KeyboardInterrupt | None]:
     """Run one plan point; always returns a complete record (never raises on
-    a failed run; re-raises KeyboardInterrupt after recording it). With a
-    ``recorder`` the record is written before the store closes (a managed
-    server's stop can take seconds) and kept for a hard exit meanwhile."""
+    a failed run) and the interrupt that ended it, if one did (the caller
+    re-raises it after the record is kept). With a ``recorder`` the record
+    is written before the store closes (a managed server's stop can take
+    seconds) and kept for a hard exit meanwhile. A run whose store could not
+    be opened adds its key to ``unopened``."""
     run_id = results.new_run_id()
     record = _base_record(run, run_id)
     recorder = recorder or _Recorder(None)
-    recorder.begin(record)
+    recorder.begin(record)  # the same object: a hard exit writes what it holds
     store = None
     ctx = None
     executor: type[Executor] | None = None
@@ -138,41 +167,41 @@ def execute(run: Run, progress: Any = None, recorder: _Recorder | None = None) -
                 "run %s: %s on %s %s", run_id, run.workload, run.spec.engine, run.grid_point or ""
             )
             store = recorder.store = run.spec.open()
-            record["versions"].update(store.versions())
-            record["store"] = store.spec.describe()  # with defaults the store filled in
+            record.versions.update(store.versions())
+            # with defaults the store filled in
+            record.store = StoreInfo.model_validate(
+                store.spec.describe() | {"url_given": run.spec.url is not None}
+            )
             executor = setup_executor(run.executor or store.client_mode, run.driver)
             server = store.managed
             driver = Driver(progress, run.executor, server.processes if server else None)
             ctx = recorder.ctx = RunContext(run_id, store, driver, run.mode, run.sweep)
             workload_class(run.workload)().run(ctx, run.params)
-            record["status"] = "ok"
+            record.status = "ok"
         except Interrupted as exc:
             interrupts.acknowledge()
-            record["status"], record["error"] = "interrupted", str(exc)
+            record.status, record.error = "interrupted", str(exc)
             interrupt = interrupts.interrupt_for(signal.Signals[exc.signal])
         except KeyboardInterrupt as exc:
             interrupts.acknowledge()
-            record["status"], record["error"] = "interrupted", f"interrupted by {signal_name(exc)}"
+            record.status, record.error = "interrupted", f"interrupted by {signal_name(exc)}"
             interrupt = exc
         except StorebenchError as exc:
-            record["status"], record["error"] = "failed", str(exc)
+            record.status, record.error = "failed", str(exc)
         except Exception as exc:  # an engine or library error: keep the trace's last line
-            record["status"] = "failed"
-            record["error"] = f"{type(exc).__name__}: {exc}"
-            record["traceback"] = traceback.format_exc(limit=8)
+            record.status = "failed"
+            record.error = f"{type(exc).__name__}: {exc}"
+            record.traceback = traceback.format_exc(limit=8)
         finally:
             with interrupts.shielded():  # a first signal now waits for the record
-                _finish(record, store, executor, ctx, recorder)
+                record = _finish(record, store, executor, ctx, recorder)
     except KeyboardInterrupt as exc:  # a signal during the clean-up, raised after it
         interrupts.acknowledge()
         interrupt = interrupt or exc
     # engine errors often echo the URL: no secret goes on to the terminal or a file
-    record = redact_obj(record)
-    if interrupt is not None:
-        record["_interrupt"] = interrupt
-    if store is None and record["status"] == "failed":
-        record["_unopened"] = True  # the store's other runs would fail alike
-    return record
+    if store is None and record.status == "failed" and unopened is not None:
+        unopened.add(run.key)  # the store's other runs would fail alike
+    return records.parse(redact_obj(record.to_dict())), interrupt
 
 
 def _store_of(run: Run) -> str:
@@ -181,53 +210,52 @@ def _store_of(run: Run) -> str:
     return json.dumps([spec.engine, spec.url, spec.options], sort_keys=True, default=str)
 
 
-def skipped(run: Run, failed: dict[str, Any]) -> dict[str, Any]:
+def skipped(run: Run, failed: RunRecord) -> RunRecord:
     """The record of a run not tried: its store failed to open in ``failed``."""
     record = _base_record(run, results.new_run_id())
-    record["status"] = "skipped"
-    record["error"] = (
-        f"not run: {run.spec.engine} could not be opened in run {failed['run_id']}: "
-        f"{failed['error']}"
+    record.status = "skipped"
+    record.error = (
+        f"not run: {run.spec.engine} could not be opened in run {failed.run_id}: {failed.error}"
     )
-    record["finished_at"] = record["started_at"]
-    return redact_obj(record)
+    record.finished_at = record.started_at
+    return records.parse(redact_obj(record.to_dict()))
 
 
 def _finish(
-    record: dict[str, Any],
+    record: RunRecord,
     store: Store | None,
     executor: type[Executor] | None,
     ctx: RunContext | None,
     recorder: _Recorder,
-) -> None:
+) -> RunRecord:
     """A run's clean-up: complete the record, drop the run's collections,
     write the record (with a real recorder), close the store."""
-    if record["status"] == "running":  # an interrupt between the steps above
-        record["status"] = "interrupted"
-        record["error"] = f"interrupted by {interrupts.first_signal() or 'SIGINT'}"
-    log.info("run %s: %s; cleaning up", record["run_id"], record["status"])
+    if record.status == "running":  # an interrupt between the steps above
+        record.status = "interrupted"
+        record.error = f"interrupted by {interrupts.first_signal() or 'SIGINT'}"
+    log.info("run %s: %s; cleaning up", record.run_id, record.status)
     if store is not None:
-        if record["status"] != "ok":  # was the server's death the cause? (it may still be dying)
+        if record.status != "ok":  # was the server's death the cause? (it may still be dying)
             health = store.health(wait_s=DYING_SERVER_S)
             if health:
-                record["error"] = f"{record['error']}; {health}"
-        record["server"] = store.server_facts()
+                record.error = f"{record.error}; {health}"
+        record.server = store.server_facts()
     if executor is not None:  # where the clients ran (a cluster's shape)
-        record["executor"] = executor.describe()
+        record.executor = executor.describe()
     if ctx is not None:
-        record["tasks"] = ctx.tasks
-        record["metrics"] = ctx.metrics
-        record["machine_load"] = noise.summary(ctx.tasks)
+        _take(record, ctx)
         failed_drops = drop_collections(ctx.collections)
         if failed_drops:
-            record["cleanup_errors"] = failed_drops
+            record.cleanup_errors = failed_drops
         ctx.remove_workdir()
-    record["finished_at"] = results.now_iso()
+    record.finished_at = results.now_iso()
+    record = _typed(record)
     recorder.write(record)
     if store is not None:
         with contextlib.suppress(Exception):
             store.close()
     recorder.begin(None)
+    return record
 
 
 def run_scenario(
@@ -235,26 +263,29 @@ def run_scenario(
     results_dir: Path,
     progress: Any = None,
     resume: bool = False,
-    on_record: Callable[[dict[str, Any]], None] | None = None,
+    on_record: Callable[[RunRecord], None] | None = None,
     results_flag: str = "results_dir",
-) -> list[dict[str, Any]]:
+) -> list[RunRecord]:
     """Run every point of the plan, appending each record as it completes.
     Before any run: the results directory is checked (``results_flag``
     names it in the error), so a run never ends with a record it cannot
     write, and so is the memory the largest run needs (unless
-    ``driver.memory_check`` is off)."""
+    ``driver.memory_check`` is off). ``resume``: a planned run is skipped
+    when an ok record of the same configuration and repeat is in the
+    scenario's file (``records.plan_id``: never the address of a managed
+    server or a private directory)."""
     progress = progress or NoProgress()
     path = Path(results_dir) / f"{scenario.file.name}.jsonl"
     outputs.check_results(results_dir, path.name, f"{results_flag} {results_dir}")
     plan = scenario.plan()
     if scenario.file.driver.memory_check:
         memory.check(scenario, plan)
-    done: set[str] = set()
+    done: set[tuple[str, int]] = set()
     if resume and path.exists():
-        done = {r["key"] for r in results.read(path) if r.get("status") == "ok"}
-    records = []
+        done = {records.plan_id(r) for r in records.read(path) if r.ok}
+    out = []
     recorder = _Recorder(path)
-    unopened: dict[str, dict[str, Any]] = {}  # store -> the record of its failed open
+    unopened: dict[str, RunRecord] = {}  # store -> the record of its failed open
     # executors_released: e.g. a local Ray cluster the runs started stops
     with (
         interrupts.handled(),
@@ -262,23 +293,24 @@ def run_scenario(
         executors_released(),
     ):
         for run in plan:
-            if run.key in done:
+            if done and records.plan_id(planned(run)) in done:
                 continue
             failed = unopened.get(_store_of(run))
+            interrupt = None
             if failed is not None:
                 rec = skipped(run, failed)
                 recorder.write(rec)
             else:
+                not_opened: set[str] = set()
                 try:
-                    rec = execute(run, progress, recorder)
+                    rec, interrupt = execute(run, progress, recorder, not_opened)
                 finally:
                     recorder.begin(None)  # an interrupt before its run began: nothing to write
-                if rec.pop("_unopened", False):
+                if not_opened:
                     unopened[_store_of(run)] = rec
-            interrupt = rec.pop("_interrupt", None)
-            records.append(rec)
+            out.append(rec)
             if on_record:
                 on_record(rec)
             if interrupt is not None:
                 raise interrupt
-    return records
+    return out

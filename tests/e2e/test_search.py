@@ -7,6 +7,7 @@ import pytest
 
 import storebench
 from storebench.report import data, views
+from storebench.report.terminal import fmt_ns
 from storebench.stores.memory import MemoryCollection
 
 WORKLOADS = ("search", "tune", "scale")
@@ -87,10 +88,13 @@ def test_repeats_are_one_configuration_with_best_and_spread(tmp_path):
     assert len(config.runs) == 3
     v = views.ViewInput("search", data.load(tmp_path))
     (note, table) = views.views_for("search")[0].fn(v)
-    assert table.columns[-1] == "runs" and table.rows[0][-1] == "3"
+    assert table.columns[-2:] == ["runs", "run"] and table.rows[0][-2] == "3"
     qps_cell = table.rows[0][table.columns.index("QPS 2 clients")]
-    best = max(t["ops_per_s"] for r in recs for t in r["tasks"] if t["name"] == "search c=2")
-    assert qps_cell.startswith(f"{best:,.0f}") and "±" in qps_cell  # best of the runs, spread
+    best = max(recs, key=lambda r: tasks(r)["search c=2"]["ops_per_s"])  # the best run...
+    assert qps_cell.startswith(f"{tasks(best)['search c=2']['ops_per_s']:,.0f}") and "±" in qps_cell
+    assert table.rows[0][-1] == data.short_run(best["run_id"])  # ...named
+    one = table.rows[0][table.columns.index("mean (1 client)")]  # its latency, not the lowest
+    assert one.startswith(fmt_ns(tasks(best)["search c=1"]["latency_ns"]["mean"]))
 
 
 def test_tuning_reaches_the_target_with_the_smallest_ef_and_monotone_recall(tmp_path):

@@ -159,6 +159,7 @@ def test_docarray_tables_have_the_study_columns(recs):
         "update",
         "delete",
         "runs",
+        "run",  # the run every number of the row is from
     ]
     assert tables[1].rows[0][4] == "1.0000"  # sqlite searches exactly
 
@@ -225,7 +226,7 @@ def test_html_page_is_self_contained(recs, tmp_path):
 
 
 def test_text_from_results_is_escaped_and_credentials_never_appear(recs, tmp_path):
-    evil = copy.deepcopy([r for r in recs if r["store"]["engine"] == "memory"][:1])[0]
+    evil = [r for r in recs if r.store.engine == "memory"][0].to_dict()  # the JSON form
     evil["run_id"] = "evil-1"
     evil["store"]["engine"] = "<script>alert(1)</script>$x$"
     evil["versions"]["engine"] = "1.0<b>bold</b>"
@@ -290,7 +291,7 @@ def test_csv_and_parquet_hold_the_same_rows(recs, tmp_path):
 
 
 def test_a_run_without_tasks_is_still_a_row(recs):
-    failed = copy.deepcopy(recs[0])
+    failed = recs[0].to_dict()
     failed["status"], failed["tasks"], failed["error"] = "failed", [], "could not connect"
     rows = export.rows([failed])
     assert len(rows) == 1 and rows[0]["task"] is None and rows[0]["status"] == "failed"

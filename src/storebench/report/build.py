@@ -8,9 +8,13 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from storebench import records
 from storebench.report.data import (
+    DEFAULT_AGGREGATION,
     Record,
+    aggregation_note,
     identity,
     safe_mapping,
     safe_text,
@@ -43,9 +47,9 @@ def _duration(r: Record) -> str:
     from datetime import datetime
 
     try:
-        a = datetime.fromisoformat(str(r["started_at"]))
-        b = datetime.fromisoformat(str(r["finished_at"]))
-    except (KeyError, ValueError):
+        a = datetime.fromisoformat(str(r.started_at))
+        b = datetime.fromisoformat(str(r.finished_at))
+    except ValueError:
         return "-"
     return f"{(b - a).total_seconds():.1f}s"
 
@@ -53,28 +57,30 @@ def _duration(r: Record) -> str:
 def metadata_sections(recs: list[Record]) -> list[Section]:
     """Runs (status, versions, what varies), shared parameters, machines, failures."""
     out: list[Section] = []
-    vary = [k for k in varying_keys(recs) if k not in ("store.engine", "store.url")]
+    vary = [
+        k for k in varying_keys(recs) if k not in ("store.engine", "store.url", "versions.engine")
+    ]
     rows, classes = [], []
     for r in recs:
         ident = identity(r)
-        err = safe_text(r.get("error"))
+        err = safe_text(r.error)
         rows.append(
             [
-                safe_text(r.get("run_id")),
-                safe_text(r.get("scenario")),
-                safe_text(r.get("workload")),
+                safe_text(r.run_id),
+                safe_text(r.scenario),
+                safe_text(r.workload),
                 store_label(r),
-                safe_text((r.get("versions") or {}).get("engine", "-")),
-                safe_text(r.get("mode")),
-                str(r.get("repeat", 0)),
+                safe_text(r.versions.get("engine", "-")),
+                safe_text(r.mode),
+                str(r.repeat),
                 " ".join(f"{short_key(k)}={_fmt(ident.get(k))}" for k in vary if k in ident),
-                safe_text(r.get("status")),
-                safe_text(r.get("started_at")),
+                safe_text(r.status),
+                safe_text(r.started_at),
                 _duration(r),
                 err if len(err) <= 160 else err[:159] + "…",
             ]
         )
-        classes.append(str(r.get("status", "")))
+        classes.append(str(r.status))
     out.append(
         Section(
             "runs",
@@ -106,8 +112,8 @@ def metadata_sections(recs: list[Record]) -> list[Section]:
 
     # parameters every run of a workload shares
     blocks: list[Table | Text | Figure] = []
-    for wl in distinct([r.get("workload") for r in recs]):
-        mine = [r for r in recs if r.get("workload") == wl]
+    for wl in distinct([r.workload for r in recs]):
+        mine = [r for r in recs if r.workload == wl]
         v = set(varying_keys(mine))
         shared: dict[str, object] = {}
         for k, val in identity(mine[0]).items():
@@ -123,12 +129,12 @@ def metadata_sections(recs: list[Record]) -> list[Section]:
     seen: Counter[str] = Counter()
     first: dict[str, Record] = {}
     for r in recs:
-        m = r.get("machine") or {}
+        m = r.machine
         key = json.dumps(m, sort_keys=True, default=str)
         seen[key] += 1
         first.setdefault(key, r)
     for key, n in seen.items():
-        m = first[key].get("machine") or {}
+        m = first[key].machine
         mrows.append(
             [
                 safe_text(m.get("hostname")),
@@ -144,7 +150,7 @@ def metadata_sections(recs: list[Record]) -> list[Section]:
     vrows = []
     vseen: Counter[str] = Counter()
     for r in recs:
-        ver = safe_mapping(r.get("versions") or {})
+        ver = safe_mapping(r.versions)
         key = json.dumps([store_label(r), ver], sort_keys=True, default=str)
         vseen[key] += 1
     for key, n in vseen.items():
@@ -192,28 +198,30 @@ def metadata_sections(recs: list[Record]) -> list[Section]:
         )
     )
 
-    bad = [r for r in recs if r.get("status") != "ok"]
+    bad = [r for r in recs if not r.ok]
     if bad:
         fblocks: list[Table | Text | Figure] = []
         for r in bad:
             fblocks.append(
                 Text(
-                    f"{safe_text(r.get('run_id'))} · {store_label(r)} · "
-                    f"{safe_text(r.get('status'))}: {safe_text(r.get('error')) or '(no message)'}"
+                    f"{safe_text(r.run_id)} · {store_label(r)} · "
+                    f"{safe_text(r.status)}: {safe_text(r.error) or '(no message)'}"
                 )
             )
-            if r.get("traceback"):
-                fblocks.append(Text(safe_text(r["traceback"]), pre=True))
+            if r.traceback:
+                fblocks.append(Text(safe_text(r.traceback), pre=True))
         out.append(Section("failures", "Runs that did not finish", fblocks))
     return out
 
 
-def sections(recs: list[Record], plots: bool = True) -> list[Section]:
+def sections(
+    recs: list[Record], plots: bool = True, how: str = DEFAULT_AGGREGATION
+) -> list[Section]:
     out: list[Section] = []
-    for wl in distinct([str(r.get("workload")) for r in recs]):
-        mine = [r for r in recs if str(r.get("workload")) == wl]
-        scen = ", ".join(distinct([safe_text(r.get("scenario")) for r in mine]))
-        n_ok = sum(r.get("status") == "ok" for r in mine)
+    for wl in distinct([str(r.workload) for r in recs]):
+        mine = [r for r in recs if str(r.workload) == wl]
+        scen = ", ".join(distinct([safe_text(r.scenario) for r in mine]))
+        n_ok = sum(r.ok for r in mine)
         head = Section(
             f"wl-{wl}",
             f"Workload {wl}" + (f" (scenario {scen})" if scen and scen != wl else ""),
@@ -226,11 +234,13 @@ def sections(recs: list[Record], plots: bool = True) -> list[Section]:
                         if n_ok < len(mine)
                         else "."
                     )
+                    + " "
+                    + aggregation_note(how)
                 )
             ],
         )
         out.append(head)
-        out += run_views(ViewInput(wl, mine, prefix=_slug(wl)), plots)
+        out += run_views(ViewInput(wl, mine, prefix=_slug(wl), how=how), plots)
     out += metadata_sections(recs)
     return out
 
@@ -240,44 +250,48 @@ def _slug(s: str) -> str:
 
 
 def summary(recs: list[Record]) -> tuple[list[str], list[tuple[str, str]]]:
-    status = Counter(str(r.get("status")) for r in recs)
+    status = Counter(r.status for r in recs)
     stores = distinct(
-        [
-            f"{store_label(r)} {safe_text((r.get('versions') or {}).get('engine', ''))}".strip()
-            for r in recs
-        ]
+        [f"{store_label(r)} {safe_text(r.versions.get('engine', ''))}".strip() for r in recs]
     )
     machines = distinct(
         [
-            f"{safe_text((r.get('machine') or {}).get('hostname'))} "
-            f"({safe_text((r.get('machine') or {}).get('cpu_model'))}, "
-            f"{(r.get('machine') or {}).get('cores_logical', '?')} cores)"
+            f"{safe_text(r.machine.get('hostname'))} "
+            f"({safe_text(r.machine.get('cpu_model'))}, "
+            f"{r.machine.get('cores_logical', '?')} cores)"
             for r in recs
         ]
     )
-    times = sorted(str(r.get("started_at")) for r in recs if r.get("started_at"))
+    times = sorted(str(r.started_at) for r in recs if r.started_at)
     intro = [
         f"{len(recs)} run(s) of "
-        + ", ".join(distinct([safe_text(r.get("scenario")) for r in recs]))
+        + ", ".join(distinct([safe_text(r.scenario) for r in recs]))
         + (f", {times[0][:16]} to {times[-1][:16]} UTC" if times else ""),
         "Stores: " + "; ".join(stores),
         "Machines: " + "; ".join(machines),
     ]
     badges = [(f"{n} {s}", s) for s, n in sorted(status.items())]
-    modes = distinct([safe_text(r.get("mode")) for r in recs])
+    modes = distinct([safe_text(r.mode) for r in recs])
     badges.append(("mode " + ", ".join(modes), "mode"))
     return intro, badges
 
 
-def write(recs: list[Record], out_dir: Path, title: str = "storebench report") -> Written:
-    """Write report.md, report.html and plots/*.png|svg under ``out_dir``."""
+def write(
+    recs: list[Record] | list[dict[str, Any]],
+    out_dir: Path,
+    title: str = "storebench report",
+    how: str = DEFAULT_AGGREGATION,
+) -> Written:
+    """Write report.md, report.html and plots/*.png|svg under ``out_dir``
+    (one record per run; ``how``: which run of a configuration rows show)."""
     from storebench.report import html, markdown
 
+    recs = records.parse_all(recs)
     out_dir = Path(out_dir)
     plots_dir = out_dir / "plots"
     out_dir.mkdir(exist_ok=True)  # never its parents (outputs.check_dir)
     plots_dir.mkdir(exist_ok=True)
-    secs = sections(recs)
+    secs = sections(recs, how=how)
     written = Written(out_dir / "report.md", out_dir / "report.html")
     for s in secs:
         for b in s.blocks:

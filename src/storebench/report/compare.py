@@ -6,10 +6,14 @@ is being compared, so they are left out of the matching: comparing a memory
 results file with an sqlite one pairs runs with equal parameters; comparing
 yesterday's file with today's pairs equal configurations.
 
-Each value carries an interval: over repeats, min..max of the runs; for a
-single run, a ~95% interval from its HDR histogram (order statistics for a
-percentile, the standard error of the mean for throughput) or, for recall,
-a binomial one. A difference whose intervals overlap is flagged as noise.
+Each side's value is its chosen run's, the same run the report's row shows
+(``data.pick``: best by default, or median), and carries an interval: over
+repeats, min..max of the runs; for a single run, a ~95% interval from its
+HDR histogram (order statistics for a percentile, the standard error of the
+mean for throughput) or, for recall, a binomial one. A difference whose
+intervals overlap is flagged as noise. Tasks that are not the same work on
+the two sides (an index built during the upload against a separate build)
+are not ranked: ``unlike``, with the reason.
 """
 
 from __future__ import annotations
@@ -20,16 +24,21 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from storebench.errors import UserError
+from storebench.records import TaskRecord
 from storebench.report.data import (
+    DEFAULT_AGGREGATION,
     Z95,
     Config,
     Record,
     TaskSummary,
+    expand_sweeps,
     group,
+    histogram,
     identity,
     mean_rel_uncertainty,
     ok_runs,
     percentile_interval,
+    run_count,
     short_key,
     varying_keys,
 )
@@ -54,11 +63,23 @@ class Row:
     pair: str
     task: str
     metric: str
-    a: Interval
-    b: Interval
+    a: Interval | None
+    b: Interval | None
     ratio: float | None  # B / A
-    verdict: str  # better | worse | noise | same
+    verdict: str  # better | worse | noise | same | unlike
     higher_is_better: bool
+    why: str = ""  # unlike: why the two are not ranked
+
+
+@dataclass
+class Pair:
+    """Two configurations compared, and the run each side's values are from."""
+
+    label: str
+    a: str  # e.g. "best of 3 by ops/s of search c=4"
+    b: str
+    run_a: str
+    run_b: str
 
 
 @dataclass
@@ -69,11 +90,17 @@ class Comparison:
     only_b: list[str] = field(default_factory=list)
     runs_a: int = 0
     runs_b: int = 0
+    how: str = DEFAULT_AGGREGATION
+    pairs: list[Pair] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(
             {
+                "aggregation": self.how,
+                "runs_a": self.runs_a,
+                "runs_b": self.runs_b,
                 "differ": {k: list(v) for k, v in self.differ.items()},
+                "pairs": [asdict(p) for p in self.pairs],
                 "rows": [asdict(r) for r in self.rows],
                 "only_a": self.only_a,
                 "only_b": self.only_b,
@@ -97,27 +124,28 @@ def _lookup(rec: Record, key: str) -> Any:
     ident = identity(rec)
     if key in ident:
         return ident[key]
-    cur: Any = rec
+    cur: Any = rec.to_dict()
     for part in key.split("."):
         if not isinstance(cur, dict) or part not in cur:
             cur = None
             break
         cur = cur[part]
     if cur is None and "." not in key:
-        return (rec.get("params") or {}).get(key)
+        return rec.params.get(key)
     return cur
 
 
 def select(recs: list[Record], where: list[str]) -> list[Record]:
     """Records matching every KEY=VALUE (dotted keys into the record or
-    its parameters; ``store=`` is the engine; ``run_id=`` matches a prefix)."""
-    out = recs
+    its parameters; ``store=`` is the engine; ``run_id=`` matches a prefix);
+    a sweep's run per search setting (``search.ef=64``)."""
+    out = expand_sweeps(recs)
     for cond in where:
         if "=" not in cond:
             raise UserError(f"expected KEY=VALUE, got {cond!r}", where="--a/--b")
         key, want = (s.strip() for s in cond.split("=", 1))
         if ALIASES.get(key, key) == "run_id":
-            out = [r for r in out if str(r.get("run_id", "")).startswith(want)]
+            out = [r for r in out if r.run_id.startswith(want)]
         else:
             out = [r for r in out if _text(_lookup(r, key)) == want]
     return out
@@ -134,47 +162,52 @@ def _text(v: Any) -> str:
 # --- intervals ---------------------------------------------------------------------
 
 
-def _throughput(ts: TaskSummary) -> Interval | None:
+def _value(t: TaskRecord | None, key: str) -> float | None:
+    return t.number(key) if t is not None else None
+
+
+def _throughput(ts: TaskSummary, t: TaskRecord | None) -> Interval | None:
+    v = _value(t, "ops_per_s")
     s = ts.spread("ops_per_s")
-    if not s:
+    if v is None or s is None:
         return None
     if s.n > 1:
-        return Interval(s.median, s.min, s.max, s.n, "repeats")
-    h = ts.histogram()
+        return Interval(v, s.min, s.max, s.n, "repeats")
+    h = histogram(t.histogram) if t is not None and t.histogram else None
     rel = mean_rel_uncertainty(h) if h is not None else math.nan
     if not math.isfinite(rel):
-        return Interval(s.median, s.median, s.median, 1, "none")
+        return Interval(v, v, v, 1, "none")
     # throughput goes as 1 / mean latency: the mean's interval, inverted
-    hi = s.median / (1 - rel) if rel < 1 else math.inf
-    return Interval(s.median, s.median / (1 + rel), hi, 1, "hdr")
+    hi = v / (1 - rel) if rel < 1 else math.inf
+    return Interval(v, v / (1 + rel), hi, 1, "hdr")
 
 
-def _percentile(ts: TaskSummary, key: str, p: float) -> Interval | None:
+def _percentile(ts: TaskSummary, t: TaskRecord | None, key: str, p: float) -> Interval | None:
+    v = _value(t, f"latency_ns.{key}")
     s = ts.latency(key)
-    if not s:
+    if v is None or s is None:
         return None
     if s.n > 1:
-        return Interval(s.median, s.min, s.max, s.n, "repeats")
-    h = ts.histogram()
+        return Interval(v, s.min, s.max, s.n, "repeats")
+    h = histogram(t.histogram) if t is not None and t.histogram else None
     if h is None or not h.count:
-        return Interval(s.median, s.median, s.median, 1, "none")
+        return Interval(v, v, v, 1, "none")
     lo, hi = percentile_interval(h, p)
-    return Interval(s.median, min(lo, s.median), max(hi, s.median), 1, "hdr")
+    return Interval(v, min(lo, v), max(hi, v), 1, "hdr")
 
 
-def _recall(ts: TaskSummary, key: str) -> Interval | None:
+def _recall(ts: TaskSummary, t: TaskRecord | None, key: str) -> Interval | None:
+    r = _value(t, key)
     s = ts.spread(key)
-    if not s:
+    if r is None or s is None or t is None:
         return None
     if s.n > 1:
-        return Interval(s.median, s.min, s.max, s.n, "repeats")
-    t = ts.measured[0]
+        return Interval(r, s.min, s.max, s.n, "repeats")
     try:
         k = int(key.split("@", 1)[1])
     except (IndexError, ValueError):
         k = 1
-    trials = max(1, int(t.get("items") or t.get("ops") or 1)) * k
-    r = s.median
+    trials = max(1, int(t.items or t.ops or 1)) * k
     half = Z95 * math.sqrt(max(r * (1 - r), 0.0) / trials)
     return Interval(r, max(0.0, r - half), min(1.0, r + half), 1, "binomial")
 
@@ -187,27 +220,53 @@ def _verdict(a: Interval, b: Interval, higher_is_better: bool) -> str:
     return "better" if (b.value > a.value) == higher_is_better else "worse"
 
 
-def _rows(pair: str, ca: Config, cb: Config) -> list[Row]:
+INDEX_PHASES = ("upload", "index")
+
+
+def unlike(a: Record, b: Record, t: TaskRecord) -> str:
+    """Why a task of A's run and B's are not ranked against each other ("" if
+    they can be): an engine that indexes as documents arrive has its index
+    build inside its upload and no build step, so neither its upload nor its
+    index step is the same work as a separate build's."""
+    if t.phase not in INDEX_PHASES or a.index_during_insert == b.index_during_insert:
+        return ""
+    during, built = (a, b) if a.index_during_insert else (b, a)
+    return (
+        f"unlike: {during.store.engine} indexes during its upload (no build step); "
+        f"{built.store.engine} builds its index in a separate step"
+    )
+
+
+def _rows(pair: str, ca: Config, cb: Config, how: str) -> tuple[Pair, list[Row]]:
+    pa, pb = ca.pick(how), cb.pick(how)
+    ra, rb = pa.run, pb.run
     out = []
     tasks = [t for t in ca.tasks() if t in cb.tasks()]
     for name in tasks:
         ta, tb = ca.task(name), cb.task(name)
+        xa, xb = ra.task(name), rb.task(name)
         if ta.unsupported or tb.unsupported or not ta.measured or not tb.measured:
             continue
+        if xa is None or xb is None or not xa.measured or not xb.measured:
+            continue
+        why = unlike(ra, rb, xa)
+        if why:
+            out.append(Row(pair, name, "-", None, None, None, "unlike", True, why))
+            continue
         metrics: list[tuple[str, Interval | None, Interval | None, bool]] = [
-            ("ops/s", _throughput(ta), _throughput(tb), True)
+            ("ops/s", _throughput(ta, xa), _throughput(tb, xb), True)
         ]
         for key, p in PERCENTILES:
-            metrics.append((key, _percentile(ta, key, p), _percentile(tb, key, p), False))
-        for rk in ta.recall_keys:
-            if rk in tb.recall_keys:
-                metrics.append((rk, _recall(ta, rk), _recall(tb, rk), True))
+            metrics.append((key, _percentile(ta, xa, key, p), _percentile(tb, xb, key, p), False))
+        for rk in xa.score_keys():
+            if rk in xb.score_keys():
+                metrics.append((rk, _recall(ta, xa, rk), _recall(tb, xb, rk), True))
         for metric, ia, ib, hib in metrics:
             if ia is None or ib is None:
                 continue
             ratio = ib.value / ia.value if ia.value else None
             out.append(Row(pair, name, metric, ia, ib, ratio, _verdict(ia, ib, hib), hib))
-    return out
+    return Pair(pair, pa.describe(), pb.describe(), pa.run_short, pb.run_short), out
 
 
 # --- matching ----------------------------------------------------------------------
@@ -220,8 +279,12 @@ def _constant(recs: list[Record], key: str) -> tuple[bool, Any]:
     return False, None
 
 
-def compare(a_recs: list[Record], b_recs: list[Record]) -> Comparison:
-    a_ok, b_ok = ok_runs(a_recs), ok_runs(b_recs)
+def compare(
+    a_recs: list[Record], b_recs: list[Record], how: str = DEFAULT_AGGREGATION
+) -> Comparison:
+    """B against A, configuration by configuration; each side's values are
+    its chosen run's (``how``: ``data.pick``, as the report's rows)."""
+    a_ok, b_ok = expand_sweeps(ok_runs(a_recs)), expand_sweeps(ok_runs(b_recs))
     if not a_ok or not b_ok:
         side = "A" if not a_ok else "B"
         raise UserError(f"{side} has no ok runs to compare", where="compare")
@@ -235,15 +298,19 @@ def compare(a_recs: list[Record], b_recs: list[Record]) -> Comparison:
         if const_a and const_b and va != vb:
             differ[k] = (va, vb)
     drop = tuple(differ)
+    if "store.engine" in differ:  # an engine's version differs with it
+        differ.pop("versions.engine", None)
     ga = {c.id: c for c in group(a_ok, drop)}
     gb = {c.id: c for c in group(b_ok, drop)}
     vary = [k for k in varying_keys(a_ok + b_ok) if k not in drop]
-    comp = Comparison(differ, runs_a=len(a_ok), runs_b=len(b_ok))
+    comp = Comparison(differ, runs_a=run_count(a_ok), runs_b=run_count(b_ok), how=how)
     for cid, ca in ga.items():
         if cid not in gb:
             comp.only_a.append(_label(ca, vary))
             continue
-        comp.rows += _rows(_label(ca, vary), ca, gb[cid])
+        pair, rows = _rows(_label(ca, vary), ca, gb[cid], how)
+        comp.pairs.append(pair)
+        comp.rows += rows
     comp.only_b = [_label(c, vary) for cid, c in gb.items() if cid not in ga]
     return comp
 

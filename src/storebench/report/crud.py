@@ -1,15 +1,24 @@
 """The crud workload's views: the DocArray study's two tables per store.
 
-Latency (per operation, median over repeats) and rates (QPS for reads and
+Latency (per operation) and rates (QPS for reads and
 finds, DPS, documents per second, for writes), one row per configuration,
 keyed by the HNSW parameters the study varied (m, ef_construct, ef) plus any
-other parameter that varies among the runs."""
+other parameter that varies among the runs. With repeats, a row is one run
+(``data.pick``), named in its run column."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from storebench.report.data import Config, identity, short_key, varying_keys
+from storebench.records import TaskRecord
+from storebench.report.data import (
+    Config,
+    Record,
+    aggregation_note,
+    identity,
+    short_key,
+    varying_keys,
+)
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import Block, Table, Text, ViewInput, distinct, register
 
@@ -25,12 +34,16 @@ def _key_columns(v: ViewInput, configs: list[Config]) -> list[str]:
         for k in identity(c.first):
             if k.startswith(("store.index.", "store.search.")) and k not in keys:
                 keys.append(k)
-    keys += [k for k in varying_keys(v.ok, ("params.", "mode")) if k not in keys]
+    keys += [k for k in varying_keys(v.ok, ("params.", "mode", "versions.")) if k not in keys]
     return keys
 
 
 def _recall_key(configs: list[Config]) -> str | None:
     for c in configs:
+        for r in c.runs:
+            for k in r.metrics:
+                if k.startswith("recall@"):
+                    return k
         for k in c.task("find_by_vector").recall_keys:
             return k
     return None
@@ -41,33 +54,32 @@ def _n(configs: list[Config]) -> str:
     return f" {ns[0]:,}" if len(ns) == 1 and isinstance(ns[0], int) else ""
 
 
-def _cell(c: Config, task: str, fn: Callable[[Config, str], str]) -> str:
-    ts = c.task(task)
-    if ts.unsupported:
+Cell = Callable[[TaskRecord], str]
+
+
+def _cell(c: Config, run: Record, task: str, fn: Cell) -> str:
+    if c.task(task).unsupported:
         return "n/s"
-    if not ts.measured:
+    t = run.task(task)
+    if t is None or not t.measured:
         return "-"
-    return fn(c, task)
+    return fn(t)
 
 
-def _lat(c: Config, task: str) -> str:
-    s = c.task(task).latency("p50")
-    return fmt_ns(s.median) if s else "-"
+def _lat(t: TaskRecord) -> str:
+    return fmt_ns(t.number("latency_ns.p50"))
 
 
-def _total(c: Config, task: str) -> str:
-    s = c.task(task).spread("elapsed_s")
-    return fmt_ns(s.median * 1e9) if s else "-"
+def _total(t: TaskRecord) -> str:
+    return fmt_ns(t.elapsed_s * 1e9)
 
 
-def _ops(c: Config, task: str) -> str:
-    s = c.task(task).spread("ops_per_s")
-    return fmt_rate(s.median) if s else "-"
+def _ops(t: TaskRecord) -> str:
+    return fmt_rate(t.ops_per_s)
 
 
-def _docs(c: Config, task: str) -> str:
-    s = c.task(task).spread("items_per_s")
-    return fmt_rate(s.median) if s else "-"
+def _docs(t: TaskRecord) -> str:
+    return fmt_rate(t.items_per_s)
 
 
 def _tables(v: ViewInput, kind: str) -> list[Block]:
@@ -77,6 +89,7 @@ def _tables(v: ViewInput, kind: str) -> list[Block]:
     keys = _key_columns(v, configs)
     rkey = _recall_key(configs)
     n = _n(configs)
+    fns: list[Cell]
     if kind == "latency":
         cols = ["find by vector", "find by condition", f"create{n}", "read", "update", "delete"]
         fns = [_lat, _lat, _total, _lat, _lat, _lat]
@@ -91,19 +104,20 @@ def _tables(v: ViewInput, kind: str) -> list[Block]:
         ]
         fns = [_ops, _ops, _docs, _ops, _docs, _docs]
     header = [short_key(k) for k in keys] + ([rkey.replace("recall", "Recall")] if rkey else [])
-    header += cols + ["runs"]
+    header += cols + ["runs", "run"]
     blocks: list[Block] = []
     for store in distinct([c.engine for c in configs]):
         mine = [c for c in configs if c.engine == store]
         rows = []
         for c in mine:
+            pk = v.pick(c)
             ident = identity(c.first)
             row = ["-" if ident.get(k) is None else str(ident.get(k)) for k in keys]
             if rkey:
-                r = c.task("find_by_vector").spread(rkey)
-                row.append(f"{r.median:.4f}" if r else "-")
-            row += [_cell(c, t, fn) for t, fn in zip(TASKS, fns, strict=True)]
-            row.append(str(len(c.runs)))
+                r = pk.run.metrics.get(rkey)  # the setting's own recall
+                row.append(f"{r:.4f}" if isinstance(r, int | float) else "-")
+            row += [_cell(c, pk.run, t, fn) for t, fn in zip(TASKS, fns, strict=True)]
+            row += [str(pk.runs), pk.run_short]
             rows.append(row)
         note = ""
         if not any(k in identity(c.first) for c in mine for k in STUDY_KEYS):
@@ -120,7 +134,7 @@ def crud_latency(v: ViewInput) -> list[Block]:
             0,
             Text(
                 "Median latency of one operation; create: wall time to insert all "
-                "documents. n/s: the store does not support the task."
+                "documents. n/s: the store does not support the task. " + aggregation_note(v.how)
             ),
         )
     return blocks
@@ -134,7 +148,7 @@ def crud_rates(v: ViewInput) -> list[Block]:
             0,
             Text(
                 "Counted operations (QPS) or documents (DPS) per second of wall time, "
-                "first client's start to last client's end."
+                "first client's start to last client's end. " + aggregation_note(v.how)
             ),
         )
     return blocks

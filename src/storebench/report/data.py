@@ -1,6 +1,8 @@
 """What every report view reads: records loaded from result files, grouped
-into *configurations* (runs whose parameters are the same, whatever their
-repeat), labelled by what varies, with spreads and HDR-derived uncertainty.
+into *configurations* (``records.config_identity``: runs whose parameters
+are the same, whatever their repeat), labelled by what varies; the one
+aggregation (``pick``: the run a configuration's row shows, best or
+median); spreads and HDR-derived uncertainty.
 
 Nothing here needs matplotlib or pandas: ``storebench compare`` and the CSV
 export run on the core install.
@@ -8,7 +10,6 @@ export run on the core install.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import statistics
@@ -20,12 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from storebench import results
+from storebench import records
 from storebench.errors import UserError
 from storebench.metrics import Histogram
+from storebench.records import RunRecord, TaskRecord
 from storebench.redaction import MASK, is_secret_key, redact
 
-Record = dict[str, Any]
+Record = RunRecord
 
 # --- safe text -------------------------------------------------------------------
 
@@ -55,42 +57,19 @@ def safe_mapping(d: Any) -> Any:
 
 
 def load(paths: str | Path | Iterable[str | Path]) -> list[Record]:
-    """Records of result files (or directories of ``*.jsonl``), in file order."""
-    if isinstance(paths, str | Path):
-        paths = [paths]
-    recs = [r for p in paths for r in results.read(Path(p))]
+    """Records of result files (or directories of ``*.jsonl``), in file
+    order, one per run (``expand_sweeps`` splits a sweep per setting)."""
+    recs = records.load(paths)
     for r in recs:
-        store = r.get("store") or {}
-        if isinstance(store, dict):
-            r["store"] = safe_mapping(store)
-    return expand_sweeps(recs)
+        r.store = r.store.model_validate(safe_mapping(r.store.to_dict()))
+    return recs
 
 
-def expand_sweeps(recs: Iterable[Record]) -> list[Record]:
+def expand_sweeps(recs: Iterable[Record | dict[str, Any]]) -> list[Record]:
     """A run that swept search parameters (one index build, several ``ef``)
-    becomes one record per setting: its store's search parameters include the
-    setting and its tasks are the shared ones plus that setting's. Every view
+    becomes one record per setting (``RunRecord.per_setting``): every view
     then sees one configuration per (build, search setting)."""
-    out: list[Record] = []
-    for r in recs:
-        tasks = r.get("tasks") or []
-        settings: list[dict[str, Any]] = []
-        for t in tasks:
-            s = t.get("search")
-            if isinstance(s, dict) and s and s not in settings:
-                settings.append(s)
-        if len(settings) < 2:
-            out.append(r)
-            continue
-        for s in settings:
-            c = dict(r)
-            store = dict(r.get("store") or {})
-            store["search"] = {**(store.get("search") or {}), **s}
-            c["store"] = store
-            c["tasks"] = [t for t in tasks if not t.get("search") or t.get("search") == s]
-            c["search_sweep"] = {}
-            out.append(c)
-    return out
+    return [x for r in records.parse_all(recs) for x in r.per_setting()]
 
 
 def load_nonempty(paths: Iterable[str | Path]) -> list[Record]:
@@ -100,63 +79,39 @@ def load_nonempty(paths: Iterable[str | Path]) -> list[Record]:
     return recs
 
 
+def run_count(recs: Iterable[Record]) -> int:
+    """Runs (a sweep's per-setting records are one run)."""
+    return len({r.run_id for r in recs})
+
+
 # --- identity and grouping -------------------------------------------------------
 
-
-def private_location(url: Any) -> bool:
-    """A path an embedded store made for itself (``storebench-*`` temporary
-    directory) rather than one the user gave: it differs run by run, so it
-    is not part of what makes a configuration."""
-    if not isinstance(url, str) or "://" in url:
-        return False
-    # the directory itself (Store.private_dir) or a file in it
-    return any(part.startswith("storebench-") for part in Path(url).parts)
+private_location = records.private_location
 
 
 def identity(rec: Record) -> dict[str, Any]:
-    """The parameters that make a run what it is, flattened to dotted keys:
-    the record's ``key`` without ``repeat``. (Records keep the store's
-    resolved location, so a private temporary path is left out.)"""
-    store = rec.get("store") or {}
-    url = store.get("url")
-    out: dict[str, Any] = {
-        "scenario": rec.get("scenario"),
-        "workload": rec.get("workload"),
-        "mode": rec.get("mode"),
-        "store.engine": store.get("engine"),
-        "store.url": None if private_location(url) else url,
-    }
-    for part in ("options", "index", "search"):
-        for k, v in sorted((store.get(part) or {}).items()):
-            out[f"store.{part}.{k}"] = v
-    for k, v in sorted((rec.get("params") or {}).items()):
-        out[f"params.{k}"] = v
-    return out
-
-
-def _digest(obj: Any) -> str:
-    blob = json.dumps(obj, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+    """The configuration a run measured, as dotted keys (``records.config_identity``)."""
+    return records.config_identity(rec)
 
 
 def config_id(rec: Record, drop: Iterable[str] = ()) -> str:
-    ident = identity(rec)
-    for k in drop:
-        ident.pop(k, None)
-    return _digest(ident)
+    return records.config_id(rec, drop)
 
 
 def store_label(rec: Record) -> str:
-    store = rec.get("store") or {}
-    label = str(store.get("engine", "?"))
-    url = store.get("url")
-    if url and "://" in str(url):
+    """The engine, and the url where it identifies the configuration (one
+    the user gave; never a managed server's new port)."""
+    label = rec.store.engine
+    url = rec.store.url
+    if url and "://" in url and records.url_identifies(rec):
         label += " " + safe_text(url)
     return label
 
 
 def varying_keys(recs: Sequence[Record], prefixes: tuple[str, ...] = ()) -> list[str]:
-    """Identity keys whose values differ among ``recs`` (in first-seen order)."""
+    """Identity keys whose values differ among ``recs`` (in first-seen order);
+    an engine's version only where it differs for one engine (else the
+    engine says it)."""
     seen: dict[str, set[str]] = {}
     idents = [identity(r) for r in recs]
     keys: list[str] = []
@@ -168,16 +123,98 @@ def varying_keys(recs: Sequence[Record], prefixes: tuple[str, ...] = ()) -> list
     for ident in idents:
         for k in keys:
             seen[k].add(json.dumps(ident.get(k), sort_keys=True, default=str))
-    return [k for k in keys if len(seen[k]) > 1 and (not prefixes or k.startswith(prefixes))]
+    out = [k for k in keys if len(seen[k]) > 1 and (not prefixes or k.startswith(prefixes))]
+    if "versions.engine" in out:
+        per_engine: dict[Any, set[Any]] = {}
+        for ident in idents:
+            per_engine.setdefault(ident.get("store.engine"), set()).add(
+                ident.get("versions.engine")
+            )
+        if all(len(v) == 1 for v in per_engine.values()):
+            out.remove("versions.engine")
+    return out
+
+
+SHORT = {"store.engine": "store", "versions.engine": "engine version", "store.url": "url"}
 
 
 def short_key(k: str) -> str:
-    if k == "store.engine":
-        return "store"
-    for p in ("params.", "store.index.", "store.search.", "store.options."):
+    if k in SHORT:
+        return SHORT[k]
+    for p in ("params.", "store.index.", "store.search.", "store.options.", "dataset."):
         if k.startswith(p):
             return k[len(p) :]
     return k
+
+
+# --- one aggregation ---------------------------------------------------------------
+
+AGGREGATIONS = ("best", "median")
+DEFAULT_AGGREGATION = "best"
+
+
+def headline_value(rec: Record) -> float | None:
+    t = rec.headline_task()
+    return t.ops_per_s if t is not None else None
+
+
+@dataclass(frozen=True)
+class Pick:
+    """The run a configuration's row shows: every number in the row is this
+    run's. ``best``: the highest ops/s of its headline task; ``median``: the
+    median run by that ops/s (with an even count, the lower of the middle
+    two)."""
+
+    how: str
+    run: Record
+    runs: int  # runs of the configuration
+    criterion: str  # what ranked them
+
+    @property
+    def run_short(self) -> str:
+        return short_run(self.run.run_id)
+
+    def describe(self) -> str:
+        if self.runs == 1:
+            return "1 run"
+        return f"{self.how} of {self.runs} by {self.criterion}"
+
+
+def short_run(run_id: str) -> str:
+    """A run id as tables show it: its random part (unique in practice)."""
+    return run_id.rsplit("-", 1)[-1] if "-" in run_id else run_id
+
+
+def pick(runs: Sequence[Record], how: str = DEFAULT_AGGREGATION) -> Pick:
+    if how not in AGGREGATIONS:
+        raise UserError(f"unknown aggregation {how!r} (known: {', '.join(AGGREGATIONS)})")
+    ranked = [(v, i, r) for i, r in enumerate(runs) if (v := headline_value(r)) is not None]
+    if not ranked:
+        return Pick(how, runs[0], len(runs), "run order (no headline task measured)")
+    head = ranked[0][2].headline_task()
+    criterion = f"ops/s of {head.name if head else '?'}"
+    if how == "best":
+        chosen = max(ranked, key=lambda x: (x[0], -x[1]))[2]
+    else:
+        ordered = sorted(ranked, key=lambda x: (x[0], x[1]))
+        chosen = ordered[(len(ordered) - 1) // 2][2]
+    return Pick(how, chosen, len(runs), criterion)
+
+
+def aggregation_note(how: str) -> str:
+    """What a table's rows are, for every view and ``compare`` alike."""
+    which = (
+        "the best run (the highest ops/s of the configuration's headline task: the "
+        "search at the most clients, find by vector, the insert)"
+        if how == "best"
+        else "the median run by the ops/s of the configuration's headline task (with an "
+        "even number of runs, the lower of the middle two)"
+    )
+    return (
+        f"Repeats of a configuration are one row, and every number in it is from one run: "
+        f"{which}, named by its run id. ± is half the range over the runs, "
+        "relative to the median."
+    )
 
 
 @dataclass
@@ -194,27 +231,32 @@ class Config:
 
     @property
     def engine(self) -> str:
-        return str((self.first.get("store") or {}).get("engine", "?"))
+        return self.first.store.engine
 
     def param(self, dotted: str) -> Any:
         return identity(self.first).get(dotted)
+
+    def pick(self, how: str = DEFAULT_AGGREGATION) -> Pick:
+        return pick(self.runs, how)
+
+    def chosen(self, how: str = DEFAULT_AGGREGATION) -> Record:
+        return self.pick(how).run
 
     def tasks(self) -> list[str]:
         """Task names in the order the runs did them."""
         names: list[str] = []
         for r in self.runs:
-            for t in r.get("tasks") or []:
-                if t.get("name") not in names:
-                    names.append(t["name"])
+            for t in r.tasks:
+                if t.name not in names:
+                    names.append(t.name)
         return names
 
-    def task_records(self, name: str) -> list[dict[str, Any]]:
+    def task_records(self, name: str) -> list[TaskRecord]:
         out = []
         for r in self.runs:
-            for t in r.get("tasks") or []:
-                if t.get("name") == name:
-                    out.append(t)
-                    break
+            t = r.task(name)
+            if t is not None:
+                out.append(t)
         return out
 
     def task(self, name: str) -> TaskSummary:
@@ -222,16 +264,18 @@ class Config:
 
     def metric(self, name: str) -> Spread | None:
         vals = [
-            float(r["metrics"][name])
+            float(r.metrics[name])
             for r in self.runs
-            if isinstance((r.get("metrics") or {}).get(name), int | float)
+            if isinstance(r.metrics.get(name), int | float)
+            and not isinstance(r.metrics.get(name), bool)
         ]
         return Spread.of(vals) if vals else None
 
 
 def group(recs: Sequence[Record], drop: Iterable[str] = ()) -> list[Config]:
     """Configurations in first-seen order, labelled by store and by the
-    parameters that vary among ``recs``."""
+    parameters that vary among ``recs`` (per-setting records: see
+    ``expand_sweeps``)."""
     drop = tuple(drop)
     by: dict[str, Config] = {}
     for r in recs:
@@ -247,8 +291,13 @@ def group(recs: Sequence[Record], drop: Iterable[str] = ()) -> list[Config]:
     return configs
 
 
+def configurations(recs: Sequence[Record], drop: Iterable[str] = ()) -> list[Config]:
+    """The configurations of the ok runs, a sweep split per setting."""
+    return group(expand_sweeps(ok_runs(recs)), drop)
+
+
 def ok_runs(recs: Iterable[Record]) -> list[Record]:
-    return [r for r in recs if r.get("status") == "ok"]
+    return [r for r in records.parse_all(recs) if r.ok]
 
 
 # --- numbers ---------------------------------------------------------------------
@@ -396,41 +445,37 @@ LATENCY_KEYS = ("min", "mean", "p50", "p90", "p95", "p99", "p99.9", "max")
 
 @dataclass
 class TaskSummary:
-    """One task over the runs of a configuration."""
+    """One task over the runs of a configuration (its spread; a row's
+    numbers come from the chosen run's own ``TaskRecord``)."""
 
     name: str
-    tasks: list[dict[str, Any]] = field(default_factory=list)
+    tasks: list[TaskRecord] = field(default_factory=list)
 
     @staticmethod
-    def of(name: str, tasks: list[dict[str, Any]]) -> TaskSummary:
+    def of(name: str, tasks: list[TaskRecord]) -> TaskSummary:
         return TaskSummary(name, tasks)
 
     @property
     def unsupported(self) -> str | None:
         for t in self.tasks:
-            if "unsupported" in t:
-                return str(t["unsupported"])
+            if t.unsupported is not None:
+                return t.unsupported
         return None
 
     @property
-    def measured(self) -> list[dict[str, Any]]:
-        return [t for t in self.tasks if "unsupported" not in t]
+    def measured(self) -> list[TaskRecord]:
+        return [t for t in self.tasks if t.measured]
 
     def spread(self, field_: str) -> Spread | None:
-        """A top-level numeric field (ops_per_s, items_per_s, elapsed_s, recall@10...)."""
-        vals = [t[field_] for t in self.measured if isinstance(t.get(field_), int | float)]
+        """A numeric field (ops_per_s, items_per_s, elapsed_s, recall@10...)."""
+        vals = [v for t in self.measured if (v := t.number(field_)) is not None]
         return Spread.of(vals) if vals else None
 
     def latency(self, key: str) -> Spread | None:
-        vals: list[float] = [
-            float((t.get("latency_ns") or {})[key])
-            for t in self.measured
-            if isinstance((t.get("latency_ns") or {}).get(key), int | float)
-        ]
-        return Spread.of(vals) if vals else None
+        return self.spread(f"latency_ns.{key}")
 
     def histogram(self) -> Histogram | None:
-        return merged_histogram(t.get("histogram") for t in self.measured)
+        return merged_histogram(t.histogram for t in self.measured)
 
     def value(self, field_: str) -> float | None:
         s = self.latency(field_[4:]) if field_.startswith("lat_") else self.spread(field_)
@@ -440,13 +485,13 @@ class TaskSummary:
     def recall_keys(self) -> list[str]:
         keys: list[str] = []
         for t in self.measured:
-            keys += [k for k in t if k.startswith("recall@") and k not in keys]
+            keys += [k for k in t.score_keys() if k not in keys]
         return keys
 
     @property
     def complete(self) -> bool:
-        return all(t.get("complete", True) for t in self.measured)
+        return all(t.complete for t in self.measured)
 
     @property
     def errors(self) -> int:
-        return sum(sum((t.get("errors") or {}).values()) for t in self.measured)
+        return sum(sum(t.errors.values()) for t in self.measured)

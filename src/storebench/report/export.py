@@ -1,4 +1,5 @@
-"""Flat rows, one per run x task, for CSV, Parquet and pandas.
+"""Flat rows, one per run x task, for CSV, Parquet and pandas (a sweep's
+upload and index build once per run, not once per search setting).
 
 Run fields come first under dotted names (``store.engine``, ``params.n``,
 ``versions.engine``, ``machine.cores_logical``, ``metrics.recall@10``), then
@@ -15,8 +16,18 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from storebench import records
 from storebench.errors import UserError
-from storebench.report.data import Record, config_id, load, safe_mapping, safe_text
+from storebench.records import TaskRecord
+from storebench.report.data import (
+    AGGREGATIONS,
+    Record,
+    config_id,
+    configurations,
+    load,
+    safe_mapping,
+    safe_text,
+)
 
 RUN_FIELDS = (
     "run_id",
@@ -45,25 +56,27 @@ def _flatten(prefix: str, d: Any, out: dict[str, Any]) -> None:
 
 
 def run_fields(rec: Record) -> dict[str, Any]:
+    d = rec.to_dict()
     out: dict[str, Any] = {}
     for k in RUN_FIELDS:
-        v = rec.get(k)
+        v = d.get(k)
         out[k] = safe_text(v) if isinstance(v, str) else v
     out["config"] = config_id(rec)
+    out["best"] = out["median"] = None
     for part in ("store", "params", "grid_point", "versions", "machine", "metrics"):
         sub: dict[str, Any] = {}
-        _flatten(part, safe_mapping(rec.get(part) or {}), sub)
+        _flatten(part, safe_mapping(d.get(part) or {}), sub)
         out.update(sub)
     return out
 
 
-def task_fields(task: dict[str, Any], taken: set[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {"task": task.get("name")}
+def task_fields(task: TaskRecord, taken: set[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"task": task.name}
     flat: dict[str, Any] = {}
-    for k, v in task.items():
+    for k, v in task.to_dict().items():
         if k == "name":
             continue
-        if isinstance(v, dict):  # latency_ns, service_ns, errors, skipped, ...
+        if isinstance(v, dict):  # latency_ns, service_ns, errors, skipped, search, ...
             _flatten(k, v, flat)
             if k == "errors":
                 flat["errors_total"] = sum(x for x in v.values() if isinstance(x, int | float))
@@ -76,26 +89,55 @@ def task_fields(task: dict[str, Any], taken: set[str]) -> dict[str, Any]:
     return out
 
 
-def table(recs: Iterable[Record]) -> tuple[list[dict[str, Any]], list[str]]:
-    """(rows, columns): run columns first, then task columns, each in
-    first-seen order."""
+def chosen_runs(recs: list[Record]) -> dict[str, dict[str, str]]:
+    """For each configuration (a sweep per setting): the run id each
+    aggregation shows (``data.pick``, as the report and compare)."""
+    out: dict[str, dict[str, str]] = {}
+    for c in configurations(recs):
+        out[c.id] = {how: c.pick(how).run.run_id for how in AGGREGATIONS}
+    return out
+
+
+def table(recs: Iterable[Record | dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """(rows, columns): one row per run x task (a run's own tasks once,
+    whatever its search settings), run columns first, then task columns,
+    each in first-seen order. ``config`` is the configuration the task
+    measured: a sweep's search task, its setting's; a shared task (upload,
+    index build), the run's. ``best`` / ``median``: whether the row's run is
+    the one the report and compare show for that configuration (empty for a
+    sweep's shared tasks: each setting's row shows its own chosen run's)."""
+    recs = records.parse_all(recs)
+    chosen = chosen_runs(recs)
     out = []
     run_cols: dict[str, None] = {}
     task_cols: dict[str, None] = {"task": None}
     for rec in recs:
         base = run_fields(rec)
         run_cols.update(dict.fromkeys(base))
-        tasks = rec.get("tasks") or []
-        if not tasks:
+        setting_config = {
+            json.dumps(v.settings[0].search, sort_keys=True): config_id(v)
+            for v in rec.per_setting()
+            if v is not rec and v.settings
+        }
+        if not rec.tasks:
             out.append({**base, "task": None})
-        for t in tasks:
+        for t in rec.tasks:
+            row = dict(base)
+            if t.search:
+                row["config"] = setting_config.get(
+                    json.dumps(t.search, sort_keys=True), row["config"]
+                )
+            picks = chosen.get(row["config"])
+            if picks is not None:
+                row["best"] = picks["best"] == rec.run_id
+                row["median"] = picks["median"] == rec.run_id
             tf = task_fields(t, set(base))
             task_cols.update(dict.fromkeys(tf))
-            out.append({**base, **tf})
+            out.append({**row, **tf})
     return out, [*run_cols, *(k for k in task_cols if k not in run_cols)]
 
 
-def rows(recs: Iterable[Record]) -> list[dict[str, Any]]:
+def rows(recs: Iterable[Record | dict[str, Any]]) -> list[dict[str, Any]]:
     return table(recs)[0]
 
 
@@ -110,7 +152,7 @@ def frames(paths: str | Path | Iterable[str | Path]) -> Any:
     return pd.DataFrame(rs, columns=cols)
 
 
-def write_csv(recs: Iterable[Record], out: Path) -> int:
+def write_csv(recs: Iterable[Record | dict[str, Any]], out: Path) -> int:
     rs, cols = table(recs)
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
@@ -120,7 +162,7 @@ def write_csv(recs: Iterable[Record], out: Path) -> int:
     return len(rs)
 
 
-def write_parquet(recs: Iterable[Record], out: Path) -> int:
+def write_parquet(recs: Iterable[Record | dict[str, Any]], out: Path) -> int:
     try:
         import pandas as pd
         import pyarrow  # noqa: F401

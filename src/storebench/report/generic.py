@@ -4,10 +4,19 @@ HDR histograms, latency vs throughput over concurrency, spread across repeats.""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from storebench.records import TaskRecord
 from storebench.report import plots
-from storebench.report.data import Config, Spread, TaskSummary, percentiles
+from storebench.report.data import (
+    Config,
+    Spread,
+    TaskSummary,
+    aggregation_note,
+    histogram,
+    percentiles,
+)
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import ALL, Block, Table, Text, ViewInput, distinct, register
 
@@ -22,7 +31,7 @@ def timed_tasks(configs: list[Config], min_ops: int = 2) -> list[str]:
             ts = c.task(name)
             if name in names or ts.unsupported:
                 continue
-            if any(t.get("histogram") and t.get("ops", 0) >= min_ops for t in ts.measured):
+            if any(t.histogram and t.ops >= min_ops for t in ts.measured):
                 names.append(name)
     return names
 
@@ -33,35 +42,35 @@ def _spread_note(s: Spread | None, what: str) -> str:
     return f"{what} ±{s.rel_range * 50:.0f}% over {s.n}"
 
 
-def task_row(ts: TaskSummary) -> list[str]:
-    if ts.unsupported:
-        return [ts.name, *["-"] * 10, "not supported: " + ts.unsupported]
-    first = ts.measured[0] if ts.measured else {}
-    ops = ts.spread("ops_per_s")
-    items = ts.spread("items_per_s")
+def task_row(ts: TaskSummary, t: TaskRecord | None, run: str = "") -> list[str]:
+    """One task of the chosen run (``t``), with the spread over the runs (``ts``)."""
+    if ts.unsupported or t is None or not t.measured:
+        why = ts.unsupported or (t.unsupported if t is not None else None) or "not measured"
+        return [ts.name, *["-"] * 10, "not supported: " + why if ts.unsupported else why, run]
 
     def lat(k: str) -> str:
-        s = ts.latency(k)
-        return fmt_ns(s.median) if s else "-"
+        return fmt_ns(t.number(f"latency_ns.{k}"))
 
     notes = []
-    for k in ts.recall_keys:
-        r = ts.spread(k)
-        if r:
-            notes.append(f"{k}={r.median:.3f}")
-    if ts.errors:
-        notes.append(f"errors={ts.errors}")
-    if not ts.complete:
+    for k in t.score_keys():
+        r = t.number(k)
+        if r is not None:
+            notes.append(f"{k}={r:.4f}")
+    if sum(t.errors.values()):
+        notes.append(f"errors={sum(t.errors.values())}")
+    if not t.complete:
         notes.append("partial")
-    if n := _spread_note(ops, "ops/s"):
+    if t.index_build == "during_insert":
+        notes.append("index built during upload")
+    if n := _spread_note(ts.spread("ops_per_s"), "ops/s"):
         notes.append(n)
-    same = first.get("items") == first.get("ops")
+    same = t.items == t.ops
     return [
         ts.name,
-        str(first.get("clients", 1)),
-        f"{int(first.get('ops', 0)):,}",
-        fmt_rate(ops.median if ops else None),
-        "" if same else fmt_rate(items.median if items else None),
+        str(t.clients),
+        f"{t.ops:,}",
+        fmt_rate(t.ops_per_s),
+        "" if same else fmt_rate(t.items_per_s),
         lat("mean"),
         lat("p50"),
         lat("p95"),
@@ -69,6 +78,7 @@ def task_row(ts: TaskSummary) -> list[str]:
         lat("max"),
         str(len(ts.measured)),
         " ".join(notes),
+        run,
     ]
 
 
@@ -85,13 +95,14 @@ TASK_COLUMNS = [
     "max",
     "runs",
     "note",
+    "run",
 ]
 
 
 @register(ALL, "recall_qps", "Recall vs throughput", needs_plots=True)
 def recall_vs_qps(v: ViewInput) -> list[Block]:
-    """Each configuration is a point (median over repeats); each store's
-    Pareto front joins the points no other point of that store beats on both
+    """Each configuration is a point (its chosen run); each store's Pareto
+    front joins the points no other point of that store beats on both
     recall and queries per second."""
     configs = v.configs()
     found: list[tuple[str, str]] = []  # (task, recall key)
@@ -111,11 +122,13 @@ def recall_vs_qps(v: ViewInput) -> list[Block]:
             for c in configs:
                 if c.engine != store:
                     continue
-                ts = c.task(task)
-                r, q = ts.spread(rkey), ts.spread("ops_per_s")
-                if r and q:
-                    pts.append((r.median, q.median))
-                    rows.append([c.label, f"{r.median:.4f}", fmt_rate(q.median), str(r.n)])
+                pk = v.pick(c)
+                t = pk.run.task(task)
+                r = t.number(rkey) if t is not None else None
+                q = t.ops_per_s if t is not None else None
+                if r is not None and q:
+                    pts.append((r, q))
+                    rows.append([c.label, f"{r:.4f}", fmt_rate(q), str(pk.runs), pk.run_short])
             if not pts:
                 continue
             st = plots.style(i)
@@ -150,7 +163,7 @@ def recall_vs_qps(v: ViewInput) -> list[Block]:
                 "Up and to the right is better. Lines: each store's Pareto front.",
             )
         )
-        blocks.append(Table(f"{task}: points", ["configuration", rkey, "QPS", "runs"], rows))
+        blocks.append(Table(f"{task}: points", ["configuration", rkey, "QPS", "runs", "run"], rows))
     return blocks
 
 
@@ -158,22 +171,24 @@ def recall_vs_qps(v: ViewInput) -> list[Block]:
 def tasks_table(v: ViewInput) -> list[Block]:
     blocks: list[Block] = []
     for c in v.configs():
-        rows = [task_row(c.task(name)) for name in c.tasks()]
+        pk = v.pick(c)
+        rows = [task_row(c.task(name), pk.run.task(name), pk.run_short) for name in c.tasks()]
         if rows:
             blocks.append(
                 Table(
                     c.label,
                     TASK_COLUMNS,
                     rows,
-                    align=["l"] + ["r"] * 10 + ["l"],
+                    note=pk.describe(),
+                    align=["l"] + ["r"] * 10 + ["l", "l"],
                 )
             )
     if blocks:
         blocks.insert(
             0,
             Text(
-                "Latencies are per operation (median over repeats when a configuration "
-                "ran more than once); ops/s is counted, never derived from latency."
+                aggregation_note(v.how) + " Latencies are per operation; ops/s is counted, "
+                "never derived from latency; a rate is - where the task did no such work."
             ),
         )
     return blocks
@@ -182,7 +197,7 @@ def tasks_table(v: ViewInput) -> list[Block]:
 @register(ALL, "percentiles", "Latency percentiles per operation", needs_plots=True)
 def percentile_view(v: ViewInput) -> list[Block]:
     """The HDR percentile curve of every task, one line per configuration
-    (repeats merged bucket by bucket)."""
+    (the histogram of its chosen run: ``data.pick``)."""
     configs = v.configs()
     names = timed_tasks(configs)
     if not names:
@@ -194,7 +209,9 @@ def percentile_view(v: ViewInput) -> list[Block]:
     for ax, name in zip(axs, names, strict=False):
         top = 0.0
         for i, c in enumerate(configs):
-            h = c.task(name).histogram()
+            pk = v.pick(c)
+            t = pk.run.task(name)
+            h = histogram(t.histogram) if t is not None and t.histogram else None
             if h is None or not h.count:
                 continue
             xs, ys = plots.percentile_curve(h)
@@ -208,6 +225,7 @@ def percentile_view(v: ViewInput) -> list[Block]:
                     f"{h.count:,}",
                     *(fmt_ns(v) for v in percentiles(h, (50, 90, 99, 99.9))),
                     fmt_ns(h.hdr.max_value),
+                    pk.run_short,
                 ]
             )
         plots.fmt_ns_axis(ax, "y")
@@ -224,13 +242,14 @@ def percentile_view(v: ViewInput) -> list[Block]:
             fig,
             v.name("percentiles"),
             "Latency percentiles per operation",
-            "From the merged HDR histograms; x: p90, p99, p99.9... (each step one more nine).",
+            f"From the HDR histogram of each configuration's {v.how} run; x: p90, p99, "
+            "p99.9... (each step one more nine).",
         ),
         Table(
             "Percentiles from the histograms",
-            ["task", "configuration", "ops", "p50", "p90", "p99", "p99.9", "max"],
+            ["task", "configuration", "ops", "p50", "p90", "p99", "p99.9", "max", "run"],
             rows,
-            align=["l", "l"] + ["r"] * 6,
+            align=["l", "l"] + ["r"] * 6 + ["l"],
         ),
     ]
 
@@ -242,10 +261,10 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
     fams = [
         f
         for f in v.configs(drop=(CLIENTS,))
-        if len({r.get("params", {}).get("clients") for r in f.runs}) > 1
+        if len({json.dumps(r.params.get("clients")) for r in f.runs}) > 1
     ]
     if not fams:
-        if any("clients" in (r.get("params") or {}) for r in v.ok):
+        if any("clients" in r.params for r in v.ok):
             return [
                 Text(
                     "No runs here differ only in clients: run the scenario again with other "
@@ -262,14 +281,19 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
     rows = []
     for ax, name in zip(axs, names, strict=False):
         for i, fam in enumerate(fams):
-            pts: list[tuple[int, Any, Any, Any]] = []
+            pts: list[tuple[Any, float, float, float]] = []
             for c in group(fam.runs):
-                ts = c.task(name)
-                q, p50, p99 = ts.spread("ops_per_s"), ts.latency("p50"), ts.latency("p99")
-                if q and p50 and p99:
-                    clients = c.first.get("params", {}).get("clients")
-                    pts.append((clients, q.median, p50.median, p99.median))
-            pts.sort(key=lambda p: p[0])
+                t = v.pick(c).run.task(name)
+                if t is None:
+                    continue
+                q, p50, p99 = (
+                    t.ops_per_s,
+                    t.number("latency_ns.p50"),
+                    t.number("latency_ns.p99"),
+                )
+                if q and p50 is not None and p99 is not None:
+                    pts.append((c.first.params.get("clients"), q, p50, p99))
+            pts.sort(key=lambda p: json.dumps(p[0]))
             if not pts:
                 continue
             st = plots.style(i)
@@ -303,7 +327,8 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
             fig,
             v.name("concurrency"),
             "Latency vs throughput over concurrency",
-            "Solid: p99, dashed: p50; each point one clients setting, labelled with it.",
+            f"Solid: p99, dashed: p50; each point one clients setting ({v.how} run), "
+            "labelled with it.",
         ),
         Table(
             "Points",
@@ -376,7 +401,9 @@ def spread_table(v: ViewInput) -> list[Block]:
     ]
 
 
-def _fmt_metric(key: str, v: float) -> str:
+def _fmt_metric(key: str, v: Any) -> str:
+    if isinstance(v, str):
+        return v
     if key.startswith(("recall", "precision")):
         return f"{v:.4f}"
     if "bytes" in key:
@@ -386,24 +413,33 @@ def _fmt_metric(key: str, v: float) -> str:
     return f"{v:.4g}"
 
 
+def _shown(x: Any) -> bool:
+    """A run metric for the table: a number, or a short word (``index:
+    during upload``, ``counted: completed``), not a sentence."""
+    if isinstance(x, bool):
+        return False
+    return isinstance(x, int | float) or (isinstance(x, str) and len(x) <= 24)
+
+
 @register(ALL, "metrics", "Run metrics")
 def run_metrics(v: ViewInput) -> list[Block]:
-    """The workload's run-level metrics (sizes, recall, ...): median over
-    repeats, one row per configuration."""
+    """The workload's run-level metrics (sizes, recall, ...) of each
+    configuration's chosen run; a sweep's recall is each setting's own."""
     configs = v.configs()
     keys: list[str] = []
     for c in configs:
         for r in c.runs:
-            for k, x in (r.get("metrics") or {}).items():
-                if isinstance(x, int | float) and not isinstance(x, bool) and k not in keys:
+            for k, x in r.metrics.items():
+                if _shown(x) and k not in keys:
                     keys.append(k)
     if not keys:
         return []
     rows = []
     for c in configs:
+        pk = v.pick(c)
         row = [c.label]
         for k in keys:
-            s = c.metric(k)
-            row.append(_fmt_metric(k, s.median) if s else "-")
-        rows.append([*row, str(len(c.runs))])
-    return [Table("", ["configuration", *keys, "runs"], rows)]
+            x = pk.run.metrics.get(k)
+            row.append(_fmt_metric(k, x) if _shown(x) else "-")
+        rows.append([*row, str(pk.runs), pk.run_short])
+    return [Table("", ["configuration", *keys, "runs", "run"], rows, note=aggregation_note(v.how))]

@@ -4,9 +4,10 @@ the target recall, the tuner's probes), ``scale`` (the same as the data
 doubles), and for all three: latency vs throughput over the in-run client
 counts, recall per filter selectivity, client CPU and the engine's own time.
 
-Repeats of a configuration are one row: throughput is the best of the runs
-(the study kept the best of three) and latency the lowest, each with its
-spread, half the range relative to the median (``±4%``).
+Repeats of a configuration are one row, every number of it from one run
+(``data.pick``: by default the best, the highest QPS at the most clients;
+the study kept the best of three), each with its spread over the runs,
+half the range relative to the median (``±4%``).
 
 These workloads measure client counts and search settings inside one run,
 so their own ``recall_qps`` and ``concurrency`` views take the place of the
@@ -20,45 +21,39 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from storebench.records import TaskRecord
 from storebench.report import plots
 from storebench.report.data import (
     Config,
+    Pick,
+    Record,
     Spread,
     TaskSummary,
-    group,
+    aggregation_note,
     identity,
     short_key,
+    short_run,
     varying_keys,
 )
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import Block, Table, Text, ViewInput, distinct, register
 
 WORKLOADS = ("search", "tune", "scale")
-BEST_NOTE = (
-    "Best of the runs of a configuration (highest QPS, lowest latency), "
-    "± half the range over the runs relative to the median."
-)
 
 
 # --- what the records hold -----------------------------------------------------------
 
 
 def configs_of(v: ViewInput) -> list[Config]:
-    """Configurations of the ok runs, repeats together. A managed server's
-    URL (a new port and password each run) is not part of a configuration,
-    so repeats against managed servers group as repeats."""
-    recs = []
-    for r in v.ok:
-        if (r.get("server") or {}).get("managed"):
-            r = dict(r)
-            r["store"] = dict(r.get("store") or {}) | {"url": None}
-        recs.append(r)
-    return group(recs)
+    """Configurations of the ok runs, repeats together (a managed server's
+    new port each run is no part of one: ``records.config_identity``)."""
+    return v.configs()
 
 
 @dataclass
 class Point:
-    """One measured search task of a configuration, over its repeats."""
+    """One measured search task of a configuration: the chosen run's record
+    of it (``pick``), and its spread over the runs (``ts``)."""
 
     config: Config
     name: str
@@ -67,7 +62,18 @@ class Point:
     filter: str | None
     selectivity: float | None
     n: int | None
+    pick: Pick
     ts: TaskSummary
+
+    @property
+    def t(self) -> TaskRecord | None:
+        """The chosen run's record of this task."""
+        t = self.pick.run.task(self.name)
+        return t if t is not None and t.measured else None
+
+    def number(self, field: str) -> float | None:
+        t = self.t
+        return t.number(field) if t is not None else None
 
     @property
     def family(self) -> tuple[str, str, str, Any]:
@@ -96,25 +102,26 @@ class Point:
         return " ".join(parts)
 
 
-def points(c: Config) -> list[Point]:
+def points(c: Config, how: str) -> list[Point]:
+    chosen = c.pick(how)
     out = []
     seen: set[str] = set()
-    for run in c.runs:
-        for t in run.get("tasks") or []:
-            name = t.get("name")
-            if t.get("phase") != "search" or name in seen:
+    for run in [chosen.run, *c.runs]:
+        for t in run.tasks:
+            if t.phase != "search" or t.name in seen:
                 continue
-            seen.add(name)
+            seen.add(t.name)
             out.append(
                 Point(
                     c,
-                    name,
-                    int(t.get("clients", 1)),
-                    dict(t.get("search") or t.get("setting") or {}),
-                    t.get("filter"),
-                    t.get("selectivity"),
-                    t.get("n"),
-                    c.task(name),
+                    t.name,
+                    t.clients,
+                    dict(t.search or t.setting or {}),
+                    t.filter,
+                    t.selectivity,
+                    t.n,
+                    chosen,
+                    c.task(t.name),
                 )
             )
     return out
@@ -127,52 +134,47 @@ def families(pts: list[Point]) -> list[list[Point]]:
     return [sorted(f, key=lambda p: p.clients) for f in by.values()]
 
 
-def recall_key(ts: TaskSummary) -> str | None:
-    keys = ts.recall_keys
+def recall_key(p: Point) -> str | None:
+    t = p.t
+    keys = t.score_keys() if t is not None else p.ts.recall_keys
     return keys[0] if keys else None
-
-
-def value(ts: TaskSummary, field: str, higher: bool) -> float | None:
-    """Best over the runs of a task field (ops_per_s, recall@k, ...) or a
-    latency (``lat_mean``)."""
-    s = _spread(ts, field)
-    if s is None:
-        return None
-    return s.max if higher else s.min
 
 
 def _spread(ts: TaskSummary, field: str) -> Spread | None:
     return ts.latency(field[4:]) if field.startswith("lat_") else ts.spread(field)
 
 
-def best(ts: TaskSummary, field: str, higher: bool, fmt: Callable[[float], str]) -> str:
-    s = _spread(ts, field)
-    if s is None:
+def shown(p: Point, field: str, fmt: Callable[[float], str]) -> str:
+    """The chosen run's value, ± half the range over the runs relative to
+    the median (``lat_mean``: a latency)."""
+    v = p.number(f"latency_ns.{field[4:]}" if field.startswith("lat_") else field)
+    if v is None:
         return "-"
-    text = fmt(s.max if higher else s.min)
-    if s.n > 1:
+    text = fmt(v)
+    s = _spread(p.ts, field)
+    if s is not None and s.n > 1:
         text += f" ±{s.rel_range * 50:.0f}%"
     return text
 
 
-def qps(ts: TaskSummary) -> str:
-    return best(ts, "ops_per_s", True, fmt_rate)
+def qps(p: Point) -> str:
+    return shown(p, "ops_per_s", fmt_rate)
 
 
-def lat(ts: TaskSummary, key: str = "mean") -> str:
-    return best(ts, f"lat_{key}", False, fmt_ns)
+def lat(p: Point, key: str = "mean") -> str:
+    return shown(p, f"lat_{key}", fmt_ns)
 
 
-def ratio(ts: TaskSummary, key: str) -> str:
-    s = ts.spread(key)
-    return f"{s.median:.4f}" if s else "-"
+def ratio(p: Point, key: str | None) -> str:
+    v = p.number(key) if key else None
+    return f"{v:.4f}" if v is not None else "-"
 
 
 def index_keys(v: ViewInput) -> list[str]:
     """The index parameters (and workload parameters) that vary among the runs."""
     return [
         k
-        for k in varying_keys(v.ok, ("store.index.", "params.", "mode"))
+        for k in varying_keys(v.ok, ("store.index.", "params.", "mode", "versions."))
         if k not in ("params.clients",)
     ]
 
@@ -182,14 +184,28 @@ def ident_cells(c: Config, keys: list[str]) -> list[str]:
     return ["-" if ident.get(k) is None else str(ident.get(k)) for k in keys]
 
 
-def run_metric(c: Config, key: str) -> str:
-    s = c.metric(key)
-    if s is None:
+def phase_task(run: Record, phase: str, name: str | None = None) -> TaskRecord | None:
+    for t in run.tasks:
+        if t.measured and (t.name == name if name else t.phase == phase):
+            return t
+    return None
+
+
+def seconds(t: TaskRecord | None) -> str:
+    return "-" if t is None else f"{t.elapsed_s:.2f}s"
+
+
+def index_cell(t: TaskRecord | None) -> str:
+    """An index step: its time, or that the upload built the index."""
+    if t is None:
         return "-"
-    text = f"{s.min:.2f}s"
-    if s.n > 1:
-        text += f" ±{s.rel_range * 50:.0f}%"
-    return text
+    if t.index_build == "during_insert":
+        return "during upload"
+    return seconds(t)
+
+
+def run_cell(pk: Pick) -> str:
+    return pk.run_short
 
 
 # --- search -----------------------------------------------------------------------
@@ -202,20 +218,27 @@ def search_table(v: ViewInput) -> list[Block]:
     blocks: list[Block] = []
     for store in distinct([c.engine for c in configs]):
         mine = [c for c in configs if c.engine == store]
-        all_clients = sorted({p.clients for c in mine for p in points(c) if not p.filter})
+        all_clients = sorted({p.clients for c in mine for p in points(c, v.how) if not p.filter})
         rows = []
         rkey = None
         for c in mine:
-            for fam in families([p for p in points(c) if not p.filter]):
+            for fam in families([p for p in points(c, v.how) if not p.filter]):
                 by = {p.clients: p for p in fam}
                 one = by[min(by)]
-                rkey = rkey or recall_key(one.ts)
+                run = one.pick.run
+                rkey = rkey or recall_key(one)
                 pkey = rkey.replace("recall", "precision") if rkey else None
                 row = ident_cells(c, keys) + [fam[0].setting_text]
-                row += [ratio(one.ts, rkey) if rkey else "-", ratio(one.ts, pkey) if pkey else "-"]
-                row += [lat(one.ts, "mean"), lat(one.ts, "p95")] if one.clients == 1 else ["-"] * 2
-                row += [qps(by[n].ts) if n in by else "-" for n in all_clients]
-                row += [run_metric(c, "upload_s"), run_metric(c, "index_s"), str(len(c.runs))]
+                # the setting's own recall and precision (its 1-client task's)
+                row += [_metric(run, one, rkey), _metric(run, one, pkey)]
+                row += [lat(one, "mean"), lat(one, "p95")] if one.clients == 1 else ["-"] * 2
+                row += [qps(by[n]) if n in by else "-" for n in all_clients]
+                row += [
+                    seconds(phase_task(run, "upload")),
+                    index_cell(phase_task(run, "index")),
+                    str(len(c.runs)),
+                    run_cell(one.pick),
+                ]
                 rows.append(row)
         if not rows:
             continue
@@ -223,42 +246,67 @@ def search_table(v: ViewInput) -> list[Block]:
         header = [short_key(k) for k in keys] + ["search", rk, rk.replace("Recall", "Precision")]
         header += ["mean (1 client)", "p95 (1 client)"]
         header += [f"QPS {n} client{'s' if n > 1 else ''}" for n in all_clients]
-        header += ["upload", "index", "runs"]
+        header += ["upload", "index", "runs", "run"]
         blocks.append(Table(store, header, rows))
     if blocks:
-        blocks.insert(0, Text(BEST_NOTE + " Upload and index: wall time, shortest run."))
+        blocks.insert(
+            0,
+            Text(
+                aggregation_note(v.how) + " Upload and index: that run's wall time; "
+                "during upload: the engine indexes as documents arrive (its upload time "
+                "includes the index build)."
+            ),
+        )
     return blocks
+
+
+def _metric(run: Record, p: Point, key: str | None) -> str:
+    """A setting's metric (recall@k, precision@k) from the run's record of
+    the setting, else from the point's task."""
+    if key is None:
+        return "-"
+    v = run.metrics.get(key)
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return f"{v:.4f}"
+    return ratio(p, key)
 
 
 @register("search", "qps_clients", "QPS per client count")
 def qps_clients(v: ViewInput) -> list[Block]:
     rows = []
     counts: list[int] = []
-    fams = [f for c in configs_of(v) for f in families([p for p in points(c) if not p.filter])]
+    fams = [
+        f for c in configs_of(v) for f in families([p for p in points(c, v.how) if not p.filter])
+    ]
     for f in fams:
         counts += [p.clients for p in f if p.clients not in counts]
     counts.sort()
     for f in fams:
         by = {p.clients: p for p in f}
-        row = [f[0].label()] + [qps(by[n].ts) if n in by else "-" for n in counts]
+        row = [f[0].label()] + [qps(by[n]) if n in by else "-" for n in counts]
         lo, hi = by[min(by)], by[max(by)]
-        q0, q1 = value(lo.ts, "ops_per_s", True), value(hi.ts, "ops_per_s", True)
+        q0, q1 = lo.number("ops_per_s"), hi.number("ops_per_s")
         row.append(f"{q1 / q0:.2f}x" if q0 and q1 and hi is not lo else "-")
-        sat = [str(p.clients) for p in f if _saturated(p.ts)]
+        sat = [str(p.clients) for p in f if _saturated(p)]
         row.append(", ".join(sat) or "-")
+        row.append(run_cell(f[0].pick))
         rows.append(row)
     if not rows or len(counts) < 2:
         return []
     header = ["configuration", *(f"{n} client{'s' if n > 1 else ''}" for n in counts)]
-    header += [f"{counts[-1]} / {counts[0]}", "client saturated at"]
+    header += [f"{counts[-1]} / {counts[0]}", "client saturated at", "run"]
     return [
-        Text(BEST_NOTE + " Client saturated: the clients' CPU reached 90% of what they can use."),
+        Text(
+            aggregation_note(v.how) + " Client saturated: in that run, the clients' CPU "
+            "reached 90% of what they can use."
+        ),
         Table("QPS", header, rows),
     ]
 
 
-def _saturated(ts: TaskSummary) -> bool:
-    return any(t.get("client_saturated") for t in ts.measured)
+def _saturated(p: Point) -> bool:
+    t = p.t
+    return bool(t is not None and t.client_saturated)
 
 
 # --- shared by the three ---------------------------------------------------------------
@@ -268,11 +316,11 @@ def recall_qps(v: ViewInput) -> list[Block]:
     """Recall against QPS, one panel per client count, one point per
     configuration and search setting, each store's Pareto front."""
     configs = configs_of(v)
-    pts = [p for c in configs for p in points(c) if not p.filter]
+    pts = [p for c in configs for p in points(c, v.how) if not p.filter]
     counts = sorted({p.clients for p in pts})
     if not pts:
         return []
-    rkey = next((recall_key(p.ts) for p in pts if recall_key(p.ts)), None)
+    rkey = next((k for p in pts if (k := recall_key(p))), None)
     if rkey is None:
         return []
     stores = distinct([p.config.engine for p in pts])
@@ -286,11 +334,20 @@ def recall_qps(v: ViewInput) -> list[Block]:
             for p in pts:
                 if p.clients != n or p.config.engine != store:
                     continue
-                r, q = value(p.ts, rkey, True), value(p.ts, "ops_per_s", True)
+                r, q = p.number(rkey), p.number("ops_per_s")
                 if r is None or not q:
                     continue
                 xy.append((r, q))
-                rows.append([p.label(), str(n), f"{r:.4f}", qps(p.ts), str(len(p.ts.measured))])
+                rows.append(
+                    [
+                        p.label(),
+                        str(n),
+                        f"{r:.4f}",
+                        qps(p),
+                        str(len(p.ts.measured)),
+                        run_cell(p.pick),
+                    ]
+                )
             if not xy:
                 continue
             st = plots.style(i)
@@ -311,7 +368,7 @@ def recall_qps(v: ViewInput) -> list[Block]:
         ax.grid(True, which="both", alpha=0.3)
         plots.legend(ax, len(stores))
     plots.hide_unused(fig, len(counts))
-    fig.suptitle(plots.plain(f"{v.workload}: {rkey} vs QPS (best of runs), Pareto front per store"))
+    fig.suptitle(plots.plain(f"{v.workload}: {rkey} vs QPS ({v.how} run), Pareto front per store"))
     return [
         plots.render(
             fig,
@@ -319,7 +376,7 @@ def recall_qps(v: ViewInput) -> list[Block]:
             f"{rkey} vs QPS",
             "Up and to the right is better; lines: each store's Pareto front.",
         ),
-        Table("Points", ["configuration", "clients", rkey, "QPS", "runs"], rows),
+        Table("Points", ["configuration", "clients", rkey, "QPS", "runs", "run"], rows),
     ]
 
 
@@ -329,7 +386,7 @@ def concurrency(v: ViewInput) -> list[Block]:
     fams = [
         f
         for c in configs_of(v)
-        for f in families([p for p in points(c) if not p.filter])
+        for f in families([p for p in points(c, v.how) if not p.filter])
         if len(f) > 1
     ]
     if not fams:
@@ -340,17 +397,21 @@ def concurrency(v: ViewInput) -> list[Block]:
     for i, f in enumerate(fams):
         xs, mean, p99 = [], [], []
         for p in f:
-            q = value(p.ts, "ops_per_s", True)
-            m, t = p.ts.latency("mean"), p.ts.latency("p99")
+            q, m, t = (
+                p.number("ops_per_s"),
+                p.number("latency_ns.mean"),
+                p.number("latency_ns.p99"),
+            )
             if not q or m is None or t is None:
                 continue
             xs.append(q)
-            mean.append(m.median)
-            p99.append(t.median)
-            rows.append([f[0].label(), str(p.clients), qps(p.ts), lat(p.ts, "mean")])
-            rows[-1] += [lat(p.ts, "p50"), lat(p.ts, "p99"), "yes" if _saturated(p.ts) else ""]
+            mean.append(m)
+            p99.append(t)
+            rows.append([f[0].label(), str(p.clients), qps(p), lat(p, "mean")])
+            rows[-1] += [lat(p, "p50"), lat(p, "p99"), "yes" if _saturated(p) else ""]
+            rows[-1].append(run_cell(p.pick))
             ax.annotate(
-                str(p.clients), (q, m.median), textcoords="offset points", xytext=(3, 3), fontsize=7
+                str(p.clients), (q, m), textcoords="offset points", xytext=(3, 3), fontsize=7
             )
         if not xs:
             continue
@@ -371,11 +432,11 @@ def concurrency(v: ViewInput) -> list[Block]:
             fig,
             v.name("concurrency"),
             "Latency vs throughput over concurrency",
-            "Solid: mean latency, dashed: p99; each point one client count (best QPS of the runs).",
+            f"Solid: mean latency, dashed: p99; each point one client count ({v.how} run).",
         ),
         Table(
             "Points",
-            ["configuration", "clients", "QPS", "mean", "p50", "p99", "client saturated"],
+            ["configuration", "clients", "QPS", "mean", "p50", "p99", "client saturated", "run"],
             rows,
         ),
     ]
@@ -389,7 +450,7 @@ def filtered(v: ViewInput) -> list[Block]:
     fams: list[tuple[str, dict[float, Point]]] = []
     for c in configs_of(v):
         groups: dict[tuple[str, Any], dict[float, Point]] = {}
-        for p in points(c):
+        for p in points(c, v.how):
             if p.filter is None or p.selectivity is None:
                 continue
             groups.setdefault((p.setting_text, p.n), {})[p.selectivity] = p
@@ -409,17 +470,19 @@ def filtered(v: ViewInput) -> list[Block]:
             if q is None:
                 row += ["-", "-", "-"]
                 continue
-            rk = recall_key(q.ts)
+            rk = recall_key(q)
             row += [
-                ratio(q.ts, rk) if rk else "-",
-                ratio(q.ts, rk.replace("recall", "precision")) if rk else "-",
-                lat(q.ts, "p50"),
+                ratio(q, rk),
+                ratio(q, rk.replace("recall", "precision") if rk else None),
+                lat(q, "p50"),
             ]
+        row.append(run_cell(next(iter(ps.values())).pick))
         rows.append(row)
     header = ["configuration"]
     for s in sel:
         pct = f"{s * 100:g}%"
         header += [f"recall {pct}", f"precision {pct}", f"p50 {pct}"]
+    header.append("run")
     return [
         Text(
             "Each selectivity is a label matching that fraction of the documents; recall is "
@@ -432,36 +495,32 @@ def filtered(v: ViewInput) -> list[Block]:
 
 def client_engine(v: ViewInput) -> list[Block]:
     """Client CPU beside throughput, the saturation flag, and where the
-    engine reports its own time, ours minus the engine's per call."""
+    engine reports its own time, ours minus the engine's per call: all of a
+    row from one task of one run."""
     rows = []
     any_engine = False
     for c in configs_of(v):
-        for p in points(c):
-            t = p.ts.measured
-            if not t:
+        for p in points(c, v.how):
+            t = p.t
+            if t is None:
                 continue
-            cpu = p.ts.spread("client_cpu_per_s")
-            srv = p.ts.spread("server_cpu_per_s")
-            ceiling = t[0].get("client_cpu_ceiling")
-            eng = [x["engine"] for x in t if isinstance(x.get("engine"), dict)]
-            ours = p.ts.latency("mean")
-            emean = min(e["mean_ns"] for e in eng) if eng else None
-            any_engine |= bool(eng)
-            share = None
-            if eng and ours:
-                share = min(e.get("client_share_ns", float("inf")) for e in eng)
+            eng = t.get("engine") if isinstance(t.get("engine"), dict) else None
+            any_engine |= eng is not None
+            ours = t.number("latency_ns.mean")
+            share = eng.get("client_share_ns") if eng else None
             rows.append(
                 [
                     p.label(),
                     p.name,
-                    qps(p.ts),
-                    f"{cpu.median:.2f}" if cpu else "-",
-                    f"{ceiling:g}" if isinstance(ceiling, int | float) else "-",
-                    "yes" if _saturated(p.ts) else "",
-                    f"{srv.median:.2f}" if srv else "-",
-                    fmt_ns(ours.min) if ours else "-",
-                    fmt_ns(emean) if emean is not None else "-",
+                    qps(p),
+                    _num(t.client_cpu_per_s, "{:.2f}"),
+                    _num(t.client_cpu_ceiling, "{:g}"),
+                    "yes" if t.client_saturated else "",
+                    _num(t.server_cpu_per_s, "{:.2f}"),
+                    fmt_ns(ours) if ours is not None else "-",
+                    fmt_ns(eng["mean_ns"]) if eng else "-",
                     fmt_ns(share) if share is not None else "-",
+                    run_cell(p.pick),
                 ]
             )
     if not rows:
@@ -473,7 +532,9 @@ def client_engine(v: ViewInput) -> list[Block]:
         "Saturated: at 90% of the ceiling or more, the client, not the engine, limited the "
         "throughput (for an embedded engine the client process is the engine). Server CPU: a "
         "managed server's, sampled (processes alive at the task's start and end: PostgreSQL "
-        "backends of process clients come and go within it and are missed)."
+        "backends of process clients come and go within it and are missed). "
+        "All of a row is one task of the run named (the CPU, its ceiling and the flag "
+        "together)."
     )
     if any_engine:
         note += (
@@ -496,17 +557,23 @@ def client_engine(v: ViewInput) -> list[Block]:
                 "our mean",
                 "engine mean",
                 "ours - engine",
+                "run",
             ],
             rows,
         ),
     ]
 
 
+def _num(x: float | None, fmt: str) -> str:
+    return "-" if x is None else fmt.format(x)
+
+
 # --- tune ---------------------------------------------------------------------------------
 
 
-def _tuning(c: Config) -> dict[str, Any]:
-    return (c.first.get("metrics") or {}).get("tune") or {}
+def _tuning_of(rec: Record) -> dict[str, Any]:
+    t = rec.metrics.get("tune")
+    return t if isinstance(t, dict) else {}
 
 
 @register("tune", "tune_table", "Latency and QPS at the target recall (the Milvus figures)")
@@ -514,48 +581,44 @@ def tune_table(v: ViewInput) -> list[Block]:
     rows = []
     keys = index_keys(v)
     for c in configs_of(v):
-        tun = _tuning(c)
-        pts = [p for p in points(c) if not p.filter]
+        pts = [p for p in points(c, v.how) if not p.filter]
         if not pts:
             continue
         by = {p.clients: p for p in pts}
         one, top = by[min(by)], by[max(by)]
-        rk = recall_key(one.ts)
-        values = distinct([(_tuning_of(r) or {}).get("value") for r in c.runs])
+        tun = _tuning_of(one.pick.run)
+        values = distinct([_tuning_of(r).get("value") for r in c.runs])
         row = [c.engine, *ident_cells(c, keys)]
         row += [
             str(tun.get("param") or "-"),
+            str(tun.get("value") if tun.get("value") is not None else "-"),
             ", ".join(str(x) for x in values if x is not None) or "-",
             f"{tun.get('target', 0):g}",
-            ratio(one.ts, rk) if rk else "-",
+            ratio(one, recall_key(one)),
             _flag(c),
         ]
-        row += [lat(one.ts, k) for k in ("mean", "p50", "p95", "p99")]
-        row += [qps(one.ts), str(top.clients), qps(top.ts), str(len(c.runs))]
+        row += [lat(one, k) for k in ("mean", "p50", "p95", "p99")]
+        row += [qps(one), str(top.clients), qps(top), str(len(c.runs)), run_cell(one.pick)]
         rows.append(row)
     if not rows:
         return []
     header = ["store", *(short_key(k) for k in keys)]
-    header += ["param", "value", "target", "recall", "tuning"]
-    header += ["mean", "p50", "p95", "p99", "QPS 1 client", "clients", "QPS", "runs"]
+    header += ["param", "value", "values (all runs)", "target", "recall", "tuning"]
+    header += ["mean", "p50", "p95", "p99", "QPS 1 client", "clients", "QPS", "runs", "run"]
     return [
         Text(
             "The smallest search parameter reaching the target recall (doubling, then "
             "bisection), then latency with one client and QPS at the highest concurrency. "
-            + BEST_NOTE
+            + aggregation_note(v.how)
         ),
         Table("At the target recall", header, rows),
     ]
 
 
-def _tuning_of(rec: dict[str, Any]) -> dict[str, Any] | None:
-    return (rec.get("metrics") or {}).get("tune")
-
-
 def _flag(c: Config) -> str:
     notes = []
     for r in c.runs:
-        t = _tuning_of(r) or {}
+        t = _tuning_of(r)
         if t.get("param") is None:
             notes.append("no parameter")
         elif not t.get("reached", True):
@@ -569,15 +632,16 @@ def _flag(c: Config) -> str:
     "tune", "tune_probes", "Recall per search parameter (the tuner's probes)", needs_plots=True
 )
 def tune_probes(v: ViewInput) -> list[Block]:
-    configs = [c for c in configs_of(v) if _tuning(c).get("probes")]
-    if not configs:
+    chosen = [(c, c.chosen(v.how)) for c in configs_of(v)]
+    chosen = [(c, r) for c, r in chosen if _tuning_of(r).get("probes")]
+    if not chosen:
         return []
     fig = plots.new_figure(7.0, 4.2)
     ax = fig.axes[0]
     rows = []
     target = None
-    for i, c in enumerate(configs):
-        t = _tuning(c)
+    for i, (c, run) in enumerate(chosen):
+        t = _tuning_of(run)
         target = t.get("target", target)
         pts = sorted((int(x), float(r)) for x, r in t["probes"])
         st = plots.style(i)
@@ -589,28 +653,34 @@ def tune_probes(v: ViewInput) -> list[Block]:
             label=plots.short([c.label])[0],
         )
         rows.append(
-            [c.label, str(t.get("value")), " ".join(f"{x}:{r:.3f}" for x, r in pts), _flag(c)]
+            [
+                c.label,
+                str(t.get("value")),
+                " ".join(f"{x}:{r:.3f}" for x, r in pts),
+                _flag(c),
+                short_run(run.run_id),
+            ]
         )
     if target is not None:
         ax.axhline(target, color="#777", ls=":", lw=1)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel(plots.plain(_tuning(configs[0]).get("param") or "parameter"))
+    ax.set_xlabel(plots.plain(_tuning_of(chosen[0][1]).get("param") or "parameter"))
     ax.set_ylabel("recall")
     ax.grid(True, which="both", alpha=0.3)
-    plots.legend(ax, len(configs))
+    plots.legend(ax, len(chosen))
     ax.set_title("recall per probed value (dotted: the target)")
     return [
         plots.render(fig, v.name("tune-probes"), "Recall per probed value"),
-        Table("Probes (first run)", ["configuration", "chosen", "value:recall", "tuning"], rows),
+        Table("Probes", ["configuration", "chosen", "value:recall", "tuning", "run"], rows),
     ]
 
 
 # --- scale --------------------------------------------------------------------------------
 
 
-def _steps(c: Config) -> dict[int, dict[str, Any]]:
+def _steps(run: Record) -> dict[int, dict[str, Any]]:
     out: dict[int, dict[str, Any]] = {}
-    for s in (c.first.get("metrics") or {}).get("scale") or []:
+    for s in run.metrics.get("scale") or []:
         out[int(s["n"])] = s
     return out
 
@@ -621,7 +691,7 @@ def _per_size(v: ViewInput) -> tuple[list[tuple[Config, int, dict[int, Point]]],
     per: list[tuple[Config, int, dict[int, Point]]] = []
     for c in configs_of(v):
         by_n: dict[int, dict[int, Point]] = {}
-        for p in points(c):
+        for p in points(c, v.how):
             if p.filter or p.n is None:
                 continue
             by_n.setdefault(p.n, {})[p.clients] = p
@@ -638,34 +708,32 @@ def scale_table(v: ViewInput) -> list[Block]:
         return []
     rows = []
     for c, n, by in per:
-        step = _steps(c).get(n, {})
-        tun = step.get("tune") or {}
         one = by[min(by)]
-        rk = recall_key(one.ts)
-        row = [c.label, f"{n:,}", _secs(c, f"upload n={n}"), _secs(c, f"build_index n={n}")]
-        row += [one.setting_text, ratio(one.ts, rk) if rk else "-"]
-        row += [lat(one.ts, "mean"), lat(one.ts, "p99")]
-        row += [qps(by[k].ts) if k in by else "-" for k in counts]
+        run = one.pick.run
+        tun = _steps(run).get(n, {}).get("tune") or {}
+        row = [
+            c.label,
+            f"{n:,}",
+            seconds(phase_task(run, "upload", f"upload n={n}")),
+            index_cell(phase_task(run, "index", f"build_index n={n}")),
+        ]
+        row += [one.setting_text, ratio(one, recall_key(one))]
+        row += [lat(one, "mean"), lat(one, "p99")]
+        row += [qps(by[k]) if k in by else "-" for k in counts]
         row.append("" if tun.get("reached", True) else "target not reached")
+        row.append(run_cell(one.pick))
         rows.append(row)
     header = ["configuration", "n", "upload", "index", "search", "recall", "mean", "p99"]
     header += [f"QPS {k} client{'s' if k > 1 else ''}" for k in counts]
-    header.append("note")
+    header += ["note", "run"]
     return [
         Text(
             "Each size adds documents to the same collection and rebuilds the index; the "
             "search parameter is tuned again for the target recall at each size. Mean and p99: "
-            "one client. " + BEST_NOTE
+            "one client. " + aggregation_note(v.how)
         ),
         Table("Per size", header, rows),
     ]
-
-
-def _secs(c: Config, task: str) -> str:
-    s = c.task(task).spread("elapsed_s")
-    if s is None:
-        return "-"
-    return f"{s.min:.2f}s"
 
 
 @register("scale", "scale_plot", "Latency and QPS per size", needs_plots=True)
@@ -683,11 +751,11 @@ def scale_plot(v: ViewInput) -> list[Block]:
         ns = [n for _, n, _ in mine]
         means = []
         for _, _, by in mine:
-            m = by[min(by)].ts.latency("mean")
-            means.append(m.min if m else float("nan"))
+            m = by[min(by)].number("latency_ns.mean")
+            means.append(m if m is not None else float("nan"))
         left.plot(ns, means, color=st["color"], marker=st["marker"], label=label)
         for j, k in enumerate(counts):
-            ys = [value(by[k].ts, "ops_per_s", True) if k in by else None for _, _, by in mine]
+            ys = [by[k].number("ops_per_s") if k in by else None for _, _, by in mine]
             right.plot(
                 ns,
                 [y if y else float("nan") for y in ys],

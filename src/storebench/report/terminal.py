@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from storebench import records
+from storebench.records import RunRecord
 
 
 def fmt_ns(ns: float | None) -> str:
@@ -31,19 +34,20 @@ def fmt_rate(x: float | None) -> str:
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "interrupted": "yellow", "skipped": "yellow"}
 
 
-def run_table(rec: dict[str, Any]) -> Table:
+def run_table(rec: RunRecord | dict[str, Any]) -> Table:
     """One record as a table; a hand-made record may lack any field but
-    run_id (what it lacks shows as "?")."""
-    store = rec.get("store") if isinstance(rec.get("store"), dict) else {}
-    label = str(store.get("engine", "?")) + (
-        f" {store['url']}" if store.get("url") and "://" in str(store.get("url")) else ""
-    )
-    grid = ", ".join(f"{k}={v}" for k, v in (rec.get("grid_point") or {}).items())
-    status = str(rec.get("status", "?"))
+    run_id (what it lacks shows as "?"). Numbers are formatted as the
+    report formats them (``fmt_rate``, ``fmt_ns``, recall to 4 places)."""
+    from storebench.report.data import store_label
+
+    rec = records.parse(rec)
+    grid = ", ".join(f"{k}={v}" for k, v in rec.grid_point.items())
+    status = rec.status
     title = Text.assemble(
-        (f"{rec.get('scenario', '?')} · {label}", "bold"),
+        (f"{rec.scenario or '?'} · {store_label(rec)}", "bold"),
         f"  {grid}  " if grid else "  ",
         (status, STATUS_STYLE.get(status, "")),
+        f"  run {rec.run_id}",
     )
     t = Table(title=title, title_justify="left")
     for col in (
@@ -60,27 +64,30 @@ def run_table(rec: dict[str, Any]) -> Table:
         "note",
     ):
         t.add_column(col, justify="left" if col in ("task", "note") else "right")
-    for task in rec.get("tasks") or []:
-        if "unsupported" in task:
-            t.add_row(str(task.get("name", "?")), *["-"] * 9, Text(task["unsupported"], "dim"))
+    for task in rec.tasks:
+        if task.unsupported is not None:
+            t.add_row(task.name, *["-"] * 9, Text(task.unsupported, "dim"))
             continue
-        lat = task.get("latency_ns") or {}
-        notes = [f"{k}={v}" for k, v in task.get("search", {}).items()]
-        notes += [
-            f"{k}={v:.3f}" for k, v in task.items() if k.startswith("recall@") and v is not None
-        ]
-        if task.get("errors"):
-            notes.append(f"errors={sum(task['errors'].values())}")
-        if task.get("skipped"):
-            notes.append(f"skipped={sum(task['skipped'].values())}")
-        if not task.get("complete", True):
+        lat = task.latency_ns
+        notes = [f"{k}={v}" for k, v in (task.search or {}).items()]
+        for k in task.score_keys():
+            v = task.number(k)
+            if v is not None:
+                notes.append(f"{k}={v:.4f}")
+        if task.index_build == "during_insert":
+            notes.append("index built during upload")
+        if task.errors:
+            notes.append(f"errors={sum(task.errors.values())}")
+        if task.skipped:
+            notes.append(f"skipped={sum(task.skipped.values())}")
+        if not task.complete:
             notes.append("partial")
         t.add_row(
-            str(task.get("name", "?")),
-            str(task.get("clients", 1)),
-            f"{task.get('ops', 0):,}",
-            fmt_rate(task.get("ops_per_s")),
-            fmt_rate(task.get("items_per_s")) if task.get("items") != task.get("ops") else "",
+            task.name,
+            str(task.clients),
+            f"{task.ops:,}",
+            fmt_rate(task.ops_per_s),
+            fmt_rate(task.items_per_s) if task.items != task.ops else "",
             fmt_ns(lat.get("mean")),
             fmt_ns(lat.get("p50")),
             fmt_ns(lat.get("p95")),
@@ -88,8 +95,8 @@ def run_table(rec: dict[str, Any]) -> Table:
             fmt_ns(lat.get("max")),
             " ".join(notes),
         )
-    if rec.get("error"):
-        t.caption = Text(f"error: {rec['error']}", "red")
+    if rec.error:
+        t.caption = Text(f"error: {rec.error}", "red")
         t.caption_justify = "left"
     return t
 
@@ -108,24 +115,27 @@ def make_console() -> Console:
     return console if console.is_terminal else _Console(width=160)
 
 
-def print_records(records: Iterable[dict[str, Any]], console: Console | None = None) -> None:
+def print_records(
+    recs: Iterable[RunRecord | dict[str, Any]], console: Console | None = None
+) -> None:
     console = console or make_console()
-    for rec in records:
+    for rec in recs:
         console.print(run_table(rec))
         console.print()
 
 
-def print_study_tables(records: list[dict[str, Any]], console: Console | None = None) -> None:
+def print_study_tables(
+    recs: Sequence[RunRecord | dict[str, Any]], console: Console | None = None
+) -> None:
     """After a run: each workload's own report tables (the studies' shapes,
     as the Markdown report shows them), in the terminal."""
-    from storebench.report.data import expand_sweeps
     from storebench.report.views import ALL, ViewInput, views_for
     from storebench.report.views import Table as ViewTable
 
     console = console or make_console()
-    by_workload: dict[str, list[dict[str, Any]]] = {}
-    for rec in expand_sweeps(records):
-        by_workload.setdefault(rec["workload"], []).append(rec)
+    by_workload: dict[str, list[RunRecord]] = {}
+    for rec in records.parse_all(recs):
+        by_workload.setdefault(str(rec.workload), []).append(rec)
     for workload, recs in by_workload.items():
         v = ViewInput(workload, recs)
         for view in views_for(workload):

@@ -27,7 +27,16 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from storebench.report.data import Config, Record, group, ok_runs
+from storebench import records
+from storebench.report.data import (
+    DEFAULT_AGGREGATION,
+    Config,
+    Pick,
+    Record,
+    expand_sweeps,
+    group,
+    ok_runs,
+)
 
 log = logging.getLogger("storebench")
 
@@ -87,19 +96,28 @@ class Section:
 
 @dataclass
 class ViewInput:
-    """What a view reads: one workload's records."""
+    """What a view reads: one workload's records, and which run of each
+    configuration its rows show (``how``: ``data.pick``)."""
 
     workload: str
     records: list[Record]  # every run of the workload, whatever its status
     prefix: str = ""  # for figure names: unique per workload in a report
+    how: str = DEFAULT_AGGREGATION
+
+    def __post_init__(self) -> None:
+        self.records = records.parse_all(self.records)
 
     @property
     def ok(self) -> list[Record]:
-        return ok_runs(self.records)
+        """The ok runs, a sweep split per search setting (``expand_sweeps``)."""
+        return expand_sweeps(ok_runs(self.records))
 
     def configs(self, drop: tuple[str, ...] = ()) -> list[Config]:
-        """Configurations of the ok runs (repeats together)."""
+        """Configurations of the ok runs (repeats together, a sweep per setting)."""
         return group(self.ok, drop)
+
+    def pick(self, c: Config) -> Pick:
+        return c.pick(self.how)
 
     def name(self, stem: str) -> str:
         return f"{self.prefix or self.workload}-{stem}"

@@ -206,8 +206,13 @@ class Collection:
         """Live documents, as the engine itself counts them."""
         raise NotImplementedError
 
-    def build_index(self, params: Mapping[str, Any]) -> None:
-        """Build the vector index and return once the engine says it is ready."""
+    def build_index(self, params: Mapping[str, Any]) -> bool | None:
+        """Build the vector index and return once the engine says it is ready.
+
+        An engine that indexes documents as they are inserted, and finds its
+        index already complete with these parameters, builds nothing and
+        returns ``False``: the record then says the index was built during
+        the upload (no build time, no build rate), never a build of 0 s."""
         raise self._unsupported(Capability.INDEX)
 
     def set_search_params(self, params: Mapping[str, Any]) -> None:

@@ -241,17 +241,19 @@ class LibraryCollection(Collection):
     def count(self) -> int:
         return self._c.count()
 
-    def build_index(self, params: Mapping[str, Any]) -> None:
+    def build_index(self, params: Mapping[str, Any]) -> bool:
+        """False (nothing built) when the inserts built it with these parameters."""
         wanted = int_params(params, DEFAULT_INDEX, self.store.engine, "index")
         with self._lock.exclusive():
             if self._built and wanted == self._params:
-                return  # built incrementally with these parameters: ready
+                return False  # built incrementally with these parameters: ready
             self._params = wanted
             self._built = False
             self._ensure_index(0)
             rows = np.flatnonzero(self._c.alive[: self._c.n])
             if len(rows):
                 self._index_add(rows, self._c.vecs[rows])
+        return True
 
     def set_search_params(self, params: Mapping[str, Any]) -> None:
         ef = int_params(params, {"ef": self._ef}, self.store.engine, "search")["ef"]

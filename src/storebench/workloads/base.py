@@ -3,8 +3,10 @@
 A workload declares its parameters (a pydantic model: unknown or mistyped
 keys are errors), the capabilities it cannot run without, and ``run``, which
 goes through its phases using the context: make collections, time tasks and
-one-shot phases, and add metrics. Everything it records lands in the run's
-result record, even when the run fails or is interrupted part-way."""
+one-shot phases, and add metrics. Each task's record (``records.TaskRecord``)
+is made once, whole, from what the driver measured and what the workload
+derives from it; it lands in the run's result record, even when the run
+fails or is interrupted part-way."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import contextlib
 import itertools
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -26,6 +28,7 @@ from storebench.data.shared import Shared
 from storebench.driver import Driver, Task
 from storebench.errors import NotSupported, UserError
 from storebench.metrics import TaskStats
+from storebench.records import SettingResult, TaskRecord
 from storebench.servers.base import ResourceSampler
 from storebench.stores.base import Capability, Collection, Store
 from storebench.stores.config import NoBoolNumbers
@@ -96,8 +99,10 @@ class RunContext:
     driver: Driver
     mode: str = "default"
     sweep: dict[str, list[Any]] = field(default_factory=dict)  # search params to sweep
-    tasks: list[dict[str, Any]] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=dict)
+    tasks: list[TaskRecord] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)  # run-level (shared by settings)
+    settings: list[SettingResult] = field(default_factory=list)  # per search setting
+    headline: str | None = None  # the task that ranks this run among its repeats
     collections: list[Collection] = field(default_factory=list)
     _workdir: Path | None = field(default=None, repr=False)
 
@@ -161,15 +166,26 @@ class RunContext:
         """The executor a task's clients run on (for its record)."""
         return task.executor or self.driver.executor or self.store.client_mode
 
-    def measure(self, task: Task, coll: Collection, **extra: Any) -> tuple[TaskStats, list[Any]]:
-        """Time a task; its stats join the record even if it is interrupted."""
-        stats, payloads = self.measure_mix([task], coll, **extra)[0]
+    def measure(
+        self, task: Task, coll: Collection, derive: Derive | None = None, **fields: Any
+    ) -> tuple[TaskStats, list[Any]]:
+        """Time a task; its record (``fields`` and what ``derive`` adds) joins
+        the run's even if it is interrupted."""
+        stats, payloads = self.measure_mix([task], coll, derive, **fields)[0]
         return stats, payloads
 
     def measure_mix(
-        self, tasks: list[Task], coll: Collection, **extra: Any
+        self,
+        tasks: list[Task],
+        coll: Collection,
+        derive: Derive | None = None,
+        per_task: list[dict[str, Any]] | None = None,
+        **fields: Any,
     ) -> list[tuple[TaskStats, list[Any]]]:
-        """Time tasks that run at the same time; each gets its own stats."""
+        """Time tasks that run at the same time; each gets its own record:
+        the measured stats, ``fields`` (and ``per_task[i]``), and what
+        ``derive(record, payloads)`` computes from them (recall, client CPU,
+        ...) before the record is added: a record is made whole, once."""
         from storebench.driver.core import Interrupted
 
         res: dict[str, Any] = {}
@@ -179,13 +195,25 @@ class RunContext:
         except Interrupted as exc:
             for partial in exc.partial:
                 partial.extra.update(res)
-                self.add(partial)
+                self.tasks.append(TaskRecord.of(partial, **fields))
             raise
-        for stats, _ in out:
+        for i, (stats, payloads) in enumerate(out):
             stats.extra.update(res)
-            stats.extra.update(extra)
-            self.add(stats)
+            own = fields | (per_task[i] if per_task else {})
+            self._add(stats, own, derive, payloads)
         return out
+
+    def _add(self, stats: TaskStats, fields: dict[str, Any], derive: Any, arg: Any) -> None:
+        rec = TaskRecord.of(stats, **fields)
+        if derive is None:
+            self.tasks.append(rec)
+            return
+        try:
+            more = dict(derive(rec, arg))
+        except BaseException:
+            self.tasks.append(rec)  # what was measured stays, whatever failed after
+            raise
+        self.tasks.append(TaskRecord.of(stats, **(fields | more)))
 
     @contextlib.contextmanager
     def _resources(self, out: dict[str, Any]) -> Iterator[None]:
@@ -201,23 +229,55 @@ class RunContext:
             out.update(sampler.stop())
 
     def once(
-        self, name: str, fn: Callable[[], Any], items: int = 1, since_ns: int | None = None
+        self,
+        name: str,
+        fn: Callable[[], Any],
+        items: int = 1,
+        since_ns: int | None = None,
+        derive: Derive | None = None,
+        **fields: Any,
     ) -> Any:
         """Time one call; ``since_ns`` (a measured task's ``end_ns``) times it
-        from that task's end instead (see ``Driver.once``)."""
+        from that task's end instead (see ``Driver.once``). ``derive(record,
+        result)`` adds fields from what the call returned."""
         res: dict[str, Any] = {}
         with self._resources(res):
             stats, out = self.driver.once(name, fn, items, since_ns)
         stats.extra.update(res)
-        self.add(stats)
+        self._add(stats, fields, derive, out)
         return out
 
-    def add(self, stats: TaskStats) -> None:
-        self.tasks.append(stats.to_record())
+    def add(self, stats: TaskStats, **fields: Any) -> None:
+        self.tasks.append(TaskRecord.of(stats, **fields))
 
     def unsupported(self, task: str, exc: NotSupported) -> None:
         """A task the store cannot do: recorded as such, never silently skipped."""
-        self.tasks.append({"name": task, "unsupported": str(exc)})
+        self.tasks.append(TaskRecord(name=task, unsupported=str(exc)))
+
+    def setting_done(
+        self, setting: Mapping[str, Any], headline: str | None, metrics: Mapping[str, Any]
+    ) -> None:
+        """One search setting measured: its own metrics (recall@k, ...) and
+        the task that ranks runs at it (``records.SettingResult``)."""
+        self.settings.append(
+            SettingResult(search=dict(setting), headline=headline, metrics=dict(metrics))
+        )
+
+    def run_metrics(self) -> dict[str, Any]:
+        """The run's metrics; a run of one setting has that setting's too
+        (a sweep's are each setting's own, never the run's)."""
+        if len(self.settings) == 1:
+            return self.metrics | self.settings[0].metrics
+        return dict(self.metrics)
+
+    def run_headline(self) -> str | None:
+        if self.headline is not None:
+            return self.headline
+        return self.settings[0].headline if len(self.settings) == 1 else None
+
+
+# derive(record, payloads or the call's result) -> more fields for the record
+Derive = Callable[[TaskRecord, Any], Mapping[str, Any]]
 
 
 def _entry_points() -> dict[str, metadata.EntryPoint]:

@@ -21,6 +21,7 @@ from pydantic import Field
 from storebench.data.batch import DocBatch
 from storebench.driver import FnOp, Op, Task
 from storebench.errors import NotSupported, TaskFailed, UserError
+from storebench.records import TaskRecord
 from storebench.stores.base import Capability, Collection
 from storebench.stores.filters import Cmp
 from storebench.workloads.base import MemoryNeed, Params, RunContext, Workload
@@ -30,6 +31,7 @@ from storebench.workloads.vector_common import (
     SearchFactory,
     VectorData,
     data_memory,
+    index_fields,
     resolve_dataset,
     score,
 )
@@ -132,6 +134,8 @@ class CrudWorkload(Workload):
                 items_per_op=batch_size,
             ),
             coll,
+            phase="upload",
+            items=n,  # the last batch may be short
         )
         held = coll.count()
         if held != n:
@@ -141,7 +145,13 @@ class CrudWorkload(Workload):
         if ctx.store.supports(Capability.SIZE):
             ctx.metrics["size_bytes_after_create"] = coll.size_bytes()
         if ctx.store.supports(Capability.INDEX):
-            ctx.once("build_index", lambda: coll.build_index(ctx.store.spec.index), items=n)
+            ctx.once(
+                "build_index",
+                lambda: coll.build_index(ctx.store.spec.index),
+                items=n,
+                derive=index_fields,
+                phase="index",
+            )
 
         # read, update, delete by id: one document per op; ids cycle through a
         # random order, and deletes take distinct ids from at most half the set
@@ -180,17 +190,26 @@ class CrudWorkload(Workload):
         data.describe["queries"] = len(queries)
         truth = data.truth(live, queries, max(p.k, 100))
         shared_q = ctx.share("queries", queries)
+        rkey = f"recall@{p.k}"
+
+        def scored(rec: TaskRecord, payloads: list[Any]) -> dict[str, Any]:
+            s = score(
+                payloads, truth, p.k, lambda rows, f: data.true_distances(queries[rows], f, live)
+            )
+            return {rkey: s.recall}
+
         for setting in ctx.search_settings():
             if setting:
                 coll.set_search_params(setting)
-            extra = {"search": setting} if setting else {}
+            extra: dict[str, Any] = {"search": setting} if setting else {}
             if compat:  # one timed query, then recall over the whole query set
                 ctx.measure(
                     Task("find_by_vector", SearchFactory(shared_q, p.k, setting=setting), ops=1),
                     coll,
+                    phase="search",
                     **extra,
                 )
-                _, payloads = ctx.measure(
+                ctx.measure(
                     Task(
                         "recall_queries",
                         SearchFactory(shared_q, p.k, setting=setting),
@@ -198,11 +217,11 @@ class CrudWorkload(Workload):
                         **common,
                     ),
                     coll,
+                    scored,
                     **extra,
                 )
-                timed = -2
             else:
-                _, payloads = ctx.measure(
+                ctx.measure(
                     Task(
                         "find_by_vector",
                         SearchFactory(shared_q, p.k, setting=setting),
@@ -210,14 +229,11 @@ class CrudWorkload(Workload):
                         **common,
                     ),
                     coll,
+                    scored,
+                    phase="search",
                     **extra,
                 )
-                timed = -1
-            recall = score(
-                payloads, truth, p.k, lambda rows, f: data.true_distances(queries[rows], f, live)
-            ).recall
-            ctx.tasks[timed][f"recall@{p.k}"] = recall
-            ctx.metrics.setdefault(f"recall@{p.k}", recall)  # of the first setting
+            ctx.setting_done(setting, "find_by_vector", {rkey: ctx.tasks[-1].get(rkey)})
         if ctx.store.supports(Capability.SIZE):
             ctx.metrics["size_bytes"] = coll.size_bytes()
 

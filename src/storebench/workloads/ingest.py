@@ -51,6 +51,7 @@ from pydantic import Field
 from storebench.data.batch import DocBatch, Schema
 from storebench.driver import Op, Task
 from storebench.errors import NotSupported, TaskFailed
+from storebench.records import TaskRecord
 from storebench.stores.base import Capability, Collection
 from storebench.workloads.base import (
     ExecutorChoice,
@@ -214,22 +215,30 @@ class IngestWorkload(Workload):
                 p.executor, p.concurrency * p.inflight, auto_processes=AUTO_PROCESSES
             ),
         )
+        executor = ctx.executor_name(task)
+
+        def rates(rec: TaskRecord, _: Any) -> dict[str, Any]:
+            wall = rec.elapsed_s
+            done = rec.complete and wall > 0
+            return {
+                "docs": p.count,
+                "requests": p.requests,
+                "docs_per_s": p.count / wall if done else None,
+                "requests_per_s": p.requests / wall if done else None,
+                # client CPU beside the wall time: is the client the bound?
+                **client_accounting(rec, executor, p.concurrency),
+            }
+
         stats, _ = ctx.measure(
             task,
             coll,
+            rates,
             pipeline=p.pipeline,
             # one timed operation is one request, or one pipeline of them
             latency_per="pipeline" if p.pipeline > 1 else "request",
+            executor=executor,
         )
         insert_s = stats.elapsed_ns / 1e9
-        insert = ctx.tasks[-1]
-        insert["docs"] = p.count
-        insert["requests"] = p.requests
-        insert["docs_per_s"] = p.count / insert_s if stats.complete else None
-        insert["requests_per_s"] = p.requests / insert_s if stats.complete else None
-        insert["executor"] = executor = ctx.executor_name(task)
-        # client CPU beside the wall time: is the client the bound?
-        insert.update(client_accounting(insert, executor, p.concurrency))
 
         # until the engine holds every document: its own count, polled; timed
         # from the last acknowledgment (the insert task's end), so the
@@ -238,16 +247,13 @@ class IngestWorkload(Workload):
             "settle",
             lambda: settled(coll, p.count, p.settle_timeout_s),
             since_ns=stats.end_ns,
-        )
-        settle = ctx.tasks[-1]
-        settle_s = settle["elapsed_s"]
-        settle.update(
-            held=held,
-            polls=polls,
+            derive=lambda rec, out: {"held": out[0], "polls": out[1]},
             counted=not compat,
             # clients on other machines' clocks: from the first poll instead
             timed_from="last acknowledgment" if stats.end_ns is not None else "first poll",
         )
+        settle_s = ctx.tasks[-1].elapsed_s
+        ctx.headline = "insert"
         if held != p.count:
             raise TaskFailed(
                 f"count check: {ctx.store.engine} holds {held} of {p.count} documents"

@@ -21,7 +21,12 @@ from pydantic import Field
 
 from storebench.workloads.base import MemoryNeed, RunContext
 from storebench.workloads.tune import TuneParams, TuneWorkload, measure_curve, tune_setting
-from storebench.workloads.vector_common import SearchRun, resolve_dataset, search_memory
+from storebench.workloads.vector_common import (
+    SearchRun,
+    index_metrics,
+    resolve_dataset,
+    search_memory,
+)
 
 
 class ScaleParams(TuneParams):
@@ -60,10 +65,8 @@ class ScaleWorkload(TuneWorkload):
             step: dict[str, Any] = {"n": size}
             steps.append(step)
             r.upload(size, name=f"upload n={size}")
-            step["upload_s"] = ctx.tasks[-1]["elapsed_s"]
-            index_s = r.build_index(name=f"build_index n={size}")
-            if index_s is not None:
-                step["index_s"] = index_s
+            step["upload_s"] = ctx.tasks[-1].elapsed_s
+            index_metrics(ctx, r.build_index(name=f"build_index n={size}"), step)
             r.reset_truth()
             if p.tune:
                 setting, found = tune_setting(ctx, r, p)

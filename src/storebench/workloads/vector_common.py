@@ -32,6 +32,7 @@ from storebench.data.truth import GroundTruth, exact_knn_bytes, pair_distances, 
 from storebench.driver import Op, Task
 from storebench.driver.core import cpu_count
 from storebench.errors import NotSupported, TaskFailed, UserError
+from storebench.records import TaskRecord
 from storebench.stores.base import Capability, Collection
 from storebench.stores.filters import Cmp, Filter
 from storebench.workloads.base import MemoryNeed, Params, RunContext
@@ -558,7 +559,9 @@ def powers_of_two(top: int) -> list[int]:
 # --- client CPU and engine time ------------------------------------------------------
 
 
-def client_accounting(rec: Mapping[str, Any], executor: str, clients: int) -> dict[str, Any]:
+def client_accounting(
+    rec: Mapping[str, Any] | TaskRecord, executor: str, clients: int
+) -> dict[str, Any]:
     """Client CPU beside the wall time, and whether the client was the bottleneck.
 
     The driver records each client's CPU time over its measured window. A
@@ -622,6 +625,42 @@ def engine_delta(
     if ours_ns is not None:
         out["client_share_ns"] = ours_ns - out["mean_ns"]
     return out
+
+
+def index_fields(rec: TaskRecord, built: bool | None) -> dict[str, Any]:
+    """An index task's record from what ``build_index`` returned: False
+    (the inserts built it) is a step that did no work: no items, no rates."""
+    if built is False:
+        return {"index_build": "during_insert", "items": 0, "ops_per_s": None}
+    return {"index_build": "built", "ops_per_s": None}
+
+
+def index_metrics(
+    ctx: RunContext, rec: TaskRecord | None, into: dict[str, Any] | None = None
+) -> None:
+    """The run's (or a step's, ``into``) index metrics: ``index`` says
+    whether a build step built it or the upload did; ``index_s`` is the
+    build's time, only where there was a build."""
+    out = ctx.metrics if into is None else into
+    if rec is None:
+        return
+    if rec.index_build == "during_insert":
+        out["index"] = "during upload"
+    else:
+        out["index"] = "built"
+        out["index_s"] = rec.elapsed_s
+
+
+def setting_metrics(recs: Sequence[TaskRecord | None], k: int) -> dict[str, Any]:
+    """A search setting's own metrics: the recall and precision of its
+    first unfiltered scored task (the fewest clients; every client count
+    runs the same queries)."""
+    for rec in recs:
+        if rec is not None and rec.measured and not rec.filter:
+            got = {key: rec.get(key) for key in (f"recall@{k}", f"precision@{k}")}
+            if got[f"recall@{k}"] is not None:
+                return got
+    return {}
 
 
 # --- the recall-target tuner ----------------------------------------------------------
@@ -785,11 +824,14 @@ class SearchRun:
             items_per_op=p.batch_size,
             executor=self.executor(clients),
         )
-        stats, _ = ctx.measure(task, self.coll, phase="upload", n=stop)
-        rec = ctx.tasks[-1]
-        rec["items"] = stop - start  # the last batch may be short
-        rec["items_per_s"] = (stop - start) / stats.elapsed_ns * 1e9 if stats.elapsed_ns else 0.0
-        rec["executor"] = self.executor_name(task)
+        ctx.measure(
+            task,
+            self.coll,
+            phase="upload",
+            n=stop,
+            items=stop - start,  # the last batch may be short
+            executor=self.executor_name(task),
+        )
         self.loaded = stop
         self.count_check(stop, f"after {name}")
 
@@ -806,17 +848,25 @@ class SearchRun:
                 f"{expected:,} documents"
             )
 
-    def build_index(self, name: str = "build_index") -> float | None:
+    def build_index(self, name: str = "build_index") -> TaskRecord | None:
         """Time the index build (the adapter returns once the engine says it
-        is ready); None for a store without one (exact search)."""
+        is ready); None for a store without one (exact search). An engine
+        that indexed during the upload builds nothing: the record says so
+        (``index_build``) and has no build rate."""
         ctx = self.ctx
         if not ctx.store.supports(Capability.INDEX):
             return None
-        ctx.once(name, lambda: self.coll.build_index(ctx.store.spec.index), items=self.loaded)
-        ctx.tasks[-1]["phase"] = "index"
-        ctx.tasks[-1]["n"] = self.loaded
+        ctx.once(
+            name,
+            lambda: self.coll.build_index(ctx.store.spec.index),
+            items=self.loaded,
+            derive=index_fields,
+            phase="index",
+            n=self.loaded,
+        )
+        rec = ctx.tasks[-1]
         self.count_check(self.loaded, f"after {name}")
-        return float(ctx.tasks[-1]["elapsed_s"])
+        return rec
 
     # --- truth
     def truth(self, label: str | None) -> GroundTruth:
@@ -853,7 +903,7 @@ class SearchRun:
         label: str | None = None,
         setting_key: str = "search",
         **extra: Any,
-    ) -> dict[str, Any] | None:
+    ) -> TaskRecord | None:
         """One measured search task; its record gets recall@k, precision@k,
         client CPU accounting and the engine's own time per call. The
         setting goes under ``setting_key``: ``search`` for a swept setting
@@ -886,19 +936,24 @@ class SearchRun:
         if p.rate is not None:
             extra["target_rate"] = p.rate
         before = ctx.store.engine_stats() if p.engine_time else None
-        _, payloads = ctx.measure(task, self.coll, **extra)
-        after = ctx.store.engine_stats() if p.engine_time else None
-        rec = ctx.tasks[-1]
-        s = score(payloads, truth, self.k, self.distances_of(label))
-        rec[f"recall@{self.k}"] = s.recall
-        rec[f"precision@{self.k}"] = s.precision
-        rec["queries_scored"] = s.queries
-        rec["short_answers"] = s.short
-        rec.update(client_accounting(rec, executor, clients))
-        eng = engine_delta(before, after, "search", (rec.get("latency_ns") or {}).get("mean"))
-        if eng is not None:
-            rec["engine"] = eng
-        return rec
+
+        def scored(rec: TaskRecord, payloads: list[Any]) -> dict[str, Any]:
+            s = score(payloads, truth, self.k, self.distances_of(label))
+            out: dict[str, Any] = {
+                f"recall@{self.k}": s.recall,
+                f"precision@{self.k}": s.precision,
+                "queries_scored": s.queries,
+                "short_answers": s.short,
+            }
+            out |= client_accounting(rec, executor, clients)
+            after = ctx.store.engine_stats() if p.engine_time else None
+            eng = engine_delta(before, after, "search", rec.latency_ns.get("mean"))
+            if eng is not None:
+                out["engine"] = eng
+            return out
+
+        ctx.measure(task, self.coll, scored, **extra)
+        return ctx.tasks[-1]
 
     def recall_at(self, setting: Mapping[str, Any], label: str | None = None) -> float:
         """Recall@k at a setting, untimed (for tuning): every query, in
