@@ -12,6 +12,7 @@ import pytest
 from storebench import noise
 from storebench.data.batch import Schema
 from storebench.driver import Driver, FnOp, Task
+from storebench.records import TaskRecord
 from storebench.stores.base import StoreSpec
 
 
@@ -95,10 +96,10 @@ def test_the_driver_puts_the_load_on_every_task(executor):
     coll = StoreSpec("null").open().create_collection("m", Schema())
     d = Driver(executor=executor)
     stats, _ = d.run(Task("sleeps", Sleeps(), clients=2, duration_s=0.6), coll)
-    load = stats.to_record()["machine_load"]
+    load = TaskRecord.of(stats)["machine_load"]
     # sampled around the executor's run: client start-up and warm-up included
     assert load["sampled_s"] >= stats.elapsed_ns / 1e9
     assert set(load) >= {"load_1m_start", "load_1m_end", "other_cpu_s", "steal_s", "cores"}
     assert load["busy"] is noise.busy(load) and load["busy"] in (True, False)
     stats, _ = d.once("pause", lambda: time.sleep(0.6))
-    assert stats.to_record()["machine_load"]["sampled_s"] >= 0.6
+    assert TaskRecord.of(stats)["machine_load"]["sampled_s"] >= 0.6
