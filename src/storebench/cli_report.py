@@ -134,6 +134,11 @@ def compare(
                 caption=f"A: {pair.a}, run {pair.run_a}; B: {pair.b}, run {pair.run_b}",
                 caption_justify="left",
             )
+            notes = [f"A: {c}" for c in pair.caution_a] + [f"B: {c}" for c in pair.caution_b]
+            if notes:  # a ranking across a busy machine or scattered repeats is in doubt
+                t.caption = (
+                    f"{t.caption}\ncaution ({'; '.join(notes)}): a verdict marked ? may not hold"
+                )
             for col in ("task", "metric", "A", "A interval", "B", "B interval", "B/A", "verdict"):
                 t.add_column(
                     col, justify="left" if col in ("task", "metric", "verdict") else "right"
@@ -152,7 +157,10 @@ def compare(
                     _fmt_value(r.metric, r.b.value),
                     _interval(r.metric, r.b),
                     "-" if r.ratio is None else f"{r.ratio:.3f}",
-                    Text(r.verdict, style.get(r.verdict, "")),
+                    Text(
+                        r.verdict + ("?" if pair.cautioned and r.verdict in DECISIVE else ""),
+                        style.get(r.verdict, ""),
+                    ),
                 )
             console.print(t)
         for side, labels in (("A", comp.only_a), ("B", comp.only_b)):
@@ -167,6 +175,9 @@ def compare(
         )
     if fail_worse and comp.worse:
         sys.exit(1)
+
+
+DECISIVE = ("better", "worse")  # verdicts a caution puts in doubt
 
 
 def _interval(metric: str, iv: object) -> str:

@@ -32,6 +32,9 @@ import psutil
 
 BUSY_OTHER_CORES = 0.5  # other processes' CPU (+ steal), in cores, that makes a task "busy"
 MIN_SPAN_S = 0.5  # shorter samples are not judged
+# repeats of a configuration disagree when their headline ops/s spread more
+# than this: ± (half the range, relative to the median), as tables show it
+SPREAD_LIMIT = 0.25
 
 Processes = Callable[[], list[psutil.Process]]
 

@@ -364,3 +364,48 @@ def test_the_reference_checker_sees_what_a_browser_would_fetch():
     )
     refs = external_references(page)
     assert len(refs) == 6, refs
+
+
+# --- noise: a busy machine and scattered repeats are said, in report and compare ---------
+
+
+def _noisy(recs, busy_run, scale):
+    """The memory runs of ``recs``: run ``busy_run`` ran on a busy machine,
+    and the last one's headline ops/s is ``scale`` times the first's."""
+    from storebench import records
+
+    mem = [r for r in recs if r.store.engine == "memory" and r.params["clients"] == 1]
+    assert len(mem) == 2  # the two repeats of one configuration
+    out = []
+    for i, r in enumerate(mem):
+        d = r.to_dict()
+        if i == busy_run:
+            d["machine_load"] = {"busy": True, "other_cpu_cores": 1.7, "busy_tasks": ["read"]}
+        if i == len(mem) - 1:
+            head = r.headline_task().name
+            for t in d["tasks"]:
+                if t["name"] == head:
+                    t["ops_per_s"] = data.headline_value(mem[0]) * scale
+        out.append(records.parse(d))
+    return out
+
+
+def test_a_busy_run_or_scattered_repeats_are_cautioned_in_report_and_compare(recs):
+    quiet = _noisy(recs, busy_run=-1, scale=1.0)
+    (c,) = data.configurations(quiet)
+    assert data.cautions(c) == []
+    head = next(s for s in build.sections(quiet, plots=False) if s.id.startswith("wl-"))
+    assert not any("Caution" in b.text for b in head.blocks if isinstance(b, views.Text))
+    # one run busy, the other's ops/s four times higher: both said
+    noisy = _noisy(recs, busy_run=0, scale=4.0)
+    (c,) = data.configurations(noisy)
+    why = data.cautions(c)
+    assert why[0] == "1 of 2 run(s) on a busy machine (other processes up to 1.7 cores)"
+    assert why[1].startswith("repeats spread ±") and "over ±25%" in why[1]
+    head = next(s for s in build.sections(noisy, plots=False) if s.id.startswith("wl-"))
+    text = " ".join(b.text for b in head.blocks if isinstance(b, views.Text))
+    assert "Caution: " in text and why[0] in text and why[1] in text
+    comp = cmp.compare(quiet, noisy)
+    (pair,) = comp.pairs
+    assert pair.caution_b == why and pair.cautioned
+    assert json.loads(comp.to_json())["pairs"][0]["caution_b"] == why

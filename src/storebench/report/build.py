@@ -15,6 +15,8 @@ from storebench.report.data import (
     DEFAULT_AGGREGATION,
     Record,
     aggregation_note,
+    cautions,
+    configurations,
     identity,
     safe_mapping,
     safe_text,
@@ -239,6 +241,15 @@ def sections(
                 )
             ],
         )
+        flagged = [(c.label, why) for c in configurations(mine) if (why := cautions(c))]
+        if flagged:  # before any table: these rankings are less sure than they look
+            head.blocks.append(
+                Text(
+                    "Caution: "
+                    + "; ".join(f"{safe_text(label)}: {', '.join(why)}" for label, why in flagged)
+                    + ". Read their numbers as noisy; rerun on a quiet machine to rank them."
+                )
+            )
         out.append(head)
         out += run_views(ViewInput(wl, mine, prefix=_slug(wl), how=how), plots)
     out += metadata_sections(recs)

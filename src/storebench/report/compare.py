@@ -31,6 +31,7 @@ from storebench.report.data import (
     Config,
     Record,
     TaskSummary,
+    cautions,
     expand_sweeps,
     group,
     histogram,
@@ -80,6 +81,12 @@ class Pair:
     b: str
     run_a: str
     run_b: str
+    caution_a: list[str] = field(default_factory=list)  # data.cautions
+    caution_b: list[str] = field(default_factory=list)
+
+    @property
+    def cautioned(self) -> bool:
+        return bool(self.caution_a or self.caution_b)
 
 
 @dataclass
@@ -266,7 +273,9 @@ def _rows(pair: str, ca: Config, cb: Config, how: str) -> tuple[Pair, list[Row]]
                 continue
             ratio = ib.value / ia.value if ia.value else None
             out.append(Row(pair, name, metric, ia, ib, ratio, _verdict(ia, ib, hib), hib))
-    return Pair(pair, pa.describe(), pb.describe(), pa.run_short, pb.run_short), out
+    return Pair(
+        pair, pa.describe(), pb.describe(), pa.run_short, pb.run_short, cautions(ca), cautions(cb)
+    ), out
 
 
 # --- matching ----------------------------------------------------------------------

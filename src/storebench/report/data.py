@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from storebench import records
+from storebench import noise, records
 from storebench.errors import UserError
 from storebench.metrics import Histogram
 from storebench.records import RunRecord, TaskRecord
@@ -270,6 +270,29 @@ class Config:
             and not isinstance(r.metrics.get(name), bool)
         ]
         return Spread.of(vals) if vals else None
+
+
+def cautions(c: Config) -> list[str]:
+    """Why a configuration's numbers are less sure than their intervals say:
+    runs on a busy machine (``noise.busy``: other processes' CPU), or repeats
+    whose headline ops/s spread beyond ``noise.SPREAD_LIMIT``. Report and
+    compare both show these beside the numbers."""
+    out = []
+    busy = [r for r in c.runs if (r.get("machine_load") or {}).get("busy")]
+    if busy:
+        cores = [
+            float(v)
+            for r in busy
+            if isinstance(v := (r.get("machine_load") or {}).get("other_cpu_cores"), int | float)
+        ]
+        worst = f" (other processes up to {max(cores):.1f} cores)" if cores else ""
+        out.append(f"{len(busy)} of {len(c.runs)} run(s) on a busy machine{worst}")
+    values = [v for r in c.runs if (v := headline_value(r)) is not None]
+    if len(values) > 1:
+        half = Spread.of(values).rel_range / 2
+        if half > noise.SPREAD_LIMIT:
+            out.append(f"repeats spread ±{half:.0%} in ops/s (over ±{noise.SPREAD_LIMIT:.0%})")
+    return out
 
 
 def group(recs: Sequence[Record], drop: Iterable[str] = ()) -> list[Config]:
