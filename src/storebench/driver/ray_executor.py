@@ -41,7 +41,9 @@ import ipaddress
 import logging
 import os
 import pickle
+import shutil
 import socket
+import tempfile
 import threading
 import time
 from array import array
@@ -134,9 +136,37 @@ def connect(address: str) -> None:
         interrupts.reinstall(saved)
 
 
+# a local Ray's session directory (logs, sockets): Ray keeps it after its
+# shutdown, so storebench gives it a private one and removes it after
+_local_temp: list[str] = []
+
+
+def remove_local_temp() -> None:
+    while _local_temp:
+        shutil.rmtree(_local_temp.pop(), ignore_errors=True)
+
+
+# Ray's socket paths under its directory; a Unix socket's path holds 107 bytes
+_RAY_SOCKET_TAIL = len("/session_2026-01-01_00-00-00_000000_4194304/sockets/plasma_store")
+
+
+def _short_temp() -> str:
+    """A private directory whose Ray sockets fit a Unix socket path: in the
+    temporary directory if short enough, else in /tmp."""
+    temp = tempfile.mkdtemp(prefix="storebench-ray-")
+    if len(temp) + _RAY_SOCKET_TAIL > 107 and os.path.isdir("/tmp"):
+        os.rmdir(temp)
+        temp = tempfile.mkdtemp(prefix="sbray-", dir="/tmp")
+    return temp
+
+
 def _init(address: str) -> None:
     quiet: dict[str, Any] = {"logging_level": logging.WARNING, "namespace": "storebench"}
     if address == "local":
+        temp = _short_temp()
+        if not _local_temp:
+            interrupts.always_at_hard_exit(remove_local_temp)
+        _local_temp.append(temp)
         with loopback_only():
             ray.init(
                 address="local",
@@ -144,6 +174,7 @@ def _init(address: str) -> None:
                 object_store_memory=LOCAL_OBJECT_STORE_BYTES,
                 include_dashboard=False,
                 _node_ip_address="127.0.0.1",
+                _temp_dir=temp,
                 **quiet,
             )
         return
@@ -460,6 +491,7 @@ class _Session:
         if self.connected is not None and not self.borrowed:
             with contextlib.suppress(Exception):
                 ray.shutdown()  # a local Ray we started stops with it
+            remove_local_temp()
         self.connected = None
         self.borrowed = False
         self._barrier = None
