@@ -130,9 +130,15 @@ def connect(address: str) -> None:
     program's SIGINT and SIGTERM handlers stay (``ray.init`` replaces the
     SIGTERM one with an exit that would skip the run's record)."""
     saved = interrupts.current()
+    utils = ray._private.utils
+    own = utils.set_sigterm_handler
+    # not even for the time ray.init takes: a SIGTERM meanwhile would exit 15
+    # without the run's record (Ray's handler calls sys.exit)
+    utils.set_sigterm_handler = lambda handler: None
     try:
         _init(address)
     finally:
+        utils.set_sigterm_handler = own
         interrupts.reinstall(saved)
 
 
@@ -144,6 +150,18 @@ _local_temp: list[str] = []
 def remove_local_temp() -> None:
     while _local_temp:
         shutil.rmtree(_local_temp.pop(), ignore_errors=True)
+
+
+def _kill_local_ray() -> None:
+    """At a hard exit: Ray's processes that write into the session
+    directory go first (they would make it anew), then the directory."""
+    import psutil
+
+    for p in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if any(t in " ".join(p.cmdline()) for t in _local_temp):
+                p.kill()
+    remove_local_temp()
 
 
 # Ray's socket paths under its directory; a Unix socket's path holds 107 bytes
@@ -165,7 +183,8 @@ def _init(address: str) -> None:
     if address == "local":
         temp = _short_temp()
         if not _local_temp:
-            interrupts.always_at_hard_exit(remove_local_temp)
+            interrupts.always_at_hard_exit(_kill_local_ray)
+            atexit.register(remove_local_temp)
         _local_temp.append(temp)
         with loopback_only():
             ray.init(
