@@ -356,7 +356,9 @@ def _leftovers(live: Live, tmp: Path) -> list[str]:
     if alive:
         found.append("leftover processes: " + ", ".join(sorted(set(alive))))
     if files:
-        found.append("leftover files: " + ", ".join(files))
+        inside = sorted(str(f.relative_to(tmp)) for f in tmp.rglob("*"))
+        more = f" ({', '.join(inside[:8])}{', ...' if len(inside) > 8 else ''})"
+        found.append("leftover files: " + ", ".join(files) + more)
     return found
 
 

@@ -147,10 +147,29 @@ class Server:
 
     # --- helpers for subclasses ---------------------------------------------------
     def run_prepare(self, cmd: list[str], what: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-        """Run a set-up command (as the server's user), failing with its output."""
-        r = subprocess.run(
-            cmd, capture_output=True, text=True, user=self.user, env=kw.pop("env", self.env()), **kw
+        """Run a set-up command (as the server's user), failing with its output.
+        It runs in a process group of its own, killed whole if storebench is
+        interrupted meanwhile: ``initdb`` leaves a backend that would go on
+        writing into the data directory after it is removed."""
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            user=self.user,
+            env=kw.pop("env", self.env()),
+            start_new_session=True,
+            preexec_fn=interrupts.die_with_parent,
+            **kw,
         )
+        try:
+            out, err = proc.communicate()
+        except BaseException:
+            self._signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        r = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
         if r.returncode != 0:
             out = (r.stdout + r.stderr).strip().splitlines()[-15:]
             raise ServerError(
