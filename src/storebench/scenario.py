@@ -51,7 +51,7 @@ class StoreEntry(BaseModel):
 
 
 class DriverConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     executor: str | None = None  # threads | processes | plug-in; default: the store's preference
     # the ray executor: "local" starts a private Ray on 127.0.0.1 for the run;
     # "auto" or HOST:PORT joins a running cluster (docs/ray.md)

@@ -439,3 +439,25 @@ def test_cli_refuses_bad_set_values(tmp_path, sets, expect):
     args = [a for s in sets for a in ("--set", s)]
     line = refused_at_cli("run", "crud", *args, "--results", str(tmp_path / "out"))
     assert expect in line
+
+
+def _float_params() -> list[tuple[str, str]]:
+    out = []
+    for w in workload_names():
+        for k, f in workload_class(w).Params.model_fields.items():
+            if "float" in str(f.annotation):
+                out.append((w, k))
+    return [*out, ("crud", "driver.ray_timeout_s")]
+
+
+@pytest.mark.parametrize("workload, key", _float_params())
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, ".inf", ".nan"])
+def test_no_number_is_nan_or_inf(workload, key, value):
+    """``duration_s: .inf`` would run for ever; NaN compares false with every bound."""
+    scenario = workload if workload in BUILTIN_TEXT else "crud"
+    if isinstance(value, str):
+        got = outcome(Scenario.load, scenario, [f"{key}={value}"])
+    else:
+        got = outcome(Scenario.load, scenario, values={key: value})
+    assert isinstance(got, UserError), f"{key}={value} accepted"
+    assert f"--set {key if '.' in key else 'params.' + key}" in str(got)
