@@ -461,3 +461,146 @@ def test_no_number_is_nan_or_inf(workload, key, value):
         got = outcome(Scenario.load, scenario, values={key: value})
     assert isinstance(got, UserError), f"{key}={value} accepted"
     assert f"--set {key if '.' in key else 'params.' + key}" in str(got)
+
+
+# --- filter trees ------------------------------------------------------------------
+
+FIELD_NAMES = ["tag", "score", "flag", "label"]
+
+
+@pytest.fixture(scope="module")
+def filter_ds(_sandbox: Path) -> Any:
+    """A dataset with a field of each kind, imported as a user would."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from storebench.data import datasets
+
+    d = _sandbox / "vdb"
+    d.mkdir()
+    rng = np.random.default_rng(0)
+    n, dim = 60, 4
+
+    def emb(k: int) -> Any:
+        return pa.array(rng.random((k, dim)).tolist(), type=pa.list_(pa.float32()))
+
+    ids = pa.array(range(n), pa.int64())
+    pq.write_table(pa.table({"id": ids, "emb": emb(n)}), d / "train.parquet")
+    pq.write_table(
+        pa.table({"id": pa.array(range(3), pa.int64()), "emb": emb(3)}), d / "test.parquet"
+    )
+    labels = {
+        "id": ids,
+        "tag": pa.array(rng.integers(0, 10, n), pa.int64()),
+        "score": pa.array(rng.random(n)),
+        "flag": pa.array(rng.random(n) < 0.5),
+        "label": pa.array([f"l{i % 4}" for i in range(n)]),
+    }
+    pq.write_table(pa.table(labels), d / "scalar_labels.parquet")
+    ds = datasets.import_path(d, "filters", metric="l2")
+    assert set(ds.meta.fields) == set(FIELD_NAMES)
+    return ds
+
+
+field_names = st.one_of(
+    st.sampled_from(FIELD_NAMES),
+    st.sampled_from(FIELD_NAMES),
+    st.sampled_from(["nosuch", "", "a\nb"]),
+    keys,
+)
+op_names = st.sampled_from(["eq", "ne", "lt", "le", "gt", "ge", "range", "in"]) | keys
+filter_values = st.one_of(
+    scalars,
+    st.sampled_from([np.int64(3), np.float64(0.5), np.str_("l1"), np.bool_(True), b"l1"]),
+    st.lists(scalars, max_size=3),
+    st.tuples(scalars, scalars),
+    st.dictionaries(keys, scalars, max_size=2),
+)
+filter_leaves = st.one_of(
+    st.builds(lambda f, v: {f: v}, field_names, filter_values),
+    st.builds(lambda f, op, v: {f: {op: v}}, field_names, op_names, filter_values),
+    st.dictionaries(field_names, filter_values, max_size=2),
+    st.dictionaries(field_names, st.dictionaries(op_names, filter_values, max_size=2), max_size=2),
+    scalars,
+)
+filter_trees = st.recursive(
+    filter_leaves,
+    lambda inner: st.one_of(
+        st.builds(
+            lambda op, parts: {op: parts},
+            st.sampled_from(["and", "or"]),
+            st.lists(inner, max_size=3),
+        ),
+        st.builds(lambda part: {"not": part}, inner),
+        st.builds(
+            lambda op, part: {op: part}, st.sampled_from(["and", "or", "not"]), filter_values
+        ),
+        st.lists(inner, max_size=2),
+    ),
+    max_leaves=8,
+)
+
+
+def _deep_not(depth: int) -> dict[str, Any]:
+    spec: dict[str, Any] = {"tag": 1}
+    for _ in range(depth):
+        spec = {"not": spec}
+    return spec
+
+
+@budget(300)
+@given(spec=filter_trees)
+@example(spec={None: None})
+def test_filter_trees(filter_ds, spec):
+    got = outcome(filter_ds.mask, spec)
+    if not isinstance(got, UserError):
+        assert got is None or (got.dtype == np.bool_ and got.shape == (filter_ds.n,))
+
+
+@pytest.mark.parametrize(
+    "spec, expect",
+    [
+        ({None: None}, "a field name is a non-empty string, got None"),
+        ({1: 2}, "a field name is a non-empty string, got 1"),
+        ({"label": {"lt": 5}}, "field 'label' holds str values, not 5"),
+        ({"tag": {"lt": "a"}}, "field 'tag' holds int values, not 'a'"),
+        ({"tag": {"eq": [1, 2]}}, "filter.tag.eq: expected a number, string or boolean"),
+        ({"tag": {"range": "ab"}}, "filter.tag.range: expected [lo, hi]"),
+        ({"tag": {"in": [1, "a"]}}, "field 'tag' holds int values, not 'a'"),
+        ({"flag": 1}, "field 'flag' holds bool values, not 1"),
+        ({"score": True}, "field 'score' holds float values, not True"),
+        ({"tag": None}, "filter.tag: expected a number, string or boolean, got None"),
+        (_deep_not(3000), "nested deeper than 64 levels"),
+    ],
+)
+def test_filters_that_numpy_could_not_evaluate_are_refused(filter_ds, spec, expect):
+    got = outcome(filter_ds.mask, spec)
+    assert isinstance(got, UserError) and expect in str(got), got
+    assert str(got).startswith("filters: ")
+
+
+def test_filters_of_every_kind_still_select(filter_ds):
+    f = filter_ds.fields
+    cases = {
+        "tag": ({"tag": {"in": [np.int64(3), 4.0]}}, np.isin(f["tag"], [3, 4])),
+        "score": ({"score": {"range": [0.25, 0.75]}}, (f["score"] >= 0.25) & (f["score"] <= 0.75)),
+        "flag": ({"not": {"flag": np.bool_(True)}}, ~f["flag"]),
+        "label": ({"or": [{"label": "l1"}, {"label": {"ge": "l3"}}]}, f["label"] != "l2"),
+    }
+    for name, (spec, want) in cases.items():
+        want = want & (f["label"] != "l0") if name == "label" else want
+        assert (filter_ds.mask(spec) == want).all(), name
+
+
+@pytest.mark.parametrize(
+    "where, expect",
+    [
+        ("[" * 5000, "--where: not a filter: nested too deeply"),
+        ("{tag: {lt: x}}", "filters: filter: field 'tag' holds int values, not 'x'"),
+        ("{1: 2}", "a field name is a non-empty string, got 1"),
+        ("{tag: [1, 2]}", "filter.tag: expected a number, string or boolean"),
+    ],
+    ids=["deep", "kind", "field", "list"],
+)
+def test_cli_refuses_bad_filters(filter_ds, where, expect):
+    line = refused_at_cli("dataset", "truth", "filters", "-k", "1", "--where", where)
+    assert expect in line

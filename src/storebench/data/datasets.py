@@ -228,6 +228,10 @@ class Dataset:
                 f"{', '.join(self.meta.fields) or 'no fields'}",
                 where=self.name,
             )
+        try:
+            filters.check_kinds(f, self.meta.fields)
+        except ValueError as exc:
+            raise UserError(str(exc), where=self.name) from None
         cols = {k: self.fields[k] for k in filters.fields_of(f)}
         return np.asarray(filters.evaluate(f, cols), dtype=bool)
 
