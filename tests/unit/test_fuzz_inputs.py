@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,8 +26,9 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 import storebench
 from storebench.errors import UserError
@@ -87,10 +89,19 @@ def outcome(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     it raises fails the test."""
     with time_limit(30):
         try:
-            return fn(*args, **kwargs)
+            got = fn(*args, **kwargs)
         except UserError as exc:
-            check_refusal(exc)
+            text = check_refusal(exc)
+            _event("refused: " + re.sub(r"[\d,]+|/tmp\S+|'.*?'", "#", text)[:50])
             return exc
+    _event("accepted")
+    return got
+
+
+def _event(text: str) -> None:
+    """Counted in --hypothesis-show-statistics (outside a property: nothing)."""
+    with contextlib.suppress(InvalidArgument):
+        event(text)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -604,3 +615,650 @@ def test_filters_of_every_kind_still_select(filter_ds):
 def test_cli_refuses_bad_filters(filter_ds, where, expect):
     line = refused_at_cli("dataset", "truth", "filters", "-k", "1", "--where", where)
     assert expect in line
+
+
+# --- dataset files ------------------------------------------------------------------
+
+VECS = {".fvecs": "<f4", ".ivecs": "<i4", ".bvecs": "u1"}
+BINS = {".fbin": "<f4", ".u8bin": "u1", ".i8bin": "i1", ".ibin": "<i4"}
+INT32_EDGES = [0, 1, -1, 2, 3, 7, 65536, 65537, 2**31 - 1, -(2**31)]
+
+
+def elements(dtype: str) -> st.SearchStrategy[Any]:
+    dt = np.dtype(dtype)
+    if dt.kind == "f":  # NaN and inf now and then
+        finite = st.floats(-1e6, 1e6, width=32)
+        return st.one_of(finite, finite, finite, st.sampled_from([0.0, 1.0]), st.floats(width=32))
+    info = np.iinfo(dt)
+    return st.integers(int(info.min), int(info.max))
+
+
+@st.composite
+def matrices(draw: st.DrawFn, dtype: str, n: int | None = None, d: int | None = None) -> np.ndarray:
+    n = draw(st.sampled_from([1, 2, 3, 5, 0])) if n is None else n
+    d = draw(st.sampled_from([1, 2, 3, 4, 0])) if d is None else d
+    values = draw(st.lists(elements(dtype), min_size=n * d, max_size=n * d))
+    return np.array(values, dtype=dtype).reshape(n, d)
+
+
+@st.composite
+def vecs_bytes(draw: st.DrawFn, suffix: str, a: np.ndarray | None = None) -> bytes:
+    """TEXMEX rows (int32 dimension, values), one row perhaps of another dimension."""
+    dt = VECS[suffix]
+    a = draw(matrices(dt)) if a is None else a
+    ragged = draw(st.none() | st.integers(0, max(0, len(a) - 1)))
+    out = b""
+    for i, row in enumerate(a):
+        if ragged == i and draw(st.booleans()):
+            row = np.append(row, row[:1]) if draw(st.booleans()) else row[:-1]
+        out += np.int32(len(row)).tobytes() + row.astype(dt).tobytes()
+    return out
+
+
+@st.composite
+def bin_bytes(draw: st.DrawFn, suffix: str, a: np.ndarray | None = None) -> bytes:
+    a = draw(matrices(BINS[suffix])) if a is None else a
+    header = np.array(a.shape, "<i4")
+    if draw(st.integers(0, 4)) == 0:  # a header that lies
+        header[draw(st.integers(0, 1))] = draw(st.sampled_from(INT32_EDGES))
+    return header.tobytes() + a.tobytes()
+
+
+NPY_DTYPES = ["<f4", ">f8", "<f2", "<i8", "u1", "?", "<c8", "<U3", "S2", "<M8[s]", "O", "V4"]
+
+
+def npy_of(a: np.ndarray) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=True)
+    return buf.getvalue()
+
+
+@st.composite
+def npy_bytes(draw: st.DrawFn) -> bytes:
+    if draw(st.booleans()):
+        return npy_of(draw(matrices(draw(st.sampled_from(["<f4", "<f8", "<i8", "u1"])))))
+    dt = np.dtype(draw(st.sampled_from(NPY_DTYPES)))
+    shape = tuple(draw(st.lists(st.integers(0, 4), min_size=0, max_size=3)))
+    if dt.kind in "fiub":
+        a = np.array(
+            draw(st.lists(elements("<f4"), min_size=math.prod(shape), max_size=math.prod(shape)))
+        )
+        a = a.reshape(shape)
+        with np.errstate(all="ignore"):
+            a = a.astype(dt) if dt.kind == "f" else np.nan_to_num(a).astype(dt)
+    elif dt.kind == "O":
+        a = np.empty(shape, dt)
+        a.fill([1.0])
+    else:
+        a = np.zeros(shape, dt)
+    return npy_of(a)
+
+
+@st.composite
+def mutated(draw: st.DrawFn, data: bytes) -> bytes:
+    """The bytes as they are, or truncated at an offset of each class (in the
+    header, at its end, inside a row, a byte short), bytes overwritten,
+    cut out or appended, or a header word replaced."""
+    if draw(st.booleans()):
+        return data
+    op = draw(st.sampled_from(["truncate", "overwrite", "cut", "append", "word"]))
+    if not data and op != "append":
+        return data
+    size = len(data)
+    at = draw(
+        st.sampled_from(sorted({0, 1, 3, 4, 5, 7, 8, 9, size // 2, size - 4, size - 1}))
+        | st.integers(0, size)
+    )
+    at = max(0, min(at, size))
+    if op == "truncate":
+        return data[:at]
+    if op == "overwrite":
+        junk = draw(st.binary(min_size=1, max_size=8))
+        return data[:at] + junk + data[at + len(junk) :]
+    if op == "cut":
+        return data[:at] + data[at + draw(st.integers(1, 8)) :]
+    if op == "append":
+        return data + draw(st.binary(min_size=1, max_size=16))
+    word = np.int32(draw(st.sampled_from(INT32_EDGES) | st.integers(-(2**31), 2**31 - 1))).tobytes()
+    at = draw(st.sampled_from([0, 4]))
+    return data[:at] + word + data[at + 4 :]
+
+
+def file_bytes(suffix: str) -> st.SearchStrategy[bytes]:
+    if suffix in VECS:
+        raw = vecs_bytes(suffix)
+    elif suffix in BINS:
+        raw = bin_bytes(suffix)
+    else:
+        raw = npy_bytes()
+    return st.one_of(raw.flatmap(mutated), raw.flatmap(mutated), st.binary(max_size=64))
+
+
+def check_dataset(ds: Any) -> None:
+    """A dataset that was imported reads back whole and answers a truth query."""
+    assert ds.vectors.shape == (ds.n, ds.dim) and ds.n >= 1 and ds.dim >= 1
+    assert np.isfinite(ds.vectors).all()
+    assert ds.ids.shape == (ds.n,)
+    for col in ds.fields.values():
+        assert len(col) == ds.n
+    if ds.nq:
+        assert ds.queries.shape == (ds.nq, ds.dim)
+        gt = ds.truth(k=1)
+        assert gt.ids.shape == (ds.nq, 1)
+
+
+def import_(path: Path, **kw: Any) -> Any:
+    """``storebench dataset import`` through Python: success (checked) or
+    a UserError that names a file of the dataset or the dataset."""
+    from storebench.data import datasets
+
+    got = outcome(datasets.import_path, path, "fz", replace=True, **kw)
+    if isinstance(got, UserError):
+        assert str(path.parent) in got.where or got.where in ("fz", "'fz'"), got
+    else:
+        with time_limit(30):
+            check_dataset(got)
+    return got
+
+
+import_options = st.fixed_dictionaries(
+    {},
+    optional={
+        "metric": st.sampled_from(["l2", "ip", "cosine"]),
+        "holdout": st.sampled_from([0, 1, 2, 5]),
+        "limit": st.sampled_from([1, 2, 3]),
+    },
+)
+
+
+@budget(300)
+@given(
+    suffix=st.sampled_from([*VECS, *BINS, ".npy"]),
+    data=st.data(),
+    options=import_options,
+)
+def test_vector_files(suffix, data, options):
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / f"base{suffix}"
+        p.write_bytes(data.draw(file_bytes(suffix), label="bytes"))
+        import_(p, **{"metric": "l2", **options})
+
+
+def encode(draw: st.DrawFn, suffix: str, a: np.ndarray) -> bytes:
+    """``a`` in the format of ``suffix`` (``.bin``: big-ann ground truth)."""
+    with np.errstate(invalid="ignore"):  # NaN as an integer: what it gives is fine
+        if suffix in VECS:
+            return draw(vecs_bytes(suffix, a.astype(VECS[suffix])))
+        if suffix in BINS:
+            return draw(bin_bytes(suffix, a.astype(BINS[suffix])))
+        if suffix == ".bin":
+            head = np.array(a.shape, "<i4").tobytes()
+            return head + a.astype("<u4").tobytes() + np.zeros(a.shape, "<f4").tobytes()
+    return npy_of(a)
+
+
+@st.composite
+def base_queries_truth(draw: st.DrawFn, base: str, queries: str, truth: str) -> list[bytes]:
+    """Three files that agree (dimension, counts, neighbour positions), each
+    then perhaps mutated or its shape changed."""
+    n, nq, d, k = (draw(st.integers(lo, 5)) for lo in (1, 0, 1, 1))
+    arrays = [
+        draw(matrices("<f4", n, d)),
+        draw(matrices("<f4", nq, d)),
+        np.array(draw(st.lists(st.integers(-1, n - 1), min_size=nq * k, max_size=nq * k))).reshape(
+            nq, k
+        ),
+    ]
+    odd = draw(st.sampled_from([0, 1, 2, None]))  # the one file that is off
+    out = []
+    for i, (suffix, a) in enumerate(zip((base, queries, truth), arrays, strict=True)):
+        if i == odd and draw(st.booleans()):  # another shape
+            a = draw(matrices(a.dtype.str))
+        blob = encode(draw, suffix, a)
+        if i == odd and suffix == ".npy" and draw(st.booleans()):
+            blob = draw(npy_bytes())  # any shape, any dtype
+        out.append(draw(mutated(blob)) if i == odd else blob)
+    return out
+
+
+@budget(250)
+@given(
+    suffixes=st.tuples(
+        st.sampled_from([".fvecs", ".bvecs", ".fbin", ".u8bin", ".npy"]),
+        st.sampled_from([*VECS, *BINS, ".npy"]),
+        st.sampled_from([".ivecs", ".ibin", ".npy", ".bin"]),
+    ),
+    data=st.data(),
+    options=import_options,
+)
+def test_base_with_query_and_truth_files(suffixes, data, options):
+    blobs = data.draw(base_queries_truth(*suffixes), label="files")
+    with tempfile.TemporaryDirectory() as d:
+        files = []
+        for role, suffix, blob in zip(("base", "queries", "truth"), suffixes, blobs, strict=True):
+            files.append(Path(d) / f"{role}{suffix}")
+            files[-1].write_bytes(blob)
+        options = {"metric": "l2", **options}
+        import_(files[0], queries=files[1], truth=files[2], **options)
+
+
+@budget(200)
+@given(
+    layout=st.sampled_from(["texmex", "bin"]),
+    data=st.data(),
+    options=import_options,
+)
+def test_dataset_directories(layout, data, options):
+    """The TEXMEX (*base.fvecs, *query.fvecs, *groundtruth.ivecs) and big-ann
+    (base.*bin, query.*bin, gt*) directory layouts."""
+    if layout == "texmex":
+        suffixes = (data.draw(st.sampled_from([".fvecs", ".bvecs"])),) * 2 + (".ivecs",)
+        names = ["sift_base", "sift_query", "sift_groundtruth"]
+    else:
+        suffixes = (data.draw(st.sampled_from([*BINS])),) * 2 + (".bin",)
+        names = ["base.1M", "query.public.10K", "gt.public.10K"]
+    blobs = data.draw(base_queries_truth(*suffixes), label="files")
+    with tempfile.TemporaryDirectory() as d:
+        for name, suffix, blob in zip(names, suffixes, blobs, strict=True):
+            if data.draw(st.integers(0, 9), label=f"leave out {name}") > 0:
+                (Path(d) / f"{name}{suffix}").write_bytes(blob)
+        import_(Path(d), **{"metric": "l2", **options})
+
+
+@st.composite
+def jsonl_lines(draw: st.DrawFn, dim: int, n: int) -> bytes:
+    """qdrant's tests.jsonl: one query per line, mostly well made."""
+    import json
+
+    lines = []
+    for _ in range(draw(st.integers(0, 4))):
+        kind = draw(st.sampled_from(["good", "good", "good", "value", "junk", "bytes", "blank"]))
+        row: Any = {
+            "query": draw(st.lists(st.floats(-10, 10), min_size=dim, max_size=dim)),
+            "closest_ids": draw(st.lists(st.integers(0, n - 1), max_size=3)),
+        }
+        if kind == "value":
+            row[draw(st.sampled_from(["query", "closest_ids"]))] = draw(python_json)
+        if kind in ("good", "value"):
+            lines.append(json.dumps(row).encode())
+        elif kind == "junk":
+            lines.append(draw(st.sampled_from([b"{not json", b"[]", b"5", b"null", b'{"x": 1}'])))
+        elif kind == "bytes":
+            lines.append(draw(st.binary(max_size=8)))
+        else:
+            lines.append(b"")
+    return b"\n".join(lines) + b"\n"
+
+
+python_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=2)
+    ),
+    max_leaves=6,
+)
+
+
+@budget(200)
+@given(data=st.data(), options=import_options)
+def test_compound_directories(data, options):
+    """vector-db-benchmark's layout: vectors.npy and tests.jsonl."""
+    n, d = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 4))
+    vectors = data.draw(
+        st.one_of(
+            st.builds(npy_of, matrices("<f4", n, d)),
+            st.builds(npy_of, matrices("<f4", n, d)),
+            npy_bytes(),
+        ),
+        label="vectors.npy",
+    )
+    tests = data.draw(jsonl_lines(d, n) | st.binary(max_size=32), label="tests.jsonl")
+    with tempfile.TemporaryDirectory() as t:
+        (Path(t) / "vectors.npy").write_bytes(vectors)
+        if data.draw(st.booleans(), label="with tests.jsonl"):
+            (Path(t) / "tests.jsonl").write_bytes(tests)
+        import_(Path(t), **{"metric": "l2", **options})
+
+
+H5_DTYPES = ["<f4", "<f8", "<i4", "<i8", "u1", "?", "<c8", "S3", "compound"]
+
+
+@st.composite
+def h5_member(
+    draw: st.DrawFn, h5: Any, name: str, shape: tuple[int, ...], dtype: str, odd: bool
+) -> None:
+    """``name`` as ann-benchmarks has it, or (``odd``) missing, a group, of
+    another shape or dtype."""
+    kind = draw(st.sampled_from(["missing", "group", "shape", "dtype"])) if odd else "right"
+    if kind == "missing":
+        return
+    if kind == "group":
+        h5.create_group(name)
+        return
+    if kind == "shape":
+        shape = tuple(draw(st.lists(st.integers(0, 4), max_size=3)))
+    dt = draw(st.sampled_from(H5_DTYPES)) if kind == "dtype" else dtype
+    if dt == "compound":
+        h5.create_dataset(name, data=np.zeros(shape, [("a", "<f4"), ("b", "<i4")]))
+    elif dt == "S3":
+        h5.create_dataset(name, data=np.full(shape, b"ab", "S3"))
+    else:
+        with np.errstate(invalid="ignore"):
+            values = draw(
+                st.lists(elements("<f4"), min_size=math.prod(shape), max_size=math.prod(shape))
+            )
+            h5.create_dataset(name, data=np.array(values, "<f4").reshape(shape).astype(dt))
+
+
+@st.composite
+def hdf5_bytes(draw: st.DrawFn) -> bytes:
+    h5py = pytest.importorskip("h5py")
+    n, nq, d, k = (draw(st.sampled_from(v)) for v in ([1, 3, 5, 0], [1, 2, 0], [1, 3, 0], [1, 2]))
+    with tempfile.TemporaryDirectory() as t:
+        p = Path(t) / "x.hdf5"
+        odd = draw(st.sampled_from(["train", "test", "neighbors", "distances", "distance", None]))
+        with h5py.File(p, "w") as h5:
+            attr = draw(
+                st.sampled_from([None, "hamming", b"angular", 3, ""])
+                if odd == "distance"
+                else st.sampled_from(["euclidean", "angular", "dot"])
+            )
+            if attr is not None:
+                h5.attrs["distance"] = attr
+            for name, shape, dt in (
+                ("train", (n, d), "<f4"),
+                ("test", (nq, d), "<f4"),
+                ("neighbors", (nq, k), "<i4"),
+                ("distances", (nq, k), "<f4"),
+            ):
+                draw(h5_member(h5, name, shape, dt, odd == name))
+        return p.read_bytes()
+
+
+@budget(150)
+@given(data=st.data(), options=import_options)
+def test_hdf5_files(data, options):
+    blob = data.draw(
+        st.one_of(hdf5_bytes(), hdf5_bytes().flatmap(mutated), st.binary(max_size=64)),
+        label="x.hdf5",
+    )
+    with tempfile.TemporaryDirectory() as t:
+        p = Path(t) / "x.hdf5"
+        p.write_bytes(blob)
+        import_(p, **options)
+
+
+@st.composite
+def parquet_dir(draw: st.DrawFn, root: Path) -> None:
+    """A VectorDBBench directory: train (id, emb), test, neighbors,
+    scalar_labels; each column most often as it should be."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    n, nq, d = (draw(st.sampled_from(v)) for v in ([3, 5, 1, 0], [2, 1, 0], [2, 3, 1]))
+
+    def right() -> bool:
+        return draw(st.integers(0, 3)) > 0
+
+    def emb(rows: int) -> Any:
+        vals = [draw(st.lists(elements("<f4"), min_size=d, max_size=d)) for _ in range(rows)]
+        if right():
+            return pa.array(vals, pa.list_(pa.float32()))
+        return draw(
+            st.sampled_from(
+                [
+                    pa.array(vals, pa.list_(pa.float32(), d)),  # fixed size: fine too
+                    pa.array([[str(v) for v in r] for r in vals], pa.list_(pa.string())),
+                    pa.array([[r] for r in vals], pa.list_(pa.list_(pa.float32()))),
+                    pa.array([r[:1] + r for r in vals], pa.list_(pa.float64())),
+                    pa.array([None] * rows, pa.list_(pa.float32())),
+                    pa.array([[None] * d] * rows, pa.list_(pa.float32())),
+                    pa.array(range(rows), pa.int64()),
+                    pa.array([str(r) for r in range(rows)]),
+                    pa.array([[0.0] * (d + (i % 2)) for i in range(rows)], pa.list_(pa.float32())),
+                ]
+            )
+        )
+
+    def ids(rows: int) -> Any:
+        if right():
+            return pa.array(range(100, 100 + rows), pa.int64())
+        return draw(
+            st.sampled_from(
+                [
+                    pa.array([7] * rows, pa.int64()),
+                    pa.array([str(i) for i in range(rows)]),
+                    pa.array([i + 0.5 for i in range(rows)]),
+                    pa.array([None] * rows, pa.int64()),
+                    pa.array(range(rows + 1), pa.int64()),
+                ]
+            )
+        )
+
+    def table(**cols: Any) -> Any:
+        rows = {len(c) for c in cols.values()}
+        if len(rows) > 1:  # columns of unequal length: shorten to the shortest
+            m = min(rows)
+            cols = {k: c.slice(0, m) for k, c in cols.items()}
+        return pa.table(cols)
+
+    pq.write_table(table(id=ids(n), emb=emb(n)), root / "train.parquet")
+    if right():
+        pq.write_table(
+            table(id=pa.array(range(nq), pa.int64()), emb=emb(nq)), root / "test.parquet"
+        )
+    if right():
+        lists = [draw(st.lists(st.integers(98, 100 + n), max_size=3)) for _ in range(nq)]
+        col = pa.array(lists, pa.list_(pa.int64())) if right() else pa.array([1] * nq, pa.int64())
+        name = "neighbors_id" if right() else "neighbours"
+        pq.write_table(
+            pa.table({"id": pa.array(range(nq), pa.int64()), name: col}), root / "neighbors.parquet"
+        )
+    if right():
+        kinds = {
+            "int": pa.array(range(n), pa.int64()),
+            "float": pa.array([i / 2 for i in range(n)]),
+            "str": pa.array([f"l{i}" for i in range(n)]),
+            "bool": pa.array([i % 2 == 0 for i in range(n)]),
+            "list": pa.array([[i] for i in range(n)], pa.list_(pa.int64())),
+            "null": pa.array([None] * n, pa.null()),
+            "time": pa.array(range(n), pa.timestamp("s")),
+            "short": pa.array(range(max(0, n - 1)), pa.int64()),
+        }
+        chosen = draw(st.lists(st.sampled_from(sorted(kinds)), max_size=3, unique=True))
+        cols = {"id": pa.array(range(100, 100 + n), pa.int64())}
+        for c in chosen:
+            cols[f"f_{c}"] = kinds[c]
+        rows = {len(c) for c in cols.values()}
+        if len(rows) == 1:
+            pq.write_table(pa.table(cols), root / "scalar_labels.parquet")
+        else:  # a label file that does not line up with the base
+            pq.write_table(pa.table({"f_short": kinds["short"]}), root / "scalar_labels.parquet")
+    victim = draw(st.sampled_from([None, None, *sorted(root.iterdir())]))
+    if victim is not None:
+        victim.write_bytes(draw(mutated(victim.read_bytes())))
+
+
+@budget(150)
+@given(data=st.data(), options=import_options)
+def test_parquet_directories(data, options):
+    with tempfile.TemporaryDirectory() as t:
+        data.draw(parquet_dir(Path(t)), label="directory")
+        import_(Path(t), **{"metric": "l2", **options})
+
+
+# --- the dataset failures the properties found, minimized ------------------------------
+
+
+def _npy_header(descr: str, shape: str) -> bytes:
+    head = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}".ljust(117) + "\n"
+    return b"\x93NUMPY\x01\x00v\x00" + head.encode()
+
+
+def _h5(path: Path, **members: Any) -> Path:
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(path, "w") as f:
+        f.attrs["distance"] = "euclidean"
+        for name, value in members.items():
+            if value == "group":
+                f.create_group(name)
+            else:
+                f.create_dataset(name, data=value)
+    return path
+
+
+def _parquet(path: Path, **cols: Any) -> Path:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table(cols), path)
+    return path
+
+
+def _vdb(d: Path, emb: Any = None, ids: Any = None, labels: Any = None) -> Path:
+    pa = pytest.importorskip("pyarrow")
+    f32 = pa.list_(pa.float32())
+    _parquet(
+        d / "train.parquet",
+        id=ids if ids is not None else pa.array([1, 2], pa.int64()),
+        emb=emb if emb is not None else pa.array([[0.5], [1.5]], f32),
+    )
+    if labels is not None:
+        _parquet(d / "scalar_labels.parquet", id=pa.array([1, 2], pa.int64()), f=labels)
+    return d
+
+
+def _regressions() -> list[Any]:
+    pa = pytest.importorskip("pyarrow")
+    f32 = pa.list_(pa.float32())
+    rows = [
+        (
+            "npy-empty",
+            lambda d: (d / "b.npy", b""),
+            "not a readable .npy file (No data left in file)",
+        ),
+        (
+            "npy-bad-header",
+            lambda d: (d / "b.npy", _npy_header("<f4'(", "()")),
+            "not a readable .npy file (",
+        ),
+        (
+            "npy-strings",
+            lambda d: (d / "b.npy", _npy_header("<U3", "(1, 1)") + b"\0" * 12),
+            "holds <U3 values, expected numbers",
+        ),
+        ("npy-dim-0", lambda d: (d / "b.npy", _npy_header("<f4", "(1, 0)")), "dimension 0"),
+        (
+            "jsonl-not-utf8",
+            lambda d: (d / "tests.jsonl", b"\x80\n"),
+            "tests.jsonl:1: bad test line (not UTF-8 at byte 0)",
+        ),
+        (
+            "jsonl-query-of-dicts",
+            lambda d: (d / "tests.jsonl", b'{"query": [{}]}\n'),
+            "tests.jsonl:1: bad test line ('query' is not a list of 1 numbers)",
+        ),
+        (
+            "jsonl-ids-not-a-list",
+            lambda d: (d / "tests.jsonl", b'{"query": [0.0], "closest_ids": true}\n'),
+            "'closest_ids' is not a list of row numbers below 1",
+        ),
+        (
+            "jsonl-ids-of-text",
+            lambda d: (d / "tests.jsonl", b'{"query": [0.0], "closest_ids": [":"]}\n'),
+            "'closest_ids' is not a list of row numbers below 1",
+        ),
+        (
+            "hdf5-train-a-group",
+            lambda d: (_h5(d / "x.hdf5", train="group"), None),
+            "'train' is a group, not a dataset",
+        ),
+        (
+            "hdf5-strings",
+            lambda d: (_h5(d / "x.hdf5", train=np.full((1, 1), b"ab", "S3")), None),
+            "'train' holds |S3 values, expected numbers",
+        ),
+        (
+            "hdf5-neighbour-outside",
+            lambda d: (
+                _h5(
+                    d / "x.hdf5",
+                    train=np.zeros((1, 1), "f4"),
+                    test=np.zeros((1, 1), "f4"),
+                    neighbors=np.ones((1, 1), "i4"),
+                ),
+                None,
+            ),
+            "x.hdf5:neighbors: query 0: neighbour 1 is outside the 1 base rows",
+        ),
+        (
+            "parquet-emb-of-strings",
+            lambda d: (_vdb(d, emb=pa.array([["a"], ["b"]], pa.list_(pa.string()))), None),
+            "vector column has type list<element: string>, expected a list of numbers",
+        ),
+        (
+            "parquet-emb-of-lists",
+            lambda d: (_vdb(d, emb=pa.array([[[1.0]], [[2.0]]], pa.list_(f32))), None),
+            "vector column has type list<element: list<element: float>>",
+        ),
+        (
+            "parquet-ids-of-text",
+            lambda d: (_vdb(d, ids=pa.array(["a", "b"])), None),
+            "column 'id' holds <U1 values, expected integers",
+        ),
+        (
+            "parquet-label-list",
+            lambda d: (_vdb(d, labels=pa.array([[1], [2]], pa.list_(pa.int64()))), None),
+            "column 'f' has type list<element: int64>, expected numbers, booleans or strings",
+        ),
+        (
+            "parquet-label-time",
+            lambda d: (_vdb(d, labels=pa.array([1, 2], pa.timestamp("s"))), None),
+            "column 'f' has type timestamp[",
+        ),
+        (
+            "parquet-label-damaged",
+            lambda d: (_vdb(d, labels=pa.array([1, 2], pa.int64())), "damage-labels"),
+            "scalar_labels.parquet: not a readable Parquet file (",
+        ),
+    ]
+    return [pytest.param(make, expect, id=name) for name, make, expect in rows]
+
+
+@pytest.mark.parametrize("make, expect", _regressions())
+def test_dataset_files_the_properties_broke(tmp_path, make, expect):
+    target, blob = make(tmp_path)
+    if target.name == "tests.jsonl":  # beside a vectors.npy of one 1-d row
+        np.save(tmp_path / "vectors.npy", np.zeros((1, 1), "f4"))
+        target.write_bytes(blob)
+        target = tmp_path
+    elif blob == "damage-labels":
+        p = tmp_path / "scalar_labels.parquet"
+        p.write_bytes(p.read_bytes()[:4] + b"\xff" * 40 + p.read_bytes()[44:])
+    elif blob is not None:
+        target.write_bytes(blob)
+    got = import_(target, metric="l2")
+    assert isinstance(got, UserError) and expect in str(got), got
+
+
+@pytest.mark.parametrize(
+    "truth, expect",
+    [
+        (np.array([1, 2]), "expected a 2-d array, found shape (2,)"),
+        (np.zeros((2, 1, 1), int), "expected a 2-d array, found shape (2, 1, 1)"),
+        (np.zeros((2, 1), "f4"), "holds float32 values, expected integers"),
+        ("npz", "not a .npy file (an .npz archive?)"),
+    ],
+    ids=["1-d", "3-d", "floats", "npz"],
+)
+def test_truth_npy_of_another_shape(tmp_path, truth, expect):
+    np.save(tmp_path / "base.npy", np.zeros((5, 3), "f4"))
+    np.save(tmp_path / "q.npy", np.zeros((2, 3), "f4"))
+    t = tmp_path / "t.npy"
+    if isinstance(truth, str):
+        np.savez(tmp_path / "z.npz", a=np.zeros(3))
+        (tmp_path / "z.npz").rename(t)
+    else:
+        np.save(t, truth)
+    got = import_(tmp_path / "base.npy", queries=tmp_path / "q.npy", truth=t, metric="l2")
+    assert isinstance(got, UserError) and expect in str(got), got

@@ -104,8 +104,9 @@ def _npy(path: Path) -> np.ndarray:
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except FileNotFoundError:
         raise UserError("dataset file missing", where=str(path)) from None
-    except (ValueError, OSError) as exc:
-        raise UserError(f"corrupt dataset file ({exc})", where=str(path)) from None
+    except Exception as exc:  # a corrupt header: ValueError, EOFError, SyntaxError, ...
+        msg = formats.first_line(exc)
+        raise UserError(f"corrupt dataset file ({msg})", where=str(path)) from None
 
 
 def is_dataset_dir(path: Path) -> bool:
@@ -518,6 +519,8 @@ def import_source(
     n_src = len(base) if limit is None else min(limit, len(base))
     if n_src == 0:
         raise UserError("no base vectors", where=base.where)
+    if dim < 1:
+        raise UserError("the vectors have dimension 0", where=base.where)
     skip = None
     held: np.ndarray | None = None
     if src.queries is None and holdout:
