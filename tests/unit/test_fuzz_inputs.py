@@ -1262,3 +1262,159 @@ def test_truth_npy_of_another_shape(tmp_path, truth, expect):
         np.save(t, truth)
     got = import_(tmp_path / "base.npy", queries=tmp_path / "q.npy", truth=t, metric="l2")
     assert isinstance(got, UserError) and expect in str(got), got
+
+
+# --- datasets in the data directory: meta.json and the arrays beside it ----------------------
+
+
+@pytest.fixture(scope="module")
+def made_ds(_sandbox: Path) -> Path:
+    """A small dataset with queries, fields and cached truth, to copy and damage."""
+    from storebench.data import datasets
+
+    spec = datasets.SyntheticSpec(n=40, dim=3, nq=4, labels=(0.1,), tag_values=5)
+    ds = datasets.make_synthetic(spec, "made", root=_sandbox / "made-root")
+    ds.truth(k=2)
+    return ds.path
+
+
+def _dataset_files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+@st.composite
+def damaged_dataset(draw: st.DrawFn, src: Path) -> dict[str, bytes | None]:
+    """Files of a dataset directory (relative path -> bytes, None: removed)
+    with meta.json's values replaced, keys removed or added, or one array
+    file damaged, replaced or removed."""
+    import json
+
+    files: dict[str, bytes | None] = {f: (src / f).read_bytes() for f in _dataset_files(src)}
+    what = draw(st.sampled_from(["meta", "meta", "array", "text"]))
+    if what == "meta":
+        meta = json.loads(files["meta.json"])
+        for _ in range(draw(st.integers(1, 2))):
+            key = draw(st.sampled_from([*sorted(meta), "extra"]))
+            if key in meta and draw(st.integers(0, 4)) == 0:
+                del meta[key]
+            else:
+                meta[key] = draw(
+                    st.sampled_from([0, -1, 1, 2, 40, 10**20, 2.5, "3", "", None, True, [], {}])
+                    | python_json
+                    | st.sampled_from(["l2", "hamming", "int", "str"])
+                    | st.dictionaries(
+                        st.text(max_size=6), st.sampled_from(["int", "str", "x", 1]), max_size=2
+                    )
+                )
+        files["meta.json"] = json.dumps(meta).encode()
+    elif what == "text":
+        files["meta.json"] = draw(st.sampled_from([b"", b"[]", b"{", b"\xff", b"null", b'"x"']))
+    else:
+        name = draw(st.sampled_from(sorted(f for f in files if f != "meta.json")))
+        how = draw(st.sampled_from(["remove", "bytes", "array"]))
+        if how == "remove":
+            files[name] = None
+        elif how == "bytes":
+            files[name] = draw(mutated(files[name] or b""))
+        else:
+            files[name] = draw(npy_bytes())
+    return files
+
+
+def use_dataset(path: Path) -> None:
+    """What a run and ``storebench dataset`` do with a dataset: load it by
+    path, describe it, read every array, filter, and answer truth queries."""
+    from storebench.data import datasets
+
+    ds = datasets.load(path)
+    ds.info()
+    check_dataset(ds)
+    for name, kind in ds.meta.fields.items():
+        ds.mask({name: {"in": [1, 2] if kind in ("int", "float") else ["a"]}})
+    ds.cached_truth(1)
+    if ds.nq:
+        ds.truth(k=3, where={"tags.i": {"ge": 2}} if "tags.i" in ds.meta.fields else None)
+
+
+@budget(200)
+@given(data=st.data())
+def test_damaged_datasets(made_ds, data):
+    files = data.draw(damaged_dataset(made_ds), label="files")
+    with tempfile.TemporaryDirectory() as t:
+        root = Path(t) / "made"
+        for rel, blob in files.items():
+            if blob is not None:
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).write_bytes(blob)
+        got = outcome(use_dataset, root)
+        if isinstance(got, UserError):
+            assert str(root) in got.where or got.where == "made", got
+        # a scenario's dataset parameter reads the same directory at plan
+        got = outcome(Scenario.load, "search", values={"dataset": str(root), "n": 10, "labels": []})
+        if isinstance(got, UserError):  # the parameter, then the file at fault
+            assert got.where == "--set params.dataset", got
+
+
+def _meta(**changes: Any) -> Callable[[Path], None]:
+    def damage(root: Path) -> None:
+        import json
+
+        meta = json.loads((root / "meta.json").read_text())
+        meta.update(changes)
+        (root / "meta.json").write_text(json.dumps(meta))
+
+    return damage
+
+
+def _file(rel: str, blob: bytes | np.ndarray) -> Callable[[Path], None]:
+    def damage(root: Path) -> None:
+        target = root / rel
+        if isinstance(blob, np.ndarray):
+            target.write_bytes(npy_of(blob))
+        else:
+            target.write_bytes(blob)
+
+    return damage
+
+
+@pytest.mark.parametrize(
+    "damage, expect",
+    [
+        (_meta(dim="3"), "made/meta.json: corrupt meta.json (dim is '3')"),
+        (_meta(nq="x"), "corrupt meta.json (nq is 'x')"),
+        (_meta(fields=["tags.i"]), "corrupt meta.json (fields is ['tags.i'])"),
+        (_meta(fields={"tags.i": "x"}), "corrupt meta.json (field 'tags.i' of kind 'x')"),
+        (_meta(metric="hamming"), "corrupt meta.json (metric 'hamming')"),
+        (_meta(source=[]), "corrupt meta.json (source is [])"),
+        (_meta(provided_truth_k="a"), "corrupt meta.json (provided_truth_k is 'a')"),
+        (_meta(n=0), "corrupt meta.json (n 0, dim 3"),
+        (_file("queries.npy", np.zeros((), "c8")), "queries.npy holds () complex64"),
+        (
+            _file("fields/label_10p.npy", np.zeros((0, 1), "f4")),
+            "fields/label_10p.npy holds (0, 1)",
+        ),
+        (_file("fields/tags.i.npy", np.zeros(40, "f8")), "meta.json says (40,) int"),
+        (_file("truth/k2-l2-all-q4.npz", b""), "k2-l2-all-q4.npz: corrupt ground truth file ("),
+        (
+            _file("truth/k2-l2-all-q4.npz", npy_of(np.zeros((4, 2)))),
+            "corrupt ground truth file (",
+        ),
+        (
+            _file("truth/k2-l2-all-q4.npz", b""),
+            "delete it to compute again",
+        ),
+    ],
+    ids=lambda v: "" if callable(v) else v[:30],
+)
+def test_stored_datasets_the_properties_broke(made_ds, tmp_path, damage, expect):
+    import shutil
+
+    root = tmp_path / "made"
+    shutil.copytree(made_ds, root)
+    damage(root)
+    got = outcome(use_dataset, root)
+    assert isinstance(got, UserError) and expect in str(got), got
+    # a plan reads meta.json: the parameter comes first, then the file at fault
+    got = outcome(Scenario.load, "search", [f"dataset={root}", "labels=[]"])
+    if "corrupt meta.json" in expect:
+        assert isinstance(got, UserError) and str(got).startswith(f"--set params.dataset: {root}")

@@ -35,7 +35,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -90,13 +90,36 @@ class Meta:
 
     @staticmethod
     def read(path: Path) -> Meta:
+        where = str(path / "meta.json")
         try:
-            raw = json.loads((path / "meta.json").read_text())
-            return Meta(**raw)
+            raw = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+            meta = Meta(**raw)
         except FileNotFoundError:
             raise UserError("not a storebench dataset (no meta.json)", where=str(path)) from None
-        except (ValueError, TypeError) as exc:
-            raise UserError(f"corrupt meta.json ({exc})", where=str(path / "meta.json")) from None
+        except (ValueError, TypeError) as exc:  # not JSON, not UTF-8, keys not a Meta's
+            raise UserError(f"corrupt meta.json ({exc})", where=where) from None
+        meta._check(where)
+        return meta
+
+    def _check(self, where: str) -> None:
+        """Each value of the type and range the dataset's arrays are read with."""
+        for f in fields(self):
+            v = getattr(self, f.name)
+            want = {"int": int, "str": str, "Metric": str}.get(str(f.type), dict)
+            if not isinstance(v, want) or isinstance(v, bool):
+                got = repr(v)[:40]
+                raise UserError(f"corrupt meta.json ({f.name} is {got})", where=where)
+        if self.n < 1 or self.dim < 1 or self.nq < 0 or self.provided_truth_k < 0:
+            raise UserError(
+                f"corrupt meta.json (n {self.n}, dim {self.dim}, nq {self.nq}, "
+                f"provided_truth_k {self.provided_truth_k})",
+                where=where,
+            )
+        if self.metric not in ("l2", "ip", "cosine"):
+            raise UserError(f"corrupt meta.json (metric {self.metric!r})", where=where)
+        for name, kind in self.fields.items():
+            if kind not in ("int", "float", "bool", "str"):
+                raise UserError(f"corrupt meta.json (field {name!r} of kind {kind!r})", where=where)
 
 
 def _npy(path: Path) -> np.ndarray:
@@ -193,11 +216,32 @@ class Dataset:
         """(nq, dim) float32; an empty matrix when the dataset has none."""
         if self.nq == 0:
             return np.empty((0, self.dim), np.float32)
-        return _npy(self.path / "queries.npy")
+        q = _npy(self.path / "queries.npy")
+        if q.shape != (self.nq, self.dim) or q.dtype != np.float32:
+            raise UserError(
+                f"queries.npy holds {q.shape} {q.dtype}, meta.json says ({self.nq}, {self.dim}) float32",
+                where=str(self.path),
+            )
+        return q
 
     @cached_property
     def fields(self) -> dict[str, np.ndarray]:
-        return {f: _npy(self.path / "fields" / f"{f}.npy") for f in self.meta.fields}
+        from storebench.data.batch import field_kind
+
+        out = {}
+        for f, kind in self.meta.fields.items():
+            col = _npy(self.path / "fields" / f"{f}.npy")
+            try:
+                got = field_kind(col)
+            except TypeError:
+                got = str(col.dtype)
+            if col.shape != (self.n,) or got != kind:
+                raise UserError(
+                    f"fields/{f}.npy holds {col.shape} {col.dtype}, meta.json says ({self.n},) {kind}",
+                    where=str(self.path),
+                )
+            out[f] = col
+        return out
 
     @property
     def docs(self) -> DocBatch:
@@ -262,8 +306,7 @@ class Dataset:
             if fits and (best is None or (kk, qq) < best[:2]):
                 best = (kk, qq, p)
         if best is not None:
-            gt = _read_truth(best[2])
-            return GroundTruth(gt.ids[:nq, :k], gt.distances[:nq, :k])
+            return _read_truth(best[2], nq, k)
         prov = self.path / "truth" / "provided.npz"
         if (
             key == "all"
@@ -271,8 +314,7 @@ class Dataset:
             and prov.exists()
             and self.meta.provided_truth_k >= k
         ):
-            gt = _read_truth(prov)
-            return GroundTruth(gt.ids[:nq, :k], gt.distances[:nq, :k])
+            return _read_truth(prov, min(nq, self.nq), k)
         return None
 
     def truth(
@@ -373,12 +415,17 @@ class Dataset:
         }
 
 
-def _read_truth(path: Path) -> GroundTruth:
+def _read_truth(path: Path, nq: int, k: int) -> GroundTruth:
+    """The first ``nq`` rows and ``k`` columns of a truth file, which has them."""
     try:
         with np.load(path, allow_pickle=False) as z:
-            return GroundTruth(z["ids"].astype(np.int64), z["distances"].astype(np.float32))
-    except (OSError, ValueError, KeyError) as exc:
-        raise UserError(f"corrupt ground truth file ({exc})", where=str(path)) from None
+            ids, dist = z["ids"], z["distances"]
+            if ids.ndim != 2 or ids.shape != dist.shape or ids.shape[0] < nq or ids.shape[1] < k:
+                raise ValueError(f"ids {ids.shape}, distances {dist.shape}; {nq} x {k} needed")
+            return GroundTruth(ids[:nq, :k].astype(np.int64), dist[:nq, :k].astype(np.float32))
+    except Exception as exc:  # not a zip, a member missing or damaged, of another shape
+        msg = f"corrupt ground truth file ({formats.first_line(exc)}); delete it to compute again"
+        raise UserError(msg, where=str(path)) from None
 
 
 def _write_truth(path: Path, gt: GroundTruth) -> None:
