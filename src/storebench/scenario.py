@@ -208,10 +208,13 @@ def builtin_names() -> list[str]:
 
 def resolve(name_or_path: str) -> Path:
     p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or p.exists():
-        if not p.is_file():
-            raise UserError("scenario file not found", where=str(p))
-        return p
+    try:
+        if p.suffix in (".yaml", ".yml") or p.exists():
+            if not p.is_file():
+                raise UserError("scenario file not found", where=str(p))
+            return p
+    except OSError as exc:  # a name the system refuses: too long, ...
+        raise UserError(f"not a usable path ({exc.strerror})", where=str(p)) from None
     if name_or_path in builtin_names():
         return Path(str(resources.files(BUILTIN_PACKAGE) / f"{name_or_path}.yaml"))
     raise UserError(

@@ -155,6 +155,8 @@ TRICKY_TEXT = [
     "/",
     ".",
     "é",
+    "x" * 300,  # longer than a file name may be
+    "a/" + "b" * 300,
 ]
 
 huge_ints = st.integers(min_value=60, max_value=400).map(lambda e: 10**e) | st.integers(
@@ -367,6 +369,7 @@ set_values = st.one_of(
     stores=st.lists(st.sampled_from(ENGINES) | st.text(max_size=8), max_size=2),
 )
 @example(base="crud", sets=["params=5"], stores=[])
+@example(base="crud", sets=["dataset=" + "x" * 300], stores=[])
 @example(base="crud", sets=["n=" + "[" * 5000], stores=[])
 def test_set_texts(base, sets, stores):
     # (store URLs have their own tests: engine names only here)
@@ -1418,3 +1421,42 @@ def test_stored_datasets_the_properties_broke(made_ds, tmp_path, damage, expect)
     got = outcome(Scenario.load, "search", [f"dataset={root}", "labels=[]"])
     if "corrupt meta.json" in expect:
         assert isinstance(got, UserError) and str(got).startswith(f"--set params.dataset: {root}")
+
+
+@pytest.mark.parametrize(
+    "name, blob, command, expect",
+    [
+        ("b.npy", b"", "import", "b.npy: not a readable .npy file (No data left in file)"),
+        ("b.npy", _npy_header("<U3", "(1, 1)") + b"\0" * 12, "info", "holds <U3 values"),
+        (
+            "b.fvecs",
+            np.int32(3).tobytes() + b"\0" * 5,
+            "import",
+            "not a whole number of 16-byte rows",
+        ),
+        ("x.hdf5", b"\x89HDF\r\n\x1a\n" + b"\0" * 40, "info", "x.hdf5: not a readable HDF5 file"),
+    ],
+    ids=["npy-empty", "npy-strings", "fvecs-cut", "hdf5-damaged"],
+)
+def test_cli_refuses_bad_dataset_files(tmp_path, name, blob, command, expect):
+    p = tmp_path / name
+    p.write_bytes(blob)
+    args = ["dataset", command, str(p)] + (["--metric", "l2"] if command == "import" else [])
+    line = refused_at_cli(*args)
+    assert expect in line and str(tmp_path) in line
+
+
+def test_paths_the_system_refuses_are_named():
+    from storebench.data import datasets, formats
+
+    long = "x" * 300
+    for fn, arg in (
+        (Scenario.load, long),
+        (Scenario.load, long + ".yaml"),
+        (datasets.load, long + "/y.npy"),
+        (formats.open_source, long + ".npy"),
+    ):
+        got = outcome(fn, arg)
+        assert isinstance(got, UserError) and "not a usable path (File name too long)" in str(got)
+    got = outcome(Scenario.load, "crud", [f"dataset={long}"])
+    assert str(got).startswith(f"--set params.dataset: {long}: not a usable path")

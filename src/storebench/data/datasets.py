@@ -142,7 +142,7 @@ def is_dataset_dir(path: Path) -> bool:
     except FileNotFoundError:
         return False
     except (OSError, ValueError):
-        return (path / "vectors.npy").exists() and (path / "ids.npy").exists()
+        return formats.exists(path / "vectors.npy") and formats.exists(path / "ids.npy")
     return isinstance(raw, dict) and "format_version" in raw
 
 
@@ -975,14 +975,14 @@ def _locate(name_or_path: str | os.PathLike[str], root: Path) -> tuple[Dataset |
         ".parquet",
         ".npy",
     )
-    if looks_like_path or (p.exists() and not (root / s).exists()):
+    if looks_like_path or (formats.exists(p) and not formats.exists(root / s)):
         if is_dataset_dir(p):
             ds = Dataset(p)
             return ds, p, ds.name
-        if not p.exists():
+        if not formats.exists(p):
             raise UserError("file not found", where=s)
         name = default_name(p)
-        if (root / name / "meta.json").exists():
+        if formats.exists(root / name / "meta.json"):
             ds = Dataset(root / name)
             src = ds.meta.source
             st = p.stat()
@@ -998,7 +998,7 @@ def _locate(name_or_path: str | os.PathLike[str], root: Path) -> tuple[Dataset |
                 where=s,
             )
         return None, p, name
-    if (root / s / "meta.json").exists():
+    if formats.exists(root / s / "meta.json"):
         return Dataset(root / s), root / s, s
     if registry.get(s) is not None:
         raise UserError(

@@ -301,6 +301,14 @@ def open_npy(path: Path, kinds: str = "biuf") -> np.ndarray:
     return arr
 
 
+def exists(p: Path) -> bool:
+    """``p.exists()``; a name the system refuses (too long, ...) is a UserError."""
+    try:
+        return p.exists()
+    except OSError as exc:
+        raise UserError(f"not a usable path ({exc.strerror})", where=str(p)) from None
+
+
 def _size(p: Path) -> int:
     try:
         return p.stat().st_size
@@ -856,7 +864,7 @@ def open_source(
     """Open whatever ``path`` is (a file of a known format, or a directory in
     one of the known layouts), with optional separate query and truth files."""
     p = Path(path)
-    if not p.exists():
+    if not exists(p):
         raise UserError("file not found", where=str(p))
     q_path = Path(queries) if queries is not None else None
     t_path = Path(truth) if truth is not None else None
