@@ -377,16 +377,20 @@ def test_set_texts(base, sets, stores):
     outcome(Scenario.load, base, sets, stores)
 
 
-python_values = st.recursive(
-    scalars
-    | st.binary(max_size=4)
-    | st.sampled_from([np.int64(5), np.float32(math.nan), np.bool_(True), object(), 1j, b"x"]),
-    lambda inner: (
+def _python_containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return (
         st.lists(inner, max_size=4)
         | st.tuples(inner, inner)
         | st.frozensets(scalars.filter(lambda v: v == v), max_size=3)
         | st.dictionaries(keys, inner, max_size=3)
-    ),
+    )
+
+
+python_values = st.recursive(
+    scalars
+    | st.binary(max_size=4)
+    | st.sampled_from([np.int64(5), np.float32(math.nan), np.bool_(True), object(), 1j, b"x"]),
+    _python_containers,
     max_leaves=12,
 )
 
@@ -536,9 +540,10 @@ filter_leaves = st.one_of(
     st.dictionaries(field_names, st.dictionaries(op_names, filter_values, max_size=2), max_size=2),
     scalars,
 )
-filter_trees = st.recursive(
-    filter_leaves,
-    lambda inner: st.one_of(
+
+
+def _filter_nodes(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(
         st.builds(
             lambda op, parts: {op: parts},
             st.sampled_from(["and", "or"]),
@@ -549,9 +554,10 @@ filter_trees = st.recursive(
             lambda op, part: {op: part}, st.sampled_from(["and", "or", "not"]), filter_values
         ),
         st.lists(inner, max_size=2),
-    ),
-    max_leaves=8,
-)
+    )
+
+
+filter_trees = st.recursive(filter_leaves, _filter_nodes, max_leaves=8)
 
 
 def _deep_not(depth: int) -> dict[str, Any]:
@@ -1460,3 +1466,13 @@ def test_paths_the_system_refuses_are_named():
         assert isinstance(got, UserError) and "not a usable path (File name too long)" in str(got)
     got = outcome(Scenario.load, "crud", [f"dataset={long}"])
     assert str(got).startswith(f"--set params.dataset: {long}: not a usable path")
+
+
+def test_vectors_whose_distances_overflow_are_refused(tmp_path):
+    """Found as overflow warnings: float32 distances to them are inf, and
+    ground truth among infinities is no truth."""
+    a = np.ones((3, 2), "f4")
+    a[1] = 3e19  # each component finite, the squared norm past float32
+    np.save(tmp_path / "b.npy", a)
+    got = import_(tmp_path / "b.npy", metric="l2")
+    assert isinstance(got, UserError) and "b.npy: row 1: vector too long" in str(got), got

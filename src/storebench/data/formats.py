@@ -79,14 +79,29 @@ def _bytes(n: int) -> str:
     return f"{n:,} bytes"
 
 
+# a squared norm above this makes float32 distances overflow to inf (|q - x|^2 <= 4 max)
+MAX_SQ_NORM = float(np.finfo(np.float32).max) / 4
+
+
 def check_finite(chunk: np.ndarray, first_row: int, where: str) -> None:
-    """NaN or inf anywhere in a float chunk is a user error naming the row."""
+    """NaN or inf anywhere in a float chunk, or a vector so long that
+    distances to it overflow, is a user error naming the row."""
     if chunk.dtype.kind != "f":
         return
     ok = np.isfinite(chunk).all(axis=1) if chunk.ndim == 2 else np.isfinite(chunk)
     if not ok.all():
         row = first_row + int(np.flatnonzero(~ok)[0])
         raise UserError(f"row {row}: vector holds NaN or inf", where=where)
+    if chunk.ndim == 2:
+        sq = np.einsum("ij,ij->i", chunk, chunk, dtype=np.float64)
+        big = np.flatnonzero(sq > MAX_SQ_NORM)
+        if len(big):
+            row = first_row + int(big[0])
+            raise UserError(
+                f"row {row}: vector too long (squared norm {sq[big[0]]:.3g}): "
+                "distances would overflow float32",
+                where=where,
+            )
 
 
 class VectorSource(Protocol):
