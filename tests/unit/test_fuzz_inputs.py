@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
@@ -67,13 +68,20 @@ def time_limit(seconds: float) -> Iterator[None]:
     def alarm(signum: int, frame: Any) -> None:
         raise Hang(f"no answer within {seconds} s")
 
+    # pytest-timeout may have its own alarm running: it is put back after
     old = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.monotonic()
+    outer, interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    if outer:
+        signal.setitimer(signal.ITIMER_REAL, min(seconds, outer))
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        if outer:
+            left = outer - (time.monotonic() - start)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), interval)
 
 
 def check_refusal(exc: UserError) -> str:
