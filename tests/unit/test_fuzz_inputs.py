@@ -1368,8 +1368,9 @@ def test_damaged_datasets(made_ds, data):
             assert str(root) in got.where or got.where == "made", got
         # a scenario's dataset parameter reads the same directory at plan
         got = outcome(Scenario.load, "search", values={"dataset": str(root), "n": 10, "labels": []})
-        if isinstance(got, UserError):  # the parameter, then the file at fault
-            assert got.where == "--set params.dataset", got
+        if isinstance(got, UserError):  # the file at fault, or the parameter: no scenario line
+            assert str(root) in got.where or got.where.startswith("--set params."), got
+            assert "params./" not in str(got), got
 
 
 def _meta(**changes: Any) -> Callable[[Path], None]:
@@ -1431,10 +1432,10 @@ def test_stored_datasets_the_properties_broke(made_ds, tmp_path, damage, expect)
     damage(root)
     got = outcome(use_dataset, root)
     assert isinstance(got, UserError) and expect in str(got), got
-    # a plan reads meta.json: the parameter comes first, then the file at fault
+    # a plan reads meta.json: the file at fault is named, not a scenario line
     got = outcome(Scenario.load, "search", [f"dataset={root}", "labels=[]"])
     if "corrupt meta.json" in expect:
-        assert isinstance(got, UserError) and str(got).startswith(f"--set params.dataset: {root}")
+        assert isinstance(got, UserError) and str(got).startswith(f"{root}/meta.json: corrupt")
 
 
 @pytest.mark.parametrize(
@@ -1473,7 +1474,7 @@ def test_paths_the_system_refuses_are_named():
         got = outcome(fn, arg)
         assert isinstance(got, UserError) and "not a usable path (File name too long)" in str(got)
     got = outcome(Scenario.load, "crud", [f"dataset={long}"])
-    assert str(got).startswith(f"--set params.dataset: {long}: not a usable path")
+    assert "not a usable path (File name too long)" in str(got)
 
 
 def test_vectors_whose_distances_overflow_are_refused(tmp_path):

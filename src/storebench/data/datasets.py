@@ -380,10 +380,12 @@ class Dataset:
         size, shape and dtype and an even sample of its rows (the first and
         last among them). Records name a dataset by it."""
         h = hashlib.sha256(self.metric.encode())
-        rels = ["vectors.npy", "ids.npy", *(["queries.npy"] if self.nq else [])]
-        rels += [f"fields/{f}.npy" for f in sorted(self.meta.fields)]
-        for rel in rels:
-            a = _npy(self.path / rel)
+        # the checked arrays: a file of another shape is refused, not hashed
+        arrays = {"vectors.npy": self.vectors, "ids.npy": self.ids}
+        if self.nq:
+            arrays["queries.npy"] = self.queries
+        arrays |= {f"fields/{f}.npy": self.fields[f] for f in sorted(self.meta.fields)}
+        for rel, a in arrays.items():
             size = (self.path / rel).stat().st_size
             h.update(f"{rel}:{size}:{a.shape}:{a.dtype.str};".encode())
             if len(a):
