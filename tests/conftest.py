@@ -3,6 +3,7 @@ import signal
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 # Tests send SIGINT to the storebench processes they start, which inherit the
 # signal's disposition from this one. Started in the background by a
@@ -13,6 +14,12 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from storebench.data.batch import DocBatch
+
+# Property tests: the same examples on every run (``ci``, the default), so a
+# red suite is a bug, not luck; ``HYPOTHESIS_PROFILE=explore`` searches anew.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def make_docs(n: int, dim: int = 16, seed: int = 0, start: int = 0) -> DocBatch:

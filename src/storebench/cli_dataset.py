@@ -375,6 +375,10 @@ def truth_(
             flt = yaml.safe_load(where)
         except yaml.YAMLError as exc:
             raise UserError(f"not a filter: {exc}".splitlines()[0], where="--where") from None
+        except (RecursionError, ValueError):  # too deep; an integer of 4300+ digits
+            raise UserError(
+                "not a filter: nested too deeply or too long", where="--where"
+            ) from None
     mask = ds.mask(flt)
     m = metric or ds.metric
     q = ds.nq if nq is None else min(nq, ds.nq)

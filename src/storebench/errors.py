@@ -14,15 +14,26 @@ class StorebenchError(Exception):
         super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
 
+# what str.splitlines() breaks at: shown escaped, so a message stays one line
+_LINE_BREAKS = {c: repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+_ONE_LINE = str.maketrans(_LINE_BREAKS)
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks escaped (a key or path holding one)."""
+    return text.translate(_ONE_LINE)
+
+
 class UserError(StorebenchError):
     """Bad input: wrong config, unknown store, missing or corrupt file.
 
     ``where`` names the place (file:line, key, URL) so the message is one line
-    that says what and where."""
+    that says what and where (line breaks in either are shown escaped)."""
 
     def __init__(self, message: str, where: str | None = None):
-        self.where = None if where is None else redact(where)
-        super().__init__(f"{where}: {message}" if where else message)
+        self.where = None if where is None else one_line(redact(where))
+        message = one_line(str(message))
+        super().__init__(f"{one_line(where)}: {message}" if where else message)
 
 
 class NotSupported(StorebenchError):

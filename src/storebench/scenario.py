@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -18,7 +19,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from storebench.driver.executors import executor_class
 from storebench.errors import UserError
@@ -27,6 +35,7 @@ from storebench.stores.config import SpecError, StoreOptions
 from storebench.workloads.base import workload_class
 
 BUILTIN_PACKAGE = "storebench.scenarios"
+MAX_RUNS = 100_000  # a plan larger than this is a typo (repeats: 1000000), not a study
 
 
 class StoreEntry(BaseModel):
@@ -42,7 +51,7 @@ class StoreEntry(BaseModel):
 
 
 class DriverConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     executor: str | None = None  # threads | processes | plug-in; default: the store's preference
     # the ray executor: "local" starts a private Ray on 127.0.0.1 for the run;
     # "auto" or HOST:PORT joins a running cluster (docs/ray.md)
@@ -88,6 +97,13 @@ class ScenarioFile(BaseModel):
                     )
             return [{"engine": s} if isinstance(s, str) else s for s in v]
         return v
+
+    @model_validator(mode="after")
+    def _bounded_plan(self) -> ScenarioFile:
+        runs = self.repeats * len(self.stores) * math.prod(len(v) for v in self.grid.values())
+        if runs > MAX_RUNS:
+            raise ValueError(f"repeats x stores x grid values make more than {MAX_RUNS:,} runs")
+        return self
 
 
 @dataclass(frozen=True)
@@ -163,6 +179,20 @@ def _first_error(exc: ValidationError) -> tuple[tuple[Any, ...], str]:
     return loc, msg
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    if isinstance(exc, yaml.reader.ReaderError):  # its str() spans two lines
+        char = exc.character
+        return f"character {f'#x{char:04x}' if isinstance(char, int) else repr(char)} not allowed"
+    return str(getattr(exc, "problem", None) or exc)
+
+
+def _yaml_where(path: Path, text: str, exc: yaml.YAMLError) -> str:
+    if isinstance(exc, yaml.reader.ReaderError):
+        return f"{path}:{text.count(chr(10), 0, exc.position) + 1}"
+    mark = getattr(exc, "problem_mark", None)
+    return f"{path}:{mark.line + 1}" if mark else str(path)
+
+
 def _dotted(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc)
 
@@ -178,10 +208,13 @@ def builtin_names() -> list[str]:
 
 def resolve(name_or_path: str) -> Path:
     p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or p.exists():
-        if not p.is_file():
-            raise UserError("scenario file not found", where=str(p))
-        return p
+    try:
+        if p.suffix in (".yaml", ".yml") or p.exists():
+            if not p.is_file():
+                raise UserError("scenario file not found", where=str(p))
+            return p
+    except OSError as exc:  # a name the system refuses: too long, ...
+        raise UserError(f"not a usable path ({exc.strerror})", where=str(p)) from None
     if name_or_path in builtin_names():
         return Path(str(resources.files(BUILTIN_PACKAGE) / f"{name_or_path}.yaml"))
     raise UserError(
@@ -198,7 +231,7 @@ def parse_set(items: list[str]) -> list[tuple[list[str], Any]]:
         key, raw = item.split("=", 1)
         try:
             value = yaml.safe_load(raw) if raw else ""
-        except yaml.YAMLError as exc:
+        except (yaml.YAMLError, RecursionError, ValueError) as exc:
             raise UserError(f"cannot read value {raw!r}", where=f"--set {key}") from exc
         out.append((key.strip().split("."), value))
     return out
@@ -252,9 +285,13 @@ class Scenario:
         except UnicodeDecodeError as exc:
             raise UserError(f"not UTF-8 text (byte {exc.start})", where=str(path)) from exc
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}" if mark else str(path)
-            raise UserError(f"not valid YAML: {getattr(exc, 'problem', exc)}", where=where) from exc
+            raise UserError(
+                f"not valid YAML: {_yaml_problem(exc)}", where=_yaml_where(path, text, exc)
+            ) from exc
+        except RecursionError:
+            raise UserError("not valid YAML: nested too deeply", where=str(path)) from None
+        except ValueError as exc:  # an integer of more than 4300 digits
+            raise UserError(f"not valid YAML: {exc}".split(";")[0], where=str(path)) from None
         if not isinstance(raw, dict):
             raise UserError("a scenario must be a YAML mapping", where=str(path))
         lines = _line_map(node) if node is not None else {}
@@ -262,6 +299,9 @@ class Scenario:
         file_keys = frozenset(in_file if isinstance(in_file, dict) else ())
         overrides: dict[str, str] = {}
         top = set(ScenarioFile.model_fields)
+        for k in values or {}:
+            if not isinstance(k, str):
+                raise UserError(f"keys are dotted names (strings), got {k!r}", where="--set")
         typed = [(k.strip().split("."), v) for k, v in (values or {}).items()]
         for keys, value in [*parse_set(list(sets)), *typed]:
             if keys[0] not in top:
@@ -276,7 +316,7 @@ class Scenario:
                 target = nxt
             target[keys[-1]] = value
             overrides[".".join(keys)] = f"--set {'.'.join(keys)}"
-            if keys[0] == "params" and isinstance(raw.get("grid"), dict):
+            if keys[0] == "params" and len(keys) > 1 and isinstance(raw.get("grid"), dict):
                 # a value set for a gridded parameter replaces its grid axis
                 for gk in (keys[1], ".".join(keys)):
                     raw["grid"].pop(gk, None)
@@ -317,7 +357,8 @@ class Scenario:
             loc, msg = _first_error(exc)
             where = cls._where(path, lines, overrides, loc)
             raise UserError(
-                msg if where.startswith("--") else f"{_dotted(loc)}: {msg}", where=where
+                msg if where.startswith("--") or not loc else f"{_dotted(loc)}: {msg}",
+                where=where,
             ) from exc
 
     def error(self, loc: tuple[Any, ...], msg: str) -> UserError:

@@ -35,7 +35,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -90,13 +90,36 @@ class Meta:
 
     @staticmethod
     def read(path: Path) -> Meta:
+        where = str(path / "meta.json")
         try:
-            raw = json.loads((path / "meta.json").read_text())
-            return Meta(**raw)
+            raw = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+            meta = Meta(**raw)
         except FileNotFoundError:
             raise UserError("not a storebench dataset (no meta.json)", where=str(path)) from None
-        except (ValueError, TypeError) as exc:
-            raise UserError(f"corrupt meta.json ({exc})", where=str(path / "meta.json")) from None
+        except (ValueError, TypeError) as exc:  # not JSON, not UTF-8, keys not a Meta's
+            raise UserError(f"corrupt meta.json ({exc})", where=where) from None
+        meta._check(where)
+        return meta
+
+    def _check(self, where: str) -> None:
+        """Each value of the type and range the dataset's arrays are read with."""
+        for f in fields(self):
+            v = getattr(self, f.name)
+            want = {"int": int, "str": str, "Metric": str}.get(str(f.type), dict)
+            if not isinstance(v, want) or isinstance(v, bool):
+                got = repr(v)[:40]
+                raise UserError(f"corrupt meta.json ({f.name} is {got})", where=where)
+        if self.n < 1 or self.dim < 1 or self.nq < 0 or self.provided_truth_k < 0:
+            raise UserError(
+                f"corrupt meta.json (n {self.n}, dim {self.dim}, nq {self.nq}, "
+                f"provided_truth_k {self.provided_truth_k})",
+                where=where,
+            )
+        if self.metric not in ("l2", "ip", "cosine"):
+            raise UserError(f"corrupt meta.json (metric {self.metric!r})", where=where)
+        for name, kind in self.fields.items():
+            if kind not in ("int", "float", "bool", "str"):
+                raise UserError(f"corrupt meta.json (field {name!r} of kind {kind!r})", where=where)
 
 
 def _npy(path: Path) -> np.ndarray:
@@ -104,8 +127,9 @@ def _npy(path: Path) -> np.ndarray:
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except FileNotFoundError:
         raise UserError("dataset file missing", where=str(path)) from None
-    except (ValueError, OSError) as exc:
-        raise UserError(f"corrupt dataset file ({exc})", where=str(path)) from None
+    except Exception as exc:  # a corrupt header: ValueError, EOFError, SyntaxError, ...
+        msg = formats.first_line(exc)
+        raise UserError(f"corrupt dataset file ({msg})", where=str(path)) from None
 
 
 def is_dataset_dir(path: Path) -> bool:
@@ -118,7 +142,7 @@ def is_dataset_dir(path: Path) -> bool:
     except FileNotFoundError:
         return False
     except (OSError, ValueError):
-        return (path / "vectors.npy").exists() and (path / "ids.npy").exists()
+        return formats.exists(path / "vectors.npy") and formats.exists(path / "ids.npy")
     return isinstance(raw, dict) and "format_version" in raw
 
 
@@ -192,11 +216,32 @@ class Dataset:
         """(nq, dim) float32; an empty matrix when the dataset has none."""
         if self.nq == 0:
             return np.empty((0, self.dim), np.float32)
-        return _npy(self.path / "queries.npy")
+        q = _npy(self.path / "queries.npy")
+        if q.shape != (self.nq, self.dim) or q.dtype != np.float32:
+            raise UserError(
+                f"queries.npy holds {q.shape} {q.dtype}, meta.json says ({self.nq}, {self.dim}) float32",
+                where=str(self.path),
+            )
+        return q
 
     @cached_property
     def fields(self) -> dict[str, np.ndarray]:
-        return {f: _npy(self.path / "fields" / f"{f}.npy") for f in self.meta.fields}
+        from storebench.data.batch import field_kind
+
+        out = {}
+        for f, kind in self.meta.fields.items():
+            col = _npy(self.path / "fields" / f"{f}.npy")
+            try:
+                got = field_kind(col)
+            except TypeError:
+                got = str(col.dtype)
+            if col.shape != (self.n,) or got != kind:
+                raise UserError(
+                    f"fields/{f}.npy holds {col.shape} {col.dtype}, meta.json says ({self.n},) {kind}",
+                    where=str(self.path),
+                )
+            out[f] = col
+        return out
 
     @property
     def docs(self) -> DocBatch:
@@ -228,6 +273,10 @@ class Dataset:
                 f"{', '.join(self.meta.fields) or 'no fields'}",
                 where=self.name,
             )
+        try:
+            filters.check_kinds(f, self.meta.fields)
+        except ValueError as exc:
+            raise UserError(str(exc), where=self.name) from None
         cols = {k: self.fields[k] for k in filters.fields_of(f)}
         return np.asarray(filters.evaluate(f, cols), dtype=bool)
 
@@ -257,8 +306,7 @@ class Dataset:
             if fits and (best is None or (kk, qq) < best[:2]):
                 best = (kk, qq, p)
         if best is not None:
-            gt = _read_truth(best[2])
-            return GroundTruth(gt.ids[:nq, :k], gt.distances[:nq, :k])
+            return _read_truth(best[2], nq, k)
         prov = self.path / "truth" / "provided.npz"
         if (
             key == "all"
@@ -266,8 +314,7 @@ class Dataset:
             and prov.exists()
             and self.meta.provided_truth_k >= k
         ):
-            gt = _read_truth(prov)
-            return GroundTruth(gt.ids[:nq, :k], gt.distances[:nq, :k])
+            return _read_truth(prov, min(nq, self.nq), k)
         return None
 
     def truth(
@@ -333,10 +380,12 @@ class Dataset:
         size, shape and dtype and an even sample of its rows (the first and
         last among them). Records name a dataset by it."""
         h = hashlib.sha256(self.metric.encode())
-        rels = ["vectors.npy", "ids.npy", *(["queries.npy"] if self.nq else [])]
-        rels += [f"fields/{f}.npy" for f in sorted(self.meta.fields)]
-        for rel in rels:
-            a = _npy(self.path / rel)
+        # the checked arrays: a file of another shape is refused, not hashed
+        arrays = {"vectors.npy": self.vectors, "ids.npy": self.ids}
+        if self.nq:
+            arrays["queries.npy"] = self.queries
+        arrays |= {f"fields/{f}.npy": self.fields[f] for f in sorted(self.meta.fields)}
+        for rel, a in arrays.items():
             size = (self.path / rel).stat().st_size
             h.update(f"{rel}:{size}:{a.shape}:{a.dtype.str};".encode())
             if len(a):
@@ -368,12 +417,17 @@ class Dataset:
         }
 
 
-def _read_truth(path: Path) -> GroundTruth:
+def _read_truth(path: Path, nq: int, k: int) -> GroundTruth:
+    """The first ``nq`` rows and ``k`` columns of a truth file, which has them."""
     try:
         with np.load(path, allow_pickle=False) as z:
-            return GroundTruth(z["ids"].astype(np.int64), z["distances"].astype(np.float32))
-    except (OSError, ValueError, KeyError) as exc:
-        raise UserError(f"corrupt ground truth file ({exc})", where=str(path)) from None
+            ids, dist = z["ids"], z["distances"]
+            if ids.ndim != 2 or ids.shape != dist.shape or ids.shape[0] < nq or ids.shape[1] < k:
+                raise ValueError(f"ids {ids.shape}, distances {dist.shape}; {nq} x {k} needed")
+            return GroundTruth(ids[:nq, :k].astype(np.int64), dist[:nq, :k].astype(np.float32))
+    except Exception as exc:  # not a zip, a member missing or damaged, of another shape
+        msg = f"corrupt ground truth file ({formats.first_line(exc)}); delete it to compute again"
+        raise UserError(msg, where=str(path)) from None
 
 
 def _write_truth(path: Path, gt: GroundTruth) -> None:
@@ -514,6 +568,8 @@ def import_source(
     n_src = len(base) if limit is None else min(limit, len(base))
     if n_src == 0:
         raise UserError("no base vectors", where=base.where)
+    if dim < 1:
+        raise UserError("the vectors have dimension 0", where=base.where)
     skip = None
     held: np.ndarray | None = None
     if src.queries is None and holdout:
@@ -921,14 +977,14 @@ def _locate(name_or_path: str | os.PathLike[str], root: Path) -> tuple[Dataset |
         ".parquet",
         ".npy",
     )
-    if looks_like_path or (p.exists() and not (root / s).exists()):
+    if looks_like_path or (formats.exists(p) and not formats.exists(root / s)):
         if is_dataset_dir(p):
             ds = Dataset(p)
             return ds, p, ds.name
-        if not p.exists():
+        if not formats.exists(p):
             raise UserError("file not found", where=s)
         name = default_name(p)
-        if (root / name / "meta.json").exists():
+        if formats.exists(root / name / "meta.json"):
             ds = Dataset(root / name)
             src = ds.meta.source
             st = p.stat()
@@ -944,7 +1000,7 @@ def _locate(name_or_path: str | os.PathLike[str], root: Path) -> tuple[Dataset |
                 where=s,
             )
         return None, p, name
-    if (root / s / "meta.json").exists():
+    if formats.exists(root / s / "meta.json"):
         return Dataset(root / s), root / s, s
     if registry.get(s) is not None:
         raise UserError(

@@ -79,14 +79,29 @@ def _bytes(n: int) -> str:
     return f"{n:,} bytes"
 
 
+# a squared norm above this makes float32 distances overflow to inf (|q - x|^2 <= 4 max)
+MAX_SQ_NORM = float(np.finfo(np.float32).max) / 4
+
+
 def check_finite(chunk: np.ndarray, first_row: int, where: str) -> None:
-    """NaN or inf anywhere in a float chunk is a user error naming the row."""
+    """NaN or inf anywhere in a float chunk, or a vector so long that
+    distances to it overflow, is a user error naming the row."""
     if chunk.dtype.kind != "f":
         return
     ok = np.isfinite(chunk).all(axis=1) if chunk.ndim == 2 else np.isfinite(chunk)
     if not ok.all():
         row = first_row + int(np.flatnonzero(~ok)[0])
         raise UserError(f"row {row}: vector holds NaN or inf", where=where)
+    if chunk.ndim == 2:
+        sq = np.einsum("ij,ij->i", chunk, chunk, dtype=np.float64)
+        big = np.flatnonzero(sq > MAX_SQ_NORM)
+        if len(big):
+            row = first_row + int(big[0])
+            raise UserError(
+                f"row {row}: vector too long (squared norm {sq[big[0]]:.3g}): "
+                "distances would overflow float32",
+                where=where,
+            )
 
 
 class VectorSource(Protocol):
@@ -249,7 +264,10 @@ def read_truth_file(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
     if suffix == ".ivecs":
         return np.asarray(open_vecs(path), dtype=np.int64), None
     if suffix == ".npy":
-        return np.asarray(open_npy(path), dtype=np.int64), None
+        arr = open_npy(path, "iu")
+        if arr.ndim != 2:
+            raise UserError(f"expected a 2-d array, found shape {arr.shape}", where=str(path))
+        return np.asarray(arr, dtype=np.int64), None
     size = _size(path)
     if size >= 8:
         with open(path, "rb") as f:
@@ -275,13 +293,35 @@ def open_vectors(path: str | os.PathLike[str], limit: int | None = None) -> np.n
     raise UserError(f"unknown vector file type {suffix!r}", where=str(p))
 
 
-def open_npy(path: Path) -> np.ndarray:
+def first_line(exc: BaseException) -> str:
+    """An exception's message as one line (library messages span several)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def open_npy(path: Path, kinds: str = "biuf") -> np.ndarray:
+    """A .npy array, memory-mapped, whose dtype is of one of ``kinds``
+    (numpy's letters: numbers and booleans by default)."""
     try:
-        return np.load(path, mmap_mode="r", allow_pickle=False)
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
     except FileNotFoundError:
         raise UserError("file not found", where=str(path)) from None
-    except (ValueError, OSError) as exc:
-        raise UserError(f"not a readable .npy file ({exc})", where=str(path)) from None
+    except Exception as exc:  # a corrupt header: ValueError, EOFError, SyntaxError, ...
+        raise UserError(f"not a readable .npy file ({first_line(exc)})", where=str(path)) from None
+    if not isinstance(arr, np.ndarray):  # an .npz archive under a .npy name
+        raise UserError("not a .npy file (an .npz archive?)", where=str(path))
+    if arr.dtype.kind not in kinds:
+        want = "integers" if kinds == "iu" else "numbers"
+        raise UserError(f"holds {arr.dtype} values, expected {want}", where=str(path))
+    return arr
+
+
+def exists(p: Path) -> bool:
+    """``p.exists()``; a name the system refuses (too long, ...) is a UserError."""
+    try:
+        return p.exists()
+    except OSError as exc:
+        raise UserError(f"not a usable path ({exc.strerror})", where=str(p)) from None
 
 
 def _size(p: Path) -> int:
@@ -335,8 +375,9 @@ class H5Source:
         for s in range(0, len(self), rows):
             try:
                 block = np.asarray(self.dataset[s : s + rows], dtype=np.float32)
-            except (OSError, ValueError) as exc:
-                raise UserError(f"rows {s}..: unreadable ({exc})", where=self.where) from None
+            except (OSError, ValueError, KeyError, RuntimeError) as exc:
+                msg = f"rows {s}..: unreadable ({first_line(exc)})"
+                raise UserError(msg, where=self.where) from None
             check_finite(block, s, self.where)
             yield block
 
@@ -357,57 +398,82 @@ def open_hdf5(path: Path) -> SourceSet:
         msg = str(exc).split("(", 1)[-1].rstrip(")") if "(" in str(exc) else str(exc)
         raise UserError(f"not a readable HDF5 file ({msg})", where=where) from None
     try:
-        if "train" not in f:
-            raise UserError(
-                f"no 'train' dataset (found: {', '.join(sorted(f.keys())) or 'nothing'}); "
-                "not an ann-benchmarks file",
-                where=where,
-            )
-        train = f["train"]
-        if train.ndim != 2:
-            raise UserError(f"'train' has shape {train.shape}, expected 2-d", where=where)
-        metric = None
-        if "distance" in f.attrs:
-            raw = f.attrs["distance"]
-            metric = metric_of(raw.decode() if isinstance(raw, bytes) else str(raw), where)
-        queries = None
-        if "test" in f:
-            test = f["test"]
-            if test.ndim != 2 or test.shape[1] != train.shape[1]:
-                raise UserError(
-                    f"'test' has shape {test.shape}, 'train' dimension {train.shape[1]}",
-                    where=where,
-                )
-            queries = H5Source(test, f"{where}:test")
-        neighbors = distances = None
-        if "neighbors" in f:
-            neighbors = np.asarray(f["neighbors"][:], dtype=np.int64)
-            if queries is None or neighbors.ndim != 2 or len(neighbors) != len(queries):
-                raise UserError(
-                    f"'neighbors' has shape {neighbors.shape} for "
-                    f"{0 if queries is None else len(queries)} test vectors",
-                    where=where,
-                )
-            if "distances" in f:
-                distances = np.asarray(f["distances"][:], dtype=np.float32)
-                if distances.shape != neighbors.shape:
-                    raise UserError(
-                        f"'distances' has shape {distances.shape}, 'neighbors' {neighbors.shape}",
-                        where=where,
-                    )
-        return SourceSet(
-            base=H5Source(train, f"{where}:train"),
-            queries=queries,
-            neighbors=neighbors,
-            distances=distances,
-            metric=metric,
-            kind="hdf5",
-            files=[where],
-            closers=[f],
-        )
+        return _hdf5_source(f, where)
+    except (OSError, KeyError, RuntimeError) as exc:  # h5py on a damaged file
+        f.close()
+        raise UserError(f"not a readable HDF5 file ({first_line(exc)})", where=where) from None
     except BaseException:
         f.close()
         raise
+
+
+def _h5_member(f: Any, name: str, kinds: str, where: str) -> Any:
+    """Dataset ``name`` (None when absent): 2-d, of one of numpy's ``kinds``."""
+    import h5py
+
+    if name not in f:
+        return None
+    d = f[name]
+    if not isinstance(d, h5py.Dataset):
+        raise UserError(f"{name!r} is a {type(d).__name__.lower()}, not a dataset", where=where)
+    if d.dtype.kind not in kinds:
+        want = "integers" if kinds == "iu" else "numbers"
+        raise UserError(f"{name!r} holds {d.dtype} values, expected {want}", where=where)
+    if d.ndim != 2:
+        raise UserError(f"{name!r} has shape {d.shape}, expected 2-d", where=where)
+    return d
+
+
+def _hdf5_source(f: Any, where: str) -> SourceSet:
+    train = _h5_member(f, "train", "biuf", where)
+    if train is None:
+        raise UserError(
+            f"no 'train' dataset (found: {', '.join(sorted(f.keys())) or 'nothing'}); "
+            "not an ann-benchmarks file",
+            where=where,
+        )
+    metric = None
+    if "distance" in f.attrs:
+        raw = f.attrs["distance"]
+        metric = metric_of(raw.decode() if isinstance(raw, bytes) else str(raw), where)
+    queries = None
+    test = _h5_member(f, "test", "biuf", where)
+    if test is not None:
+        if test.shape[1] != train.shape[1]:
+            raise UserError(
+                f"'test' has shape {test.shape}, 'train' dimension {train.shape[1]}",
+                where=where,
+            )
+        queries = H5Source(test, f"{where}:test")
+    neighbors = distances = None
+    nb = _h5_member(f, "neighbors", "iu", where)
+    if nb is not None:
+        neighbors = np.asarray(nb[:], dtype=np.int64)
+        if queries is None or len(neighbors) != len(queries):
+            raise UserError(
+                f"'neighbors' has shape {neighbors.shape} for "
+                f"{0 if queries is None else len(queries)} test vectors",
+                where=where,
+            )
+        neighbors = ids_to_positions(neighbors, None, len(train), f"{where}:neighbors")
+        dist = _h5_member(f, "distances", "biuf", where)
+        if dist is not None:
+            distances = np.asarray(dist[:], dtype=np.float32)
+            if distances.shape != neighbors.shape:
+                raise UserError(
+                    f"'distances' has shape {distances.shape}, 'neighbors' {neighbors.shape}",
+                    where=where,
+                )
+    return SourceSet(
+        base=H5Source(train, f"{where}:train"),
+        queries=queries,
+        neighbors=neighbors,
+        distances=distances,
+        metric=metric,
+        kind="hdf5",
+        files=[where],
+        closers=[f],
+    )
 
 
 # --- Parquet (VectorDBBench) ---------------------------------------------------
@@ -430,7 +496,8 @@ class ParquetSource:
             except FileNotFoundError:
                 raise UserError("file not found", where=str(p)) from None
             except Exception as exc:  # pyarrow raises ArrowInvalid, OSError...
-                raise UserError(f"not a readable Parquet file ({exc})", where=str(p)) from None
+                msg = f"not a readable Parquet file ({first_line(exc)})"
+                raise UserError(msg, where=str(p)) from None
             names = pf.schema_arrow.names
             if column not in names:
                 raise UserError(f"no column {column!r} (columns: {', '.join(names)})", where=str(p))
@@ -438,9 +505,11 @@ class ParquetSource:
             n += pf.metadata.num_rows
         self._n = n
         self._dim: int | None = None
-        first = next(self._batches(self._pf[0], str(self.files[0]), 0, 1), None)
-        if first is not None:
-            self._dim = first.shape[1]
+        for pf, p in zip(self._pf, self.files, strict=True):
+            first = next(self._batches(pf, str(p), 0, 1), None)
+            if first is not None:
+                self._dim = first.shape[1]
+                break
 
     def __len__(self) -> int:
         return self._n
@@ -453,7 +522,15 @@ class ParquetSource:
 
     def _batches(self, pf: Any, where: str, first: int, rows: int) -> Iterator[np.ndarray]:
         row = first
-        for batch in pf.iter_batches(batch_size=rows, columns=[self.column]):
+        batches = pf.iter_batches(batch_size=rows, columns=[self.column])
+        while True:
+            try:
+                batch = next(batches, None)
+            except Exception as exc:  # a damaged page: OSError, ArrowInvalid, ...
+                msg = f"rows from {row}: unreadable ({first_line(exc)})"
+                raise UserError(msg, where=where) from None
+            if batch is None:
+                return
             arr = list_column_to_matrix(batch.column(0), where, row, self._dim)
             row += len(arr)
             yield arr
@@ -500,6 +577,10 @@ def list_column_to_matrix(col: Any, where: str, first_row: int, dim: int | None)
         )
     if dim is not None and d != dim:
         raise UserError(f"rows from {first_row}: dimension {d}, expected {dim}", where=where)
+    if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
+        raise UserError(
+            f"vector column has type {col.type}, expected a list of numbers", where=where
+        )
     if values.null_count:
         raise UserError(f"rows from {first_row}: a vector holds a null value", where=where)
     return values.to_numpy(zero_copy_only=False).reshape(n, d)
@@ -511,7 +592,29 @@ def _read_parquet_column(path: Path, column: str) -> Any:
     try:
         return pq.read_table(path, columns=[column]).column(0)
     except Exception as exc:
-        raise UserError(f"cannot read column {column!r} ({exc})", where=str(path)) from None
+        msg = f"cannot read column {column!r} ({first_line(exc)})"
+        raise UserError(msg, where=str(path)) from None
+
+
+def _scalar_column(col: Any, name: str, where: str) -> np.ndarray:
+    """A column of ids or labels: integers, floats, booleans or strings, no nulls."""
+    import pyarrow as pa
+
+    t = col.type
+    if not (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+    ):
+        raise UserError(
+            f"column {name!r} has type {t}, expected numbers, booleans or strings", where=where
+        )
+    if col.null_count:
+        raise UserError(f"column {name!r} holds nulls", where=where)
+    out = col.to_numpy(zero_copy_only=False)
+    return out.astype(str) if out.dtype == object else out
 
 
 def open_parquet(path: Path, metric: Metric | None = None) -> SourceSet:
@@ -542,7 +645,12 @@ def open_parquet(path: Path, metric: Metric | None = None) -> SourceSet:
         import pyarrow.parquet as pq
 
         if "id" in pq.ParquetFile(p).schema_arrow.names:
-            id_parts.append(_read_parquet_column(p, "id").to_numpy().astype(np.int64))
+            part = _scalar_column(_read_parquet_column(p, "id"), "id", str(p))
+            if part.dtype.kind not in "iu":
+                raise UserError(
+                    f"column 'id' holds {part.dtype} values, expected integers", where=str(p)
+                )
+            id_parts.append(part.astype(np.int64))
     if id_parts and len(id_parts) == len(train):
         ids = np.concatenate(id_parts)
     queries = None
@@ -568,18 +676,20 @@ def open_parquet(path: Path, metric: Metric | None = None) -> SourceSet:
         files.append(str(labels))
         import pyarrow.parquet as pq
 
-        tbl = pq.read_table(labels)
+        try:
+            tbl = pq.read_table(labels)
+        except Exception as exc:
+            msg = f"not a readable Parquet file ({first_line(exc)})"
+            raise UserError(msg, where=str(labels)) from None
         for name in tbl.column_names:
             if name == "id":
                 continue
-            col = tbl.column(name).to_numpy(zero_copy_only=False)
+            col = _scalar_column(tbl.column(name), name, str(labels))
             if len(col) != len(base):
                 raise UserError(
                     f"column {name!r} has {len(col)} rows for {len(base)} vectors",
                     where=str(labels),
                 )
-            if col.dtype == object:
-                col = col.astype(str)
             fields[name] = col
     return SourceSet(
         base=base,
@@ -663,6 +773,41 @@ def ids_to_positions(nb_ids: np.ndarray, ids: np.ndarray | None, n: int, where: 
 # --- qdrant compound layout (vectors.npy + tests.jsonl) ------------------------
 
 
+def _test_line(
+    raw: bytes, shape: tuple[int, ...], where: str
+) -> tuple[list[float] | None, list[int]]:
+    """One line of tests.jsonl: its query and the positions of its closest
+    vectors (ids are row numbers here); (None, []) for a blank line."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"bad test line (not UTF-8 at byte {exc.start})", where=where) from None
+    if not line.strip():
+        return None, []
+    try:
+        row = json.loads(line)
+    except ValueError as exc:
+        raise UserError(f"bad test line ({exc})", where=where) from None
+    if not isinstance(row, dict) or "query" not in row:
+        raise UserError("bad test line (expected an object with a 'query')", where=where)
+    n, dim = shape
+    q, ids = row["query"], row.get("closest_ids") or []
+    number = (int, float)
+    if (
+        not isinstance(q, list)
+        or len(q) != dim
+        or not all(isinstance(v, number) and not isinstance(v, bool) for v in q)
+    ):
+        raise UserError(f"bad test line ('query' is not a list of {dim} numbers)", where=where)
+    if not isinstance(ids, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and 0 <= v < n for v in ids
+    ):
+        raise UserError(
+            f"bad test line ('closest_ids' is not a list of row numbers below {n:,})", where=where
+        )
+    return q, ids
+
+
 def open_compound(path: Path, metric: Metric | None = None) -> SourceSet:
     vec = path / "vectors.npy"
     base_arr = open_npy(vec)
@@ -676,26 +821,14 @@ def open_compound(path: Path, metric: Metric | None = None) -> SourceSet:
         files.append(str(tests))
         qs: list[list[float]] = []
         nbs: list[list[int]] = []
-        with open(tests) as f:
-            for i, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    qs.append(row["query"])
-                    nbs.append(row.get("closest_ids") or [])
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise UserError(f"bad test line ({exc})", where=f"{tests}:{i}") from None
-        try:
-            q = np.asarray(qs, dtype=np.float32)
-        except ValueError:
-            raise UserError("queries of unequal dimension", where=str(tests)) from None
-        if q.ndim != 2 or q.shape[1] != base_arr.shape[1]:
-            raise UserError(
-                f"queries have shape {q.shape}, vectors dimension {base_arr.shape[1]}",
-                where=str(tests),
-            )
-        queries = ArraySource(q, str(tests))
+        with open(tests, "rb") as f:
+            for i, raw in enumerate(f, 1):
+                q, ids = _test_line(raw, base_arr.shape, f"{tests}:{i}")
+                if q is not None:
+                    qs.append(q)
+                    nbs.append(ids)
+        if qs:
+            queries = ArraySource(np.asarray(qs, dtype=np.float32), str(tests))
         width = max((len(x) for x in nbs), default=0)
         if width:
             nb = np.full((len(nbs), width), -1, np.int64)
@@ -746,7 +879,7 @@ def open_source(
     """Open whatever ``path`` is (a file of a known format, or a directory in
     one of the known layouts), with optional separate query and truth files."""
     p = Path(path)
-    if not p.exists():
+    if not exists(p):
         raise UserError("file not found", where=str(p))
     q_path = Path(queries) if queries is not None else None
     t_path = Path(truth) if truth is not None else None

@@ -81,38 +81,89 @@ def fields_of(f: Filter) -> set[str]:
     return {f.field}
 
 
-def parse(spec: Any, where: str = "filter") -> Filter:
+MAX_DEPTH = 64  # nested and/or/not: compilers recurse too
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _scalar(value: Any, where: str) -> bool | int | float | str:
+    """A value a filter compares with: a number, a string or a boolean."""
+    if isinstance(value, np.generic) and value.dtype.kind in "biufU":
+        value = value.item()
+    if not isinstance(value, bool | int | float | str):
+        raise ValueError(f"{where}: expected a number, string or boolean, got {_short(value)}")
+    return value
+
+
+def _list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
+
+
+def parse(spec: Any, where: str = "filter", depth: int = 0) -> Filter:
     """Build a filter from its dict form; errors name the offending part."""
     if isinstance(spec, Cmp | Range | In | And | Or | Not):
         return spec
+    if depth > MAX_DEPTH:
+        raise ValueError(f"{where}: nested deeper than {MAX_DEPTH} levels")
     if not isinstance(spec, Mapping) or len(spec) != 1:
-        raise ValueError(f"{where}: expected a mapping with one key, got {spec!r}")
+        raise ValueError(f"{where}: expected a mapping with one key, got {_short(spec)}")
     ((key, arg),) = spec.items()
     if key in ("and", "or"):
-        if not isinstance(arg, Sequence) or isinstance(arg, str) or not arg:
+        if not _list(arg) or not arg:
             raise ValueError(f"{where}.{key}: expected a non-empty list")
-        parts = tuple(parse(p, f"{where}.{key}[{i}]") for i, p in enumerate(arg))
+        parts = tuple(parse(p, f"{where}.{key}[{i}]", depth + 1) for i, p in enumerate(arg))
         return And(parts) if key == "and" else Or(parts)
     if key == "not":
-        return Not(parse(arg, f"{where}.not"))
+        return Not(parse(arg, f"{where}.not", depth + 1))
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"{where}: a field name is a non-empty string, got {_short(key)}")
     if not isinstance(arg, Mapping):
-        return Cmp(key, "eq", arg)
+        return Cmp(key, "eq", _scalar(arg, f"{where}.{key}"))
     if len(arg) != 1:
-        raise ValueError(f"{where}.{key}: expected one operator, got {list(arg)}")
+        raise ValueError(f"{where}.{key}: expected one operator, got {_short(list(arg))}")
     ((op, value),) = arg.items()
     if op in CMP_OPS:
-        return Cmp(key, op, value)
+        return Cmp(key, op, _scalar(value, f"{where}.{key}.{op}"))
     if op == "range":
-        if not isinstance(value, Sequence) or len(value) != 2:
+        if not _list(value) or len(value) != 2:
             raise ValueError(f"{where}.{key}.range: expected [lo, hi]")
-        return Range(key, value[0], value[1])
+        lo, hi = (_scalar(v, f"{where}.{key}.range") for v in value)
+        return Range(key, lo, hi)
     if op == "in":
-        if not isinstance(value, Sequence) or isinstance(value, str):
+        if not _list(value):
             raise ValueError(f"{where}.{key}.in: expected a list")
-        return In(key, tuple(value))
+        return In(key, tuple(_scalar(v, f"{where}.{key}.in") for v in value))
     raise ValueError(
-        f"{where}.{key}: unknown operator {op!r} (use {', '.join(CMP_OPS)}, range, in)"
+        f"{where}.{key}: unknown operator {_short(op)} (use {', '.join(CMP_OPS)}, range, in)"
     )
+
+
+def _fits(value: Any, kind: str) -> bool:
+    if kind in ("int", "float"):
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, {"bool": bool, "str": str}.get(kind, object))
+
+
+def check_kinds(f: Filter, kinds: Mapping[str, str]) -> None:
+    """Each value is of its field's kind (numbers for int and float fields):
+    numpy would raise, or compare a number with a string as unequal."""
+    if isinstance(f, And | Or):
+        for p in f.parts:
+            check_kinds(p, kinds)
+        return
+    if isinstance(f, Not):
+        check_kinds(f.part, kinds)
+        return
+    values = (
+        (f.value,) if isinstance(f, Cmp) else (f.lo, f.hi) if isinstance(f, Range) else f.values
+    )
+    kind = kinds[f.field]
+    for v in values:
+        if not _fits(v, kind):
+            raise ValueError(f"filter: field {f.field!r} holds {kind} values, not {_short(v)}")
 
 
 def evaluate(f: Filter, columns: Mapping[str, np.ndarray]) -> np.ndarray:

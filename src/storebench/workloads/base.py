@@ -41,10 +41,11 @@ ExecutorChoice = Literal["auto", "threads", "processes"]
 
 
 class Params(NoBoolNumbers):
-    """Base of workload parameter models: unknown keys are errors, and a
-    boolean is not a number (pydantic would read ``n: true`` as 1)."""
+    """Base of workload parameter models: unknown keys are errors, a
+    boolean is not a number (pydantic would read ``n: true`` as 1), and
+    numbers are finite (``duration_s: .inf`` would never end)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 @dataclass(frozen=True)
