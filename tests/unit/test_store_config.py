@@ -304,3 +304,14 @@ def test_any_url_is_accepted_or_refused_in_one_line(data, engine):
             text = str(exc)
             assert "\n" not in text and "\r" not in text, text
             assert text.startswith("store: ")
+
+
+@pytest.mark.parametrize("bad", [".inf", "-.inf", ".nan"])
+def test_store_options_refuse_numbers_that_are_not_finite(bad):
+    from storebench.scenario import Scenario
+
+    with pytest.raises(UserError, match="finite number"):
+        Scenario.load(
+            "search",
+            [f"stores=[{{engine: elasticsearch, options: {{request_timeout: {bad}}}}}]"],
+        )

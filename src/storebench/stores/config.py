@@ -189,7 +189,7 @@ class StoreOptions(NoBoolNumbers):
     refuses any. Validators may read the store's URL from the validation
     context (``info.context["url"]``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     # options that configure the server storebench starts: refused with a URL
     managed_only: ClassVar[tuple[str, ...]] = ()
 
