@@ -49,8 +49,12 @@ REDELIVERIES = 3  # then the process ends as on a second signal
 
 
 def exit_status(exc: BaseException) -> int:
-    """The exit status after an interrupt: 130 (SIGINT) or 143 (SIGTERM)."""
-    return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+    """The exit status after an interrupt: 130 (SIGINT) or 143 (SIGTERM),
+    by the first signal received: a library may raise a plain
+    KeyboardInterrupt in place of the ``Terminated`` a SIGTERM made (Ray's
+    ``ray.get`` does)."""
+    term = isinstance(exc, Terminated) or _state.first == signal.SIGTERM
+    return 128 + (signal.SIGTERM if term else signal.SIGINT)
 
 
 def interrupt_for(signum: int) -> KeyboardInterrupt:

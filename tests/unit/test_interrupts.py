@@ -236,3 +236,16 @@ def test_the_record_of_the_run_in_progress_is_written_by_a_hard_exit(tmp_path):
     assert not work.exists() and not private.exists()
     recorder.at_hard_exit()  # once only
     assert len((tmp_path / "x.jsonl").read_text().splitlines()) == 1
+
+
+def test_the_exit_status_follows_the_first_signal_even_if_a_library_replaced_the_interrupt(
+    monkeypatch,
+):
+    # Ray's ray.get re-raises a plain KeyboardInterrupt in place of ours
+    monkeypatch.setattr(interrupts._state, "first", signal.SIGTERM)
+    assert interrupts.exit_status(KeyboardInterrupt()) == 143
+    monkeypatch.setattr(interrupts._state, "first", signal.SIGINT)
+    assert interrupts.exit_status(KeyboardInterrupt()) == 130
+    assert interrupts.exit_status(Terminated()) == 143
+    monkeypatch.setattr(interrupts._state, "first", None)
+    assert interrupts.exit_status(KeyboardInterrupt()) == 130
