@@ -234,7 +234,7 @@ class Outcome:
 
 def trial(plan: Plan, workdir: Path, n: int = 3000, ops: int = 5000) -> Outcome:
     out = Outcome(plan)
-    tmp, res = workdir / "tmp", workdir / "results"
+    tmp, res = workdir / "t", workdir / "results"  # short: a local Ray's sockets live under TMPDIR
     tmp.mkdir(parents=True)
     tmp.chmod(0o1777)  # like /tmp: a server running as an unprivileged user makes its
     for d in (workdir, workdir.parent):  # directory in it
@@ -376,7 +376,7 @@ def _clean(live: Live, tmp: Path) -> None:
 
 def campaign(plans: list[Plan], say=print) -> list[Outcome]:
     outcomes = []
-    with tempfile.TemporaryDirectory(prefix="fault-campaign-") as root:
+    with tempfile.TemporaryDirectory(prefix="fc-", dir="/tmp") as root:
         for i, plan in enumerate(plans):
             o = trial(plan, Path(root) / str(i))
             outcomes.append(o)

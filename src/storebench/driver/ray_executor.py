@@ -171,7 +171,7 @@ _RAY_SOCKET_TAIL = len("/session_2026-01-01_00-00-00_000000_4194304/sockets/plas
 def _short_temp() -> str:
     """A private directory whose Ray sockets fit a Unix socket path: in the
     temporary directory if short enough, else in /tmp."""
-    temp = tempfile.mkdtemp(prefix="storebench-ray-")
+    temp = tempfile.mkdtemp(prefix="sbray-")
     if len(temp) + _RAY_SOCKET_TAIL > 107 and os.path.isdir("/tmp"):
         os.rmdir(temp)
         temp = tempfile.mkdtemp(prefix="sbray-", dir="/tmp")
