@@ -65,19 +65,19 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = f"a missing part skipped this test ({reason}); `make setup` installs it"
 
 
-@pytest.fixture
-def burners():
-    """Start busy-loop processes that are not this process's children (their
-    shell exits at once, so they are re-parented): a run here counts their
-    CPU as other processes'. Returns a function taking how many; every one
-    started is killed by its id after the test."""
-    import contextlib
-    import subprocess
-    import sys
+class Burners:
+    """Busy-loop processes that are not this process's children (their shell
+    exits at once, so they are re-parented): a run here counts their CPU as
+    other processes'. ``burners(n)`` starts n; ``burners.cpu()`` is the CPU
+    seconds all of them have used."""
 
-    pids: list[int] = []
+    def __init__(self) -> None:
+        self.pids: list[int] = []
 
-    def start(n: int) -> list[int]:
+    def __call__(self, n: int) -> list[int]:
+        import subprocess
+        import sys
+
         loop = f"{sys.executable} -c 'while True: pass' </dev/null >/dev/null 2>&1 & echo $!"
         out = subprocess.run(
             ["sh", "-c", f"for i in $(seq {n}); do {loop}; done"],
@@ -86,10 +86,23 @@ def burners():
             check=True,
         )
         new = [int(x) for x in out.stdout.split()]
-        pids.extend(new)
+        self.pids.extend(new)
         return new
 
+    def cpu(self) -> float:
+        import psutil
+
+        times = [psutil.Process(pid).cpu_times() for pid in self.pids]
+        return sum(t.user + t.system for t in times)
+
+
+@pytest.fixture
+def burners():
+    """``Burners``; every one started is killed by its id after the test."""
+    import contextlib
+
+    start = Burners()
     yield start
-    for pid in pids:
+    for pid in start.pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

@@ -16,14 +16,6 @@ from storebench.records import TaskRecord
 from storebench.stores.base import StoreSpec
 
 
-def cpu_of(pids):
-    total = 0.0
-    for pid in pids:
-        t = psutil.Process(pid).cpu_times()
-        total += t.user + t.system
-    return total
-
-
 def test_busy_has_one_threshold_and_judges_no_short_sample():
     quiet = {"sampled_s": 2.0, "other_cpu_s": 0.4, "steal_s": 0.0}
     assert noise.busy(quiet) is False  # 0.2 core
@@ -56,9 +48,9 @@ def test_other_processes_cpu_is_what_this_run_does_not_own(burners):
     procs = [psutil.Process(p) for p in pids]
     theirs = noise.LoadSampler()
     owned = noise.LoadSampler(lambda: procs)
-    c0 = cpu_of(pids)
+    c0 = burners.cpu()
     time.sleep(1.5)
-    burned = cpu_of(pids) - c0
+    burned = burners.cpu() - c0
     a, b = theirs.stop(), owned.stop()
     assert burned > 0.1  # they ran (how much depends on what else the machine runs)
     assert a["other_cpu_s"] - b["other_cpu_s"] == pytest.approx(burned, abs=0.1 + 0.1 * burned)
