@@ -152,6 +152,17 @@ def remove_local_temp() -> None:
         shutil.rmtree(_local_temp.pop(), ignore_errors=True)
 
 
+_cleanup_registered = False
+
+
+def _register_cleanup() -> None:
+    """Once per process: the session directories go at exit, hard or not."""
+    global _cleanup_registered
+    interrupts.always_at_hard_exit(_kill_local_ray)
+    atexit.register(remove_local_temp)
+    _cleanup_registered = True
+
+
 def _kill_local_ray() -> None:
     """At a hard exit: Ray's processes that write into the session
     directory go first (they would make it anew), then the directory."""
@@ -182,9 +193,8 @@ def _init(address: str) -> None:
     quiet: dict[str, Any] = {"logging_level": logging.WARNING, "namespace": "storebench"}
     if address == "local":
         temp = _short_temp()
-        if not _local_temp:
-            interrupts.always_at_hard_exit(_kill_local_ray)
-            atexit.register(remove_local_temp)
+        if not _cleanup_registered:
+            _register_cleanup()
         _local_temp.append(temp)
         with loopback_only():
             ray.init(
