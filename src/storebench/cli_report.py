@@ -45,18 +45,40 @@ def _fmt_value(metric: str, v: float) -> str:
     help="Directory for report.md, report.html and plots/ (made if missing; its parent must exist).",
 )
 @click.option("--title", default="storebench report", show_default=True)
+@click.option(
+    "--recall-axis",
+    type=click.Choice(["logit", "linear"]),
+    default="logit",
+    show_default=True,
+    help="Recall axes of the charts: logit-style (0.9, 0.99, 0.999 evenly apart) or linear.",
+)
 @AGGREGATE
-def report(paths: tuple[str, ...], out_dir: str, title: str, how: str) -> None:
+def report(paths: tuple[str, ...], out_dir: str, title: str, recall_axis: str, how: str) -> None:
     """Markdown tables, plots (PNG and SVG) and one self-contained HTML page
     from result files or directories of *.jsonl."""
+    import contextlib
+
     from storebench.outputs import check_dir
+    from storebench.progress import make_progress
     from storebench.report import build, plots
     from storebench.report.data import load_nonempty
 
     check_dir(out_dir, f"--out {out_dir}")
     plots.require()
-    recs = load_nonempty(paths)
-    written = build.write(recs, Path(out_dir), title, how)
+    progress = make_progress()
+    stage = contextlib.ExitStack()
+
+    def step(name: str) -> None:  # one status line: the stage now being built
+        stage.close()
+        stage.enter_context(progress.phase(f"report: {name}"))
+
+    try:
+        step("reading results")
+        recs = load_nonempty(paths)
+        written = build.write(recs, Path(out_dir), title, how, recall_axis, step)
+    finally:
+        stage.close()
+        progress.close()
     click.echo(f"{written.markdown}")
     click.echo(f"{written.html}")
     click.echo(

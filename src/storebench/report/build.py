@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,16 +218,27 @@ def metadata_sections(recs: list[Record]) -> list[Section]:
 
 
 def sections(
-    recs: list[Record], plots: bool = True, how: str = DEFAULT_AGGREGATION
+    recs: list[Record],
+    plots: bool = True,
+    how: str = DEFAULT_AGGREGATION,
+    step: Callable[[str], None] | None = None,
 ) -> list[Section]:
-    out: list[Section] = []
+    """The summary first (warnings, each study's answer, the footprint),
+    then the details, folded: each workload's views, then the runs'
+    metadata. ``step``: told what is being built (progress)."""
+    from storebench.report.summary import summary_sections
+
+    say = step or (lambda _: None)
+    say("summary")
+    out: list[Section] = summary_sections(recs, how, plots)
     for wl in distinct([str(r.workload) for r in recs]):
+        say(f"{wl}: cautions")
         mine = [r for r in recs if str(r.workload) == wl]
         scen = ", ".join(distinct([safe_text(r.scenario) for r in mine]))
         n_ok = sum(r.ok for r in mine)
         head = Section(
             f"wl-{wl}",
-            f"Workload {wl}" + (f" (scenario {scen})" if scen and scen != wl else ""),
+            f"Details: workload {wl}" + (f" (scenario {scen})" if scen and scen != wl else ""),
             [
                 Text(
                     f"{len(mine)} run(s), {n_ok} ok"
@@ -247,12 +259,17 @@ def sections(
                 Text(
                     "Caution: "
                     + "; ".join(f"{safe_text(label)}: {', '.join(why)}" for label, why in flagged)
-                    + ". Read their numbers as noisy; rerun on a quiet machine to rank them."
+                    + ". Read their numbers as noisy; rerun on a quiet machine to rank them.",
+                    kind="warning",
                 )
             )
+        head.folded = True
         out.append(head)
-        out += run_views(ViewInput(wl, mine, prefix=_slug(wl), how=how), plots)
-    out += metadata_sections(recs)
+        out += run_views(ViewInput(wl, mine, prefix=_slug(wl), how=how), plots, step)
+    say("runs and machines")
+    for s in metadata_sections(recs):
+        s.folded = True
+        out.append(s)
     return out
 
 
@@ -292,17 +309,23 @@ def write(
     out_dir: Path,
     title: str = "storebench report",
     how: str = DEFAULT_AGGREGATION,
+    recall_axis: str = "logit",
+    step: Callable[[str], None] | None = None,
 ) -> Written:
     """Write report.md, report.html and plots/*.png|svg under ``out_dir``
-    (one record per run; ``how``: which run of a configuration rows show)."""
-    from storebench.report import html, markdown
+    (one record per run; ``how``: which run of a configuration rows show;
+    ``recall_axis``: logit or linear; ``step``: told each stage, for progress)."""
+    from storebench.report import html, markdown, plots
 
     recs = records.parse_all(recs)
     out_dir = Path(out_dir)
     plots_dir = out_dir / "plots"
     out_dir.mkdir(exist_ok=True)  # never its parents (outputs.check_dir)
     plots_dir.mkdir(exist_ok=True)
-    secs = sections(recs, how=how)
+    with plots.report_scope(recall_axis):
+        secs = sections(recs, how=how, step=step)
+    if step is not None:
+        step("writing the pages")
     written = Written(out_dir / "report.md", out_dir / "report.html")
     for s in secs:
         for b in s.blocks:

@@ -11,6 +11,7 @@ from storebench.records import TaskRecord
 from storebench.report import plots
 from storebench.report.data import (
     Config,
+    headline_value,
     Spread,
     TaskSummary,
     aggregation_note,
@@ -117,8 +118,8 @@ def recall_vs_qps(v: ViewInput) -> list[Block]:
         fig = plots.new_figure(7.0, 4.4)
         ax = fig.axes[0]
         rows = []
-        for i, store in enumerate(stores):
-            pts = []
+        for store in stores[: plots.MAX_SERIES]:
+            pts, spans, names = [], [], {}
             for c in configs:
                 if c.engine != store:
                     continue
@@ -128,13 +129,17 @@ def recall_vs_qps(v: ViewInput) -> list[Block]:
                 q = t.ops_per_s if t is not None else None
                 if r is not None and q:
                     pts.append((r, q))
+                    s = c.task(task).spread("ops_per_s")
+                    spans.append((s.min, s.max) if s is not None and s.n > 1 else None)
+                    names[(r, q)] = c.label.removeprefix(store).strip()
                     rows.append([c.label, f"{r:.4f}", fmt_rate(q), str(pk.runs), pk.run_short])
             if not pts:
                 continue
-            st = plots.style(i)
+            st = plots.style(store)
             ax.scatter(
                 [p[0] for p in pts], [p[1] for p in pts], color=st["color"], marker=st["marker"]
             )
+            plots.error_bars(ax, [p[0] for p in pts], [p[1] for p in pts], spans, st["color"])
             front = plots.pareto_front(pts)
             ax.plot(
                 [p[0] for p in front],
@@ -142,25 +147,29 @@ def recall_vs_qps(v: ViewInput) -> list[Block]:
                 drawstyle="steps-post",
                 color=st["color"],
                 marker=st["marker"],
+                ls=st["linestyle"],
                 label=plots.plain(store),
             )
+            plots.label_points(ax, [(x, y, names.get((x, y), "")) for x, y in front], st["color"])
         if not rows:
             continue
         ax.set_xlabel(plots.plain(rkey.replace("recall", "Recall")))
         ax.set_ylabel(plots.plain(f"{task}: queries per second"))
         plots.rate_axis(ax, "y")
-        recalls = [float(r[1]) for r in rows]
-        left = max(0.0, min(recalls) - max(0.02, (1.0 - min(recalls)) * 0.1))
-        ax.set_xlim(left, 1.0 + (1.0 - left) * 0.04)
+        plots.recall_axis(ax, [float(r[1]) for r in rows], "x")
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title(plots.plain(f"{v.workload} · {task}: {rkey} vs QPS, Pareto front per store"))
-        plots.legend(ax, len(stores))
+        plots.legend(ax, min(len(stores), plots.MAX_SERIES))
         blocks.append(
             plots.render(
                 fig,
                 v.name(f"recall-qps-{task}"),
                 f"{task}: {rkey} vs QPS",
-                "Up and to the right is better. Lines: each store's Pareto front.",
+                "Up and to the right is better. Lines: each store's Pareto front, its points "
+                "labelled with what varies; bars: min to max QPS over the repeats; recall axis "
+                + plots.recall_axis_note()
+                + "."
+                + plots.left_out(stores[plots.MAX_SERIES :], "stores beyond the first 8"),
             )
         )
         blocks.append(Table(f"{task}: points", ["configuration", rkey, "QPS", "runs", "run"], rows))
@@ -202,22 +211,32 @@ def percentile_view(v: ViewInput) -> list[Block]:
     names = timed_tasks(configs)
     if not names:
         return []
+    drawn, rest = plots.keep_series(configs, lambda c: headline_value(v.pick(c).run) or 0.0)
     nrows, ncols = plots.grid_shape(len(names))
-    fig = plots.new_figure(4.2 * ncols, 3.2 * nrows + 0.6, nrows, ncols)
+    fig = plots.new_figure(4.2 * ncols, 3.2 * nrows + 0.9, nrows, ncols, sharey=True)
     axs = plots.axes(fig)
     rows = []
     for ax, name in zip(axs, names, strict=False):
         top = 0.0
-        for i, c in enumerate(configs):
+        for c in configs:
             pk = v.pick(c)
             t = pk.run.task(name)
             h = histogram(t.histogram) if t is not None and t.histogram else None
             if h is None or not h.count:
                 continue
-            xs, ys = plots.percentile_curve(h)
-            top = max(top, xs[-1])
-            st = plots.style(i)
-            ax.plot(xs, ys, color=st["color"], label=plots.short([c.label])[0])
+            if c in drawn:
+                xs, ys = plots.percentile_curve(h)
+                top = max(top, xs[-1])
+                st = plots.style(c.label)
+                ax.plot(
+                    xs,
+                    ys,
+                    color=st["color"],
+                    ls=st["linestyle"],
+                    marker=st["marker"],
+                    markevery=[len(xs) - 1],
+                    label=plots.short([c.label])[0],
+                )
             rows.append(
                 [
                     name,
@@ -226,6 +245,7 @@ def percentile_view(v: ViewInput) -> list[Block]:
                     *(fmt_ns(v) for v in percentiles(h, (50, 90, 99, 99.9))),
                     fmt_ns(h.hdr.max_value),
                     pk.run_short,
+                    "" if c in drawn else "not drawn",
                 ]
             )
         plots.fmt_ns_axis(ax, "y")
@@ -243,13 +263,15 @@ def percentile_view(v: ViewInput) -> list[Block]:
             v.name("percentiles"),
             "Latency percentiles per operation",
             f"From the HDR histogram of each configuration's {v.how} run; x: p90, p99, "
-            "p99.9... (each step one more nine).",
+            "p99.9... (each step one more nine); the marker ends each line; one y range for "
+            "all panels."
+            + plots.left_out([c.label for c in rest], "configurations beyond the fastest 8"),
         ),
         Table(
             "Percentiles from the histograms",
-            ["task", "configuration", "ops", "p50", "p90", "p99", "p99.9", "max", "run"],
+            ["task", "configuration", "ops", "p50", "p90", "p99", "p99.9", "max", "run", "chart"],
             rows,
-            align=["l", "l"] + ["r"] * 6 + ["l"],
+            align=["l", "l"] + ["r"] * 6 + ["l", "l"],
         ),
     ]
 
@@ -275,12 +297,15 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
     from storebench.report.data import group
 
     names = timed_tasks([c for f in fams for c in group(f.runs)])
+    drawn, rest = plots.keep_series(
+        fams, lambda f: max((headline_value(r) or 0.0) for r in f.runs)
+    )
     nrows, ncols = plots.grid_shape(len(names))
-    fig = plots.new_figure(4.2 * ncols, 3.2 * nrows + 0.6, nrows, ncols)
+    fig = plots.new_figure(4.2 * ncols, 3.2 * nrows + 0.9, nrows, ncols, sharey=True)
     axs = plots.axes(fig)
     rows = []
     for ax, name in zip(axs, names, strict=False):
-        for i, fam in enumerate(fams):
+        for fam in fams:
             pts: list[tuple[Any, float, float, float]] = []
             for c in group(fam.runs):
                 t = v.pick(c).run.task(name)
@@ -296,7 +321,12 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
             pts.sort(key=lambda p: json.dumps(p[0]))
             if not pts:
                 continue
-            st = plots.style(i)
+            if fam not in drawn:
+                for clients, x, p50, y in pts:
+                    rows.append([name, fam.label, str(clients), fmt_rate(x), fmt_ns(p50)])
+                    rows[-1] += [fmt_ns(y), "not drawn"]
+                continue
+            st = plots.style(fam.label)
             xs = [p[1] for p in pts]
             ax.plot(
                 xs, [p[3] for p in pts], color=st["color"], marker=st["marker"], label=fam.label
@@ -309,7 +339,7 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
                     f"{clients}", (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7
                 )
                 rows.append([name, fam.label, str(clients), fmt_rate(x)])
-                rows[-1] += [fmt_ns(_), fmt_ns(y)]
+                rows[-1] += [fmt_ns(_), fmt_ns(y), ""]
         plots.fmt_ns_axis(ax, "y")
         plots.rate_axis(ax, "x")
         ax.set_xlabel("ops/s")
@@ -328,13 +358,14 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
             v.name("concurrency"),
             "Latency vs throughput over concurrency",
             f"Solid: p99, dashed: p50; each point one clients setting ({v.how} run), "
-            "labelled with it.",
+            "labelled with it; one y range for all panels."
+            + plots.left_out([f.label for f in rest], "configurations beyond the fastest 8"),
         ),
         Table(
             "Points",
-            ["task", "configuration", "clients", "ops/s", "p50", "p99"],
+            ["task", "configuration", "clients", "ops/s", "p50", "p99", "chart"],
             rows,
-            align=["l", "l", "r", "r", "r", "r"],
+            align=["l", "l", "r", "r", "r", "r", "l"],
         ),
     ]
 

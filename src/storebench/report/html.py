@@ -43,6 +43,13 @@ figure svg { max-width: 100%; height: auto; }
 figcaption { color: var(--muted); font-size: 13px; }
 pre { background: var(--head); padding: 8px; overflow-x: auto; font-size: 12px; }
 footer { color: var(--muted); font-size: 12px; padding: 0 28px 20px; }
+p.lead { margin: 6px 0; font-size: 15px; max-width: 70em; }
+.warning { margin: 6px 0; padding: 6px 10px; border-left: 4px solid #c77c00; background: #fff4dc; }
+section#warnings { margin-top: 12px; }
+section#warnings h2 { color: #8a5300; border-color: #e8c27a; }
+details.fold { margin: 10px 0; border-top: 1px solid var(--line); }
+details.fold > summary { cursor: pointer; padding: 6px 0; }
+details.fold > summary > h2 { display: inline; border: 0; margin: 0; font-size: 17px; }
 """
 
 
@@ -79,6 +86,10 @@ def figure(f: Figure) -> str:
 def text(t: Text) -> str:
     if t.pre:
         return f"<pre>{e(t.text)}</pre>"
+    if t.kind == "warning":
+        return f'<p class="warning" role="alert">{e(t.text)}</p>'
+    if t.kind == "lead":
+        return f'<p class="lead">{e(t.text)}</p>'
     return f'<p class="note">{e(t.text)}</p>'
 
 
@@ -91,12 +102,27 @@ def render(
 ) -> str:
     nav = []
     body = []
+    open_fold = False  # a folded section and the deeper ones after it: one <details>
     for s in sections:
         sid = e(s.id)
         cls = ' class="sub"' if s.level > 2 else ""
-        nav.append(f'<a href="#{sid}"{cls}>{e(s.title)}</a>')
+        if s.level <= 2 or s.folded:
+            nav.append(f'<a href="#{sid}"{cls}>{e(s.title)}</a>')
         tag = f"h{min(max(s.level, 2), 4)}"
-        body.append(f'<section id="{sid}"><{tag}>{e(s.title)}</{tag}>')
+        if s.level <= 2 and open_fold:
+            body.append("</details>")
+            open_fold = False
+        if s.folded:
+            if open_fold:
+                body.append("</details>")
+            body.append(
+                f'<details class="fold" id="{sid}"><summary><{tag}>{e(s.title)}</{tag}>'
+                "</summary>"
+            )
+            body.append(f'<section data-id="{sid}">')
+            open_fold = True
+        else:
+            body.append(f'<section id="{sid}"><{tag}>{e(s.title)}</{tag}>')
         for b in s.blocks:
             if isinstance(b, Table):
                 body.append(table(b, s.id))
@@ -105,6 +131,8 @@ def render(
             else:
                 body.append(text(b))
         body.append("</section>")
+    if open_fold:
+        body.append("</details>")
     return "\n".join(
         [
             "<!DOCTYPE html>",

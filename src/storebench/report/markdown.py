@@ -50,6 +50,8 @@ def text(t: Text) -> str:
     if t.pre:
         body = t.text.replace("```", "'''")
         return f"```\n{body}\n```\n"
+    if t.kind == "warning":
+        return "> **Warning:** " + prose(t.text) + "\n"
     return prose(t.text) + "\n"
 
 

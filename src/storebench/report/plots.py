@@ -8,11 +8,13 @@ read as mathtext.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import io
 import math
 import re
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from storebench.errors import UserError
 from storebench.report.views import Figure
@@ -43,14 +45,22 @@ def require() -> Any:
     return matplotlib
 
 
-def new_figure(width: float = 7.0, height: float = 4.2, nrows: int = 1, ncols: int = 1) -> Any:
+def new_figure(
+    width: float = 7.0,
+    height: float = 4.2,
+    nrows: int = 1,
+    ncols: int = 1,
+    sharey: bool = False,
+) -> Any:
+    """A figure of ``nrows`` x ``ncols`` panels; ``sharey``: one y range for
+    all of them (panels of one figure are read side by side)."""
     require()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure as MplFigure
 
     fig = MplFigure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
-    fig.subplots(nrows, ncols, squeeze=False)
+    fig.subplots(nrows, ncols, squeeze=False, sharey=sharey)
     return fig
 
 
@@ -87,8 +97,156 @@ def _attr(s: str) -> str:
     return html.escape(s, quote=True)
 
 
-def style(i: int) -> dict[str, Any]:
-    return {"color": PALETTE[i % len(PALETTE)], "marker": MARKERS[i % len(MARKERS)]}
+# --- one style per series, across the whole report ----------------------------------
+
+MAX_SERIES = 8  # per panel: more is a tangle; the rest go to the table beside it
+
+
+class SeriesStyles:
+    """A colour and marker per series name, unique across a report: the
+    same series looks the same in every chart, and no two look alike. The
+    i-th new name gets colour ``i mod 10`` and marker ``(i div 10 + i) mod
+    10``: two names of one colour always differ in marker (100 pairs), and
+    beyond that the line style differs too."""
+
+    def __init__(self) -> None:
+        self._by: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, name: str) -> dict[str, Any]:
+        if name not in self._by:
+            i = len(self._by)
+            n = len(PALETTE)
+            self._by[name] = {
+                "color": PALETTE[i % n],
+                "marker": MARKERS[(i // n + i) % len(MARKERS)],
+                "linestyle": ("-", "-.", ":")[i // (n * len(MARKERS)) % 3],
+            }
+        return dict(self._by[name])
+
+    def assigned(self) -> dict[str, tuple[str, str, str]]:
+        return {k: (v["color"], v["marker"], v["linestyle"]) for k, v in self._by.items()}
+
+
+_STYLES: contextvars.ContextVar[SeriesStyles | None] = contextvars.ContextVar(
+    "storebench_series_styles", default=None
+)
+RECALL_AXES = ("logit", "linear")
+_RECALL_AXIS: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "storebench_recall_axis", default="logit"
+)
+
+
+@contextlib.contextmanager
+def report_scope(recall_axis: str = "logit") -> Iterator[SeriesStyles]:
+    """The charts of one report: one style registry, one recall axis."""
+    if recall_axis not in RECALL_AXES:
+        raise UserError(f"unknown recall axis {recall_axis!r} (known: {', '.join(RECALL_AXES)})")
+    styles = SeriesStyles()
+    t1, t2 = _STYLES.set(styles), _RECALL_AXIS.set(recall_axis)
+    try:
+        yield styles
+    finally:
+        _STYLES.reset(t1)
+        _RECALL_AXIS.reset(t2)
+
+
+def style(name: str) -> dict[str, Any]:
+    """The series ``name``'s colour, marker and line style in this report."""
+    styles = _STYLES.get()
+    if styles is None:  # a view called outside a report: its own registry
+        styles = SeriesStyles()
+        _STYLES.set(styles)
+    return styles(name)
+
+
+T = TypeVar("T")
+
+
+def keep_series(
+    items: Sequence[T], score: Callable[[T], float], n: int = MAX_SERIES
+) -> tuple[list[T], list[T]]:
+    """The ``n`` items of highest ``score`` (in their own order) and the
+    rest: a panel shows at most ``n`` series, the rest are listed beside it."""
+    if len(items) <= n:
+        return list(items), []
+    ranked = sorted(range(len(items)), key=lambda i: -score(items[i]))
+    keep = set(ranked[:n])
+    return [x for i, x in enumerate(items) if i in keep], [
+        x for i, x in enumerate(items) if i not in keep
+    ]
+
+
+def left_out(rest: Sequence[str], why: str) -> str:
+    """A caption's note of the series a panel leaves out."""
+    if not rest:
+        return ""
+    return f" {len(rest)} more not drawn ({why}): see the table."
+
+
+def error_bars(ax: Any, xs: Sequence[float], ys: Sequence[float], spans: Sequence[Any], color: str,
+               axis: str = "y") -> None:
+    """Bars from min to max over the repeats (``spans``: (lo, hi) or None)."""
+    lo = [y - s[0] if s else 0.0 for y, s in zip(ys, spans, strict=True)]
+    hi = [s[1] - y if s else 0.0 for y, s in zip(ys, spans, strict=True)]
+    if not any(lo) and not any(hi):
+        return
+    err = [[max(0.0, v) for v in lo], [max(0.0, v) for v in hi]]
+    kw = {"yerr": err} if axis == "y" else {"xerr": err}
+    ax.errorbar(xs, ys, fmt="none", ecolor=color, elinewidth=0.8, capsize=2, alpha=0.8, **kw)
+
+
+def label_points(ax: Any, pts: Sequence[tuple[float, float, str]], color: str) -> None:
+    """Direct labels beside points (a front's settings), in the series' colour."""
+    for x, y, text in pts:
+        ax.annotate(
+            plain(text),
+            (x, y),
+            textcoords="offset points",
+            xytext=(4, 4),
+            fontsize=6.5,
+            color=color,
+        )
+
+
+RECALL_FLOOR = 1e-4  # 1 - recall below this is drawn at it: recall 1.0 has a place
+def recall_axis_note() -> str:
+    """How the recall axis is drawn, for captions."""
+    if _RECALL_AXIS.get() == "linear":
+        return "linear"
+    return "logit-style (0.9, 0.99, 0.999 evenly apart; 1.0 drawn at 0.9999)"
+
+
+_RECALL_TICKS = (0.0, 0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 0.9999)
+
+
+def recall_axis(ax: Any, values: Sequence[float], axis: str = "x") -> None:
+    """Recall axis: logit-style (ann-benchmarks: -log10(1 - recall), so 0.9,
+    0.99, 0.999 are evenly apart and the top does not pile up), or linear
+    (``report --recall-axis linear``); limits from ``values``."""
+    vals = [v for v in values if v is not None and not math.isnan(v)] or [0.0, 1.0]
+    if _RECALL_AXIS.get() == "linear":
+        left = max(0.0, min(vals) - max(0.02, (1.0 - min(vals)) * 0.1))
+        getattr(ax, f"set_{axis}lim")(left, 1.0 + (1.0 - left) * 0.04)
+        return
+    import numpy as np
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    def fwd(r: Any) -> Any:
+        return -np.log10(np.clip(1.0 - np.asarray(r, dtype=float), RECALL_FLOOR, None))
+
+    def inv(y: Any) -> Any:
+        return 1.0 - 10.0 ** -np.asarray(y, dtype=float)
+
+    getattr(ax, f"set_{axis}scale")("function", functions=(fwd, inv))
+    lo_t, hi_t = float(fwd(min(vals))), float(fwd(max(vals)))
+    pad = max(0.15, (hi_t - lo_t) * 0.08)
+    lo_t, hi_t = max(0.0, lo_t - pad), min(float(fwd(1.0)), hi_t + pad)
+    getattr(ax, f"set_{axis}lim")(float(inv(lo_t)), float(inv(hi_t)))
+    ticks = [t for t in _RECALL_TICKS if lo_t - 1e-9 <= float(fwd(t)) <= hi_t + 1e-9]
+    a = getattr(ax, f"{axis}axis")
+    a.set_major_locator(FixedLocator(ticks or [float(inv(lo_t)), float(inv(hi_t))]))
+    a.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    a.set_minor_locator(NullLocator())
 
 
 def axes(fig: Any) -> list[Any]:
@@ -137,8 +295,15 @@ def rate_axis(ax: Any, axis: str = "y") -> None:
 
 
 def legend(ax: Any, n: int) -> None:
+    """A legend that never covers data: below the panel."""
     if n:
-        ax.legend(fontsize="small", frameon=False, loc="best")
+        ax.legend(
+            fontsize="small",
+            frameon=False,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.18),
+            ncols=min(3, n),
+        )
 
 
 def pareto_front(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:

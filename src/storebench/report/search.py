@@ -25,6 +25,7 @@ from storebench.records import TaskRecord
 from storebench.report import plots
 from storebench.report.data import (
     Config,
+    headline_value,
     Pick,
     Record,
     Spread,
@@ -313,8 +314,9 @@ def _saturated(p: Point) -> bool:
 
 
 def recall_qps(v: ViewInput) -> list[Block]:
-    """Recall against QPS, one panel per client count, one point per
-    configuration and search setting, each store's Pareto front."""
+    """Recall against QPS, one panel per client count (one y range for all),
+    one point per configuration and search setting with its spread over the
+    repeats, each store's Pareto front labelled with its settings."""
     configs = configs_of(v)
     pts = [p for c in configs for p in points(c, v.how) if not p.filter]
     counts = sorted({p.clients for p in pts})
@@ -324,20 +326,23 @@ def recall_qps(v: ViewInput) -> list[Block]:
     if rkey is None:
         return []
     stores = distinct([p.config.engine for p in pts])
+    stores, rest = plots.keep_series(
+        stores, lambda s: max((p.number("ops_per_s") or 0.0) for p in pts if p.config.engine == s)
+    )
     nrows, ncols = plots.grid_shape(len(counts), 2)
-    fig = plots.new_figure(5.0 * ncols, 3.6 * nrows + 0.6, nrows, ncols)
+    fig = plots.new_figure(5.0 * ncols, 3.6 * nrows + 1.0, nrows, ncols, sharey=True)
     axs = plots.axes(fig)
     rows = []
+    recalls: list[float] = []
     for ax, n in zip(axs, counts, strict=False):
-        for i, store in enumerate(stores):
-            xy = []
+        for store in distinct([p.config.engine for p in pts]):
+            xy, spans, names = [], [], {}
             for p in pts:
                 if p.clients != n or p.config.engine != store:
                     continue
                 r, q = p.number(rkey), p.number("ops_per_s")
                 if r is None or not q:
                     continue
-                xy.append((r, q))
                 rows.append(
                     [
                         p.label(),
@@ -346,12 +351,21 @@ def recall_qps(v: ViewInput) -> list[Block]:
                         qps(p),
                         str(len(p.ts.measured)),
                         run_cell(p.pick),
+                        "" if store in stores else "not drawn",
                     ]
                 )
+                if store not in stores:
+                    continue
+                xy.append((r, q))
+                s = p.ts.spread("ops_per_s")
+                spans.append((s.min, s.max) if s is not None and s.n > 1 else None)
+                names[(r, q)] = p.setting_text
             if not xy:
                 continue
-            st = plots.style(i)
+            recalls += [x for x, _ in xy]
+            st = plots.style(store)
             ax.scatter([x for x, _ in xy], [y for _, y in xy], color=st["color"], s=14)
+            plots.error_bars(ax, [x for x, _ in xy], [y for _, y in xy], spans, st["color"])
             front = plots.pareto_front(xy)
             ax.plot(
                 [x for x, _ in front],
@@ -359,14 +373,18 @@ def recall_qps(v: ViewInput) -> list[Block]:
                 drawstyle="steps-post",
                 color=st["color"],
                 marker=st["marker"],
+                ls=st["linestyle"],
                 label=plots.plain(store),
             )
+            plots.label_points(ax, [(x, y, names.get((x, y), "")) for x, y in front], st["color"])
         ax.set_title(f"{n} client{'s' if n > 1 else ''}", fontsize="medium")
         ax.set_xlabel(plots.plain(rkey.replace("recall", "Recall")))
         ax.set_ylabel("queries per second")
         plots.rate_axis(ax, "y")
         ax.grid(True, which="both", alpha=0.3)
         plots.legend(ax, len(stores))
+    for ax in axs[: len(counts)]:
+        plots.recall_axis(ax, recalls, "x")
     plots.hide_unused(fig, len(counts))
     fig.suptitle(plots.plain(f"{v.workload}: {rkey} vs QPS ({v.how} run), Pareto front per store"))
     return [
@@ -374,9 +392,16 @@ def recall_qps(v: ViewInput) -> list[Block]:
             fig,
             v.name("recall-qps"),
             f"{rkey} vs QPS",
-            "Up and to the right is better; lines: each store's Pareto front.",
+            "Up and to the right is better. Lines: each store's Pareto front, its points "
+            "labelled with their search setting; bars: min to max QPS over the repeats; "
+            "one y range for all panels; recall axis "
+            + plots.recall_axis_note()
+            + "."
+            + plots.left_out(rest, "stores beyond the fastest 8"),
         ),
-        Table("Points", ["configuration", "clients", rkey, "QPS", "runs", "run"], rows),
+        Table(
+            "Points", ["configuration", "clients", rkey, "QPS", "runs", "run", "chart"], rows
+        ),
     ]
 
 
@@ -391,10 +416,11 @@ def concurrency(v: ViewInput) -> list[Block]:
     ]
     if not fams:
         return []
-    fig = plots.new_figure(7.0, 4.6)
+    drawn, rest = plots.keep_series(fams, lambda f: max(p.number("ops_per_s") or 0.0 for p in f))
+    fig = plots.new_figure(7.0, 5.2)
     ax = fig.axes[0]
     rows = []
-    for i, f in enumerate(fams):
+    for f in fams:
         xs, mean, p99 = [], [], []
         for p in f:
             q, m, t = (
@@ -410,12 +436,14 @@ def concurrency(v: ViewInput) -> list[Block]:
             rows.append([f[0].label(), str(p.clients), qps(p), lat(p, "mean")])
             rows[-1] += [lat(p, "p50"), lat(p, "p99"), "yes" if _saturated(p) else ""]
             rows[-1].append(run_cell(p.pick))
-            ax.annotate(
-                str(p.clients), (q, m), textcoords="offset points", xytext=(3, 3), fontsize=7
-            )
-        if not xs:
+            rows[-1].append("" if f in drawn else "not drawn")
+            if f in drawn:
+                ax.annotate(
+                    str(p.clients), (q, m), textcoords="offset points", xytext=(3, 3), fontsize=7
+                )
+        if not xs or f not in drawn:
             continue
-        st = plots.style(i)
+        st = plots.style(f[0].label())
         ax.plot(
             xs, mean, color=st["color"], marker=st["marker"], label=plots.short([f[0].label()])[0]
         )
@@ -425,18 +453,32 @@ def concurrency(v: ViewInput) -> list[Block]:
     ax.set_xlabel("queries per second")
     ax.set_ylabel("latency")
     ax.grid(True, which="both", alpha=0.3)
-    plots.legend(ax, len(fams))
+    plots.legend(ax, len(drawn))
     ax.set_title(plots.plain(f"{v.workload}: latency vs throughput (numbers: clients)"))
     return [
         plots.render(
             fig,
             v.name("concurrency"),
             "Latency vs throughput over concurrency",
-            f"Solid: mean latency, dashed: p99; each point one client count ({v.how} run).",
+            f"Solid: mean latency, dashed: p99; each point one client count ({v.how} run), "
+            "labelled with it."
+            + plots.left_out(
+                [f[0].label() for f in rest], "configurations beyond the fastest 8"
+            ),
         ),
         Table(
             "Points",
-            ["configuration", "clients", "QPS", "mean", "p50", "p99", "client saturated", "run"],
+            [
+                "configuration",
+                "clients",
+                "QPS",
+                "mean",
+                "p50",
+                "p99",
+                "client saturated",
+                "run",
+                "chart",
+            ],
             rows,
         ),
     ]
@@ -571,6 +613,10 @@ def _num(x: float | None, fmt: str) -> str:
 # --- tune ---------------------------------------------------------------------------------
 
 
+def data_value(rec: Record) -> float:
+    return headline_value(rec) or 0.0
+
+
 def _tuning_of(rec: Record) -> dict[str, Any]:
     t = rec.metrics.get("tune")
     return t if isinstance(t, dict) else {}
@@ -640,18 +686,25 @@ def tune_probes(v: ViewInput) -> list[Block]:
     ax = fig.axes[0]
     rows = []
     target = None
-    for i, (c, run) in enumerate(chosen):
+    drawn, rest = plots.keep_series(
+        chosen, lambda cr: data_value(cr[1]), plots.MAX_SERIES
+    )
+    recalls: list[float] = []
+    for c, run in chosen:
         t = _tuning_of(run)
         target = t.get("target", target)
         pts = sorted((int(x), float(r)) for x, r in t["probes"])
-        st = plots.style(i)
-        ax.plot(
-            [x for x, _ in pts],
-            [r for _, r in pts],
-            color=st["color"],
-            marker=st["marker"],
-            label=plots.short([c.label])[0],
-        )
+        if (c, run) in drawn:
+            st = plots.style(c.label)
+            recalls += [r for _, r in pts]
+            ax.plot(
+                [x for x, _ in pts],
+                [r for _, r in pts],
+                color=st["color"],
+                marker=st["marker"],
+                ls=st["linestyle"],
+                label=plots.short([c.label])[0],
+            )
         rows.append(
             [
                 c.label,
@@ -663,14 +716,22 @@ def tune_probes(v: ViewInput) -> list[Block]:
         )
     if target is not None:
         ax.axhline(target, color="#777", ls=":", lw=1)
+        recalls.append(float(target))
     ax.set_xscale("log", base=2)
     ax.set_xlabel(plots.plain(_tuning_of(chosen[0][1]).get("param") or "parameter"))
     ax.set_ylabel("recall")
+    plots.recall_axis(ax, recalls, "y")
     ax.grid(True, which="both", alpha=0.3)
-    plots.legend(ax, len(chosen))
+    plots.legend(ax, len(drawn))
     ax.set_title("recall per probed value (dotted: the target)")
     return [
-        plots.render(fig, v.name("tune-probes"), "Recall per probed value"),
+        plots.render(
+            fig,
+            v.name("tune-probes"),
+            "Recall per probed value",
+            "Recall axis " + plots.recall_axis_note() + "."
+            + plots.left_out([c.label for c, _ in rest], "configurations beyond the fastest 8"),
+        ),
         Table("Probes", ["configuration", "chosen", "value:recall", "tuning", "run"], rows),
     ]
 
@@ -744,9 +805,9 @@ def scale_plot(v: ViewInput) -> list[Block]:
     fig = plots.new_figure(9.0, 3.8, 1, 2)
     left, right = fig.axes
     configs = distinct([c.id for c, _, _ in per])
-    for i, cid in enumerate(configs):
+    for cid in configs:
         mine = [(c, n, by) for c, n, by in per if c.id == cid]
-        st = plots.style(i)
+        st = plots.style(mine[0][0].label)
         label = plots.short([mine[0][0].label])[0]
         ns = [n for _, n, _ in mine]
         means = []
@@ -756,13 +817,15 @@ def scale_plot(v: ViewInput) -> list[Block]:
         left.plot(ns, means, color=st["color"], marker=st["marker"], label=label)
         for j, k in enumerate(counts):
             ys = [by[k].number("ops_per_s") if k in by else None for _, _, by in mine]
+            name = f"{label} · {k} client{'s' if k > 1 else ''}"
+            sk = plots.style(name)
             right.plot(
                 ns,
                 [y if y else float("nan") for y in ys],
-                color=st["color"],
-                marker=plots.MARKERS[j % len(plots.MARKERS)],
+                color=sk["color"],
+                marker=sk["marker"],
                 ls="-" if j == len(counts) - 1 else "--",
-                label=f"{label} · {k} client{'s' if k > 1 else ''}",
+                label=name,
             )
     for ax in (left, right):
         ax.set_xscale("log", base=2)

@@ -81,6 +81,8 @@ class Figure:
 class Text:
     text: str
     pre: bool = False  # preformatted (tracebacks)
+    # "note"; "lead": a summary's sentences; "warning": shown as a warning block
+    kind: str = "note"
 
 
 Block = Table | Figure | Text
@@ -92,6 +94,9 @@ class Section:
     title: str
     blocks: list[Block] = field(default_factory=list)
     level: int = 2
+    # a detail, folded away until opened (HTML <details>: no script); the
+    # sections after it of a higher level fold with it
+    folded: bool = False
 
 
 @dataclass
@@ -188,13 +193,18 @@ def registry() -> dict[str, list[View]]:
     return {k: list(v) for k, v in _REGISTRY.items()}
 
 
-def run_views(v: ViewInput, plots: bool = True) -> list[Section]:
+def run_views(
+    v: ViewInput, plots: bool = True, step: Callable[[str], None] | None = None
+) -> list[Section]:
     """The sections of one workload: a view that fails becomes a note saying
-    so (one broken view does not lose the rest of the report)."""
+    so (one broken view does not lose the rest of the report). ``step``:
+    told each view's title as it starts (progress)."""
     out = []
     for view in views_for(v.workload):
         if view.needs_plots and not plots:
             continue
+        if step is not None:
+            step(f"{v.workload}: {view.title}")
         try:
             blocks = view.fn(v)
         except Exception as exc:

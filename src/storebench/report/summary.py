@@ -1,0 +1,572 @@
+"""The report's first screen: per workload (study), its headline table, a
+few sentences generated from the numbers (who leads, by what ratio, where a
+spread makes the ranking uncertain) and the run conditions; a warning block
+when any run failed or was flagged busy or noisy; and the footprint (peak
+server memory, data size, bytes per vector) in a table and one chart.
+
+Every number here is computed from the records the views read, with their
+semantics: a configuration's value is its chosen run's (``data.pick``),
+cautions are ``data.cautions``. The renderers only render.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from storebench import noise
+from storebench.records import TaskRecord
+from storebench.report import plots
+from storebench.report.data import (
+    Config,
+    Pick,
+    Record,
+    Spread,
+    cautions,
+    configurations,
+    safe_text,
+    store_label,
+)
+from storebench.report.terminal import fmt_ns, fmt_rate
+from storebench.report.views import Block, Figure, Section, Table, Text, distinct
+
+# search: the recall a setting must reach to be ranked (the tune scenario's
+# default target; tune records carry their own)
+TARGET_RECALL = 0.95
+VECTOR_WORKLOADS = ("search", "tune", "scale")
+
+
+# --- footprint -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Footprint:
+    peak_rss: float | None  # a managed server's peak resident memory over the run
+    data_bytes: float | None  # its data directory, or the store's own size
+    vectors: int | None  # vectors the data holds (vector workloads)
+
+    @property
+    def per_vector(self) -> float | None:
+        if self.data_bytes and self.vectors:
+            return self.data_bytes / self.vectors
+        return None
+
+    @property
+    def any(self) -> bool:
+        return self.peak_rss is not None or self.data_bytes is not None
+
+
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+
+
+def footprint(run: Record) -> Footprint:
+    """What a run's store held: the managed server's peak RSS and data
+    directory (sampled per task), else the size the store reports."""
+    rss = [v for t in run.tasks if (v := _num(t.get("server_peak_rss_bytes"))) is not None]
+    disk = [v for t in run.tasks if (v := _num(t.get("server_data_bytes"))) is not None]
+    size = next(
+        (v for k in ("size_bytes", "db_size_bytes") if (v := _num(run.metrics.get(k)))), None
+    )
+    data = max(disk) if disk else size
+    vectors = None
+    if run.workload in VECTOR_WORKLOADS:
+        d = run.metrics.get("data")
+        n = d.get("n") if isinstance(d, dict) else None
+        n = n if isinstance(n, int) else run.params.get("n")
+        vectors = n if isinstance(n, int) and n > 0 else None
+    return Footprint(max(rss) if rss else None, data, vectors)
+
+
+def fmt_bytes(v: float | None) -> str:
+    if v is None:
+        return "-"
+    for div, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if v >= div:
+            return f"{v / div:.1f} {unit}"
+    return f"{v:.0f} B"
+
+
+FOOTPRINT_COLUMNS = ["peak server RSS", "data size", "bytes/vector"]
+
+
+def footprint_cells(f: Footprint) -> list[str]:
+    pv = f.per_vector
+    return [fmt_bytes(f.peak_rss), fmt_bytes(f.data_bytes), "-" if pv is None else f"{pv:,.0f}"]
+
+
+# --- ranking -------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    """One configuration as the summary ranks it: the chosen run's value
+    of the workload's headline number, its spread over the runs."""
+
+    config: Config
+    pick: Pick
+    value: float | None
+    spread: Spread | None
+    recall: float | None = None
+    ranked: bool = True  # e.g. below the target recall: shown, not ranked
+    why_not: str = ""
+    cautions: list[str] = field(default_factory=list)
+
+    @property
+    def engine(self) -> str:
+        return store_label(self.config.first)
+
+    @property
+    def run(self) -> Record:
+        return self.pick.run
+
+
+@dataclass
+class Lead:
+    leader: Entry
+    others: list[Entry]  # the best configuration of each other engine, best first
+    uncertain: list[str]  # why the leader's place is not sure
+
+    @property
+    def ratio(self) -> float | None:
+        """The leader's value over the runner-up's."""
+        if not self.others or not self.others[0].value:
+            return None
+        return (self.leader.value or 0.0) / self.others[0].value
+
+
+def lead(entries: list[Entry]) -> Lead | None:
+    """The best ranked configuration of each engine, ordered by value; the
+    leader's place is uncertain where it or the runner-up is cautioned
+    (``data.cautions``) or their ranges over the repeats overlap."""
+    best: dict[str, Entry] = {}
+    for e in entries:
+        if not e.ranked or e.value is None:
+            continue
+        if e.engine not in best or e.value > (best[e.engine].value or 0.0):
+            best[e.engine] = e
+    ranked = sorted(best.values(), key=lambda e: -(e.value or 0.0))
+    if not ranked:
+        return None
+    first, others = ranked[0], ranked[1:]
+    why: list[str] = []
+    if others:
+        second = others[0]
+        for e in (first, second):
+            if e.cautions:
+                why.append(f"{e.config.label}: {', '.join(e.cautions)}")
+        if (
+            first.spread is not None
+            and second.spread is not None
+            and first.spread.n > 1
+            and second.spread.n > 1
+            and first.spread.min <= second.spread.max
+        ):
+            why.append(
+                f"the repeats of {first.config.label} and {second.config.label} overlap "
+                f"({fmt_rate(first.spread.min)} to {fmt_rate(first.spread.max)} against "
+                f"{fmt_rate(second.spread.min)} to {fmt_rate(second.spread.max)})"
+            )
+    return Lead(first, others, why)
+
+
+# --- per workload: what its headline is -----------------------------------------------
+
+
+def _headline(run: Record) -> TaskRecord | None:
+    return run.headline_task()
+
+
+def _rate_field(workload: str) -> str:
+    """The number a workload ranks by: documents/s for ingest (batches
+    differ between configurations), else the headline task's ops/s."""
+    return "items_per_s" if workload == "ingest" else "ops_per_s"
+
+
+def _recall_of(run: Record) -> float | None:
+    for k, v in run.metrics.items():
+        if k.startswith("recall@") and (x := _num(v)) is not None:
+            return x
+    t = _headline(run)
+    if t is not None:
+        for k in t.score_keys():
+            if (x := t.number(k)) is not None:
+                return x
+    return None
+
+
+def _target(run: Record) -> float:
+    t = run.metrics.get("tune")
+    if isinstance(t, dict) and _num(t.get("target")) is not None:
+        return float(t["target"])
+    return TARGET_RECALL
+
+
+def entries(workload: str, recs: list[Record], how: str) -> list[Entry]:
+    out = []
+    rate = _rate_field(workload)
+    for c in configurations(recs):
+        pk = c.pick(how)
+        t = _headline(pk.run)
+        value = t.number(rate) if t is not None else None
+        spread = c.task(t.name).spread(rate) if t is not None else None
+        e = Entry(c, pk, value, spread, cautions=cautions(c))
+        if workload in VECTOR_WORKLOADS:
+            e.recall = _recall_of(pk.run)
+            target = _target(pk.run)
+            if e.recall is not None and e.recall < target:
+                e.ranked, e.why_not = False, f"recall {e.recall:.4f} < {target:g}"
+        out.append(e)
+    return out
+
+
+def _lat(t: TaskRecord | None, key: str) -> str:
+    return fmt_ns(t.number(f"latency_ns.{key}")) if t is not None else "-"
+
+
+def _one_client(run: Record) -> TaskRecord | None:
+    """The single-client task of a search setting (its latency)."""
+    head = _headline(run)
+    for t in run.tasks:
+        if (
+            t.measured
+            and t.phase == "search"
+            and t.clients == 1
+            and not t.filter
+            and (head is None or t.search == head.search)
+        ):
+            return t
+    return None
+
+
+def _clients(t: TaskRecord | None) -> str:
+    return "" if t is None else f" ({t.clients} client{'s' if t.clients != 1 else ''})"
+
+
+Columns = tuple[list[str], Callable[[Entry], list[str]]]
+
+
+def _columns(workload: str, ents: list[Entry]) -> Columns:
+    """The study's own headline columns."""
+    rate_name = "docs/s" if _rate_field(workload) == "items_per_s" else "ops/s"
+    if workload in ("search", "scale"):
+
+        def search_row(e: Entry) -> list[str]:
+            t, one = _headline(e.run), _one_client(e.run)
+            chosen = (t.search or t.setting or {}) if t is not None else {}
+            setting = " ".join(f"{k}={v}" for k, v in chosen.items())
+            return [
+                setting or "-",
+                "-" if e.recall is None else f"{e.recall:.4f}",
+                fmt_rate(e.value),
+                _lat(one, "p50"),
+                _lat(one, "p99"),
+            ]
+
+        qps = "QPS" + _clients(next((_headline(e.run) for e in ents), None))
+        return ["search", "recall", qps, "p50 (1 client)", "p99 (1 client)"], search_row
+    if workload == "tune":
+
+        def tune_row(e: Entry) -> list[str]:
+            tun = e.run.metrics.get("tune") or {}
+            one = _one_client(e.run)
+            return [
+                f"{tun.get('param')}={tun.get('value')}" if tun.get("param") else "-",
+                "-" if e.recall is None else f"{e.recall:.4f}",
+                _lat(one, "mean"),
+                _lat(one, "p99"),
+                fmt_rate(e.value),
+            ]
+
+        qps = "QPS" + _clients(next((_headline(e.run) for e in ents), None))
+        return ["tuned", "recall", "mean (1 client)", "p99 (1 client)", qps], tune_row
+    if workload == "crud":
+        from storebench.report.crud import TASKS
+
+        def crud_row(e: Entry) -> list[str]:
+            cells = []
+            for name in TASKS:
+                t = e.run.task(name)
+                if t is None or not t.measured:
+                    cells.append("n/s" if t is not None else "-")
+                    continue
+                field_ = "items_per_s" if name in ("create", "update", "delete") else "ops_per_s"
+                cells.append(fmt_rate(t.number(field_)))
+            return ["-" if e.recall is None else f"{e.recall:.4f}", *cells]
+
+        for e in ents:
+            e.recall = _recall_of(e.run)
+        head = ["recall", "find by vector QPS", "find by condition QPS", "create DPS"]
+        return [*head, "read QPS", "update DPS", "delete DPS"], crud_row
+    # social (agdb's table: per operation), ingest and the rest: each task's
+    # mean latency beside the ranked rate
+    names = distinct([t.name for e in ents for t in e.run.tasks if t.measured and t.histogram])[:6]
+
+    def generic_row(e: Entry) -> list[str]:
+        t = _headline(e.run)
+        cells = [t.name if t else "-", fmt_rate(e.value)]
+        return cells + [_lat(e.run.task(n), "mean") for n in names]
+
+    return ["headline task", rate_name, *(f"{n} mean" for n in names)], generic_row
+
+
+# --- sentences and conditions ------------------------------------------------------------
+
+
+def _what(workload: str, ents: list[Entry]) -> str:
+    t = next((t for e in ents if (t := _headline(e.run)) is not None), None)
+    if workload in VECTOR_WORKLOADS:
+        target = _target(ents[0].run) if ents else TARGET_RECALL
+        at = f" at {t.clients} client{'s' if t.clients != 1 else ''}" if t is not None else ""
+        return f"QPS{at} with recall ≥ {target:g}"
+    if workload == "ingest":
+        return "documents per second inserted"
+    return f"ops/s of {t.name}" if t is not None else "ops/s"
+
+
+def sentences(workload: str, ents: list[Entry], ld: Lead | None) -> list[str]:
+    what = _what(workload, ents)
+    out: list[str] = []
+    if ld is None:
+        if ents:
+            out.append(f"No configuration is ranked by {what}: " + "; ".join(
+                f"{e.config.label}: {e.why_not or 'not measured'}" for e in ents
+            ) + ".")
+        return out
+    first = ld.leader
+    if not ld.others:
+        out.append(
+            f"Only {first.engine} is ranked by {what}: {fmt_rate(first.value)} at best "
+            f"({first.config.label})."
+        )
+    else:
+        second = ld.others[0]
+        out.append(
+            f"{first.engine} leads by {what}: {fmt_rate(first.value)} ({first.config.label}), "
+            f"{ld.ratio:.2f}x {second.engine}'s {fmt_rate(second.value)} "
+            f"({second.config.label})."
+        )
+        if len(ld.others) > 1:
+            out.append(
+                "Then "
+                + ", ".join(
+                    f"{e.engine} {fmt_rate(e.value)} ({(e.value or 0) / (first.value or 1):.2f}x "
+                    "the leader)"
+                    for e in ld.others[1:]
+                )
+                + "."
+            )
+        if ld.uncertain:
+            out.append("The ranking is uncertain: " + "; ".join(ld.uncertain) + ".")
+        else:
+            out.append(
+                "The ranking holds over the repeats: no run was flagged busy and their ranges "
+                "do not overlap."
+                if first.spread is not None and first.spread.n > 1
+                else "Each configuration ran once: repeat the runs to see their spread."
+            )
+    left = [e for e in ents if not e.ranked]
+    if left:
+        out.append(
+            f"Not ranked: {len(left)} configuration(s) below the target recall (e.g. "
+            f"{left[0].config.label}: {left[0].why_not})."
+        )
+    return out
+
+
+def conditions(recs: list[Record]) -> str:
+    """Machine, load and mode the runs had, in one line."""
+    machines = distinct(
+        [
+            f"{safe_text(r.machine.get('cpu_model') or '?')}, "
+            f"{r.machine.get('cores_logical', '?')} cores"
+            for r in recs
+        ]
+    )
+    loads = [r.get("machine_load") or {} for r in recs]
+    busy = [ld for ld in loads if ld.get("busy")]
+    other = [v for ld in loads if (v := _num(ld.get("other_cpu_cores"))) is not None]
+    load1 = [v for ld in loads if (v := _num(ld.get("load_1m_max"))) is not None]
+    if busy:
+        load = f"{len(busy)} of {len(recs)} run(s) on a busy machine"
+    else:
+        load = "no run flagged busy"
+    if other:
+        load += f" (other processes up to {max(other):.1f} cores"
+        load += f", load average up to {max(load1):.2f})" if load1 else ")"
+    elif load1:
+        load += f" (load average up to {max(load1):.2f})"
+    modes = ", ".join(distinct([safe_text(r.mode) for r in recs]))
+    return f"Conditions: {'; '.join(machines)}; {load}; mode {modes}."
+
+
+# --- the sections ----------------------------------------------------------------------
+
+
+def warnings(recs: list[Record]) -> list[str]:
+    """What makes the page's numbers less sure, in a few lines: runs not
+    ok, configurations with busy runs or scattered repeats (``data.cautions``;
+    each workload's details name them)."""
+    out = []
+    bad = [r for r in recs if not r.ok]
+    if bad:
+        kinds = ", ".join(f"{n} {s}" for s, n in _count([safe_text(r.status) for r in bad]))
+        out.append(
+            f"{len(bad)} of {len(recs)} run(s) did not finish ({kinds}): left out of the tables "
+            "and charts; their errors are under Runs that did not finish."
+        )
+    for wl in distinct([str(r.workload) for r in recs]):
+        configs = configurations([r for r in recs if str(r.workload) == wl])
+        flagged = [(c, why) for c in configs if (why := cautions(c))]
+        if not flagged:
+            continue
+        busy = sum(any("busy machine" in w for w in why) for _, why in flagged)
+        spread = sum(any(w.startswith("repeats spread") for w in why) for _, why in flagged)
+        parts = []
+        if busy:
+            parts.append(f"{busy} with runs on a busy machine")
+        if spread:
+            parts.append(f"{spread} whose repeats spread over ±{noise.SPREAD_LIMIT:.0%}")
+        out.append(
+            f"{wl}: {len(flagged)} of {len(configs)} configuration(s) cautioned "
+            f"({', '.join(parts)}): "
+            + ", ".join(safe_text(c.label) for c, _ in flagged[:6])
+            + (f" and {len(flagged) - 6} more" if len(flagged) > 6 else "")
+            + " (each named with its reason at the top of the workload's details). Rerun on a "
+            "quiet machine, or with more repeats, before trusting a ranking they touch."
+        )
+    return out
+
+
+def _count(xs: list[str]) -> list[tuple[str, int]]:
+    return [(x, xs.count(x)) for x in distinct(xs)]
+
+
+def study(workload: str, recs: list[Record], how: str) -> Section:
+    """A workload's summary: its sentences, headline table (one row per
+    engine, its best configuration), and conditions."""
+    ents = entries(workload, recs, how)
+    ld = lead(ents)
+    heads, row = _columns(workload, ents)
+    blocks: list[Block] = [Text(s, kind="lead") for s in sentences(workload, ents, ld)]
+    if ld is not None:
+        shown = [ld.leader, *ld.others]
+        rows = []
+        for e in shown:
+            ratio = (e.value or 0.0) / (ld.leader.value or 1.0)
+            rows.append(
+                [
+                    e.config.label,
+                    *row(e),
+                    f"{ratio:.2f}x",
+                    "; ".join(e.cautions) or "-",
+                    *footprint_cells(footprint(e.run)),
+                    str(e.pick.runs),
+                    e.pick.run_short,
+                ]
+            )
+        blocks.append(
+            Table(
+                f"{workload}: each engine's best configuration by {_what(workload, ents)}",
+                ["configuration", *heads, "vs leader", "caution", *FOOTPRINT_COLUMNS]
+                + ["runs", "run"],
+                rows,
+                align=["l", *["r"] * (len(heads) + 1), "l", "r", "r", "r", "r", "l"],
+            )
+        )
+    blocks.append(Text(conditions(recs)))
+    return Section(f"summary-{_slug(workload)}", f"Summary: {workload}", blocks)
+
+
+def _slug(s: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in s) or "x"
+
+
+def footprint_section(recs: list[Record], how: str, plots_on: bool) -> Section | None:
+    """Peak server RSS, data size and bytes per vector of each
+    configuration's chosen run: a table, and one chart."""
+    rows: list[tuple[str, str, Footprint, str]] = []
+    for wl in distinct([str(r.workload) for r in recs]):
+        for c in configurations([r for r in recs if str(r.workload) == wl]):
+            pk = c.pick(how)
+            f = footprint(pk.run)
+            if f.any:
+                rows.append((f"{wl} · {c.label}", c.engine, f, pk.run_short))
+    if not rows:
+        return None
+    blocks: list[Block] = [
+        Text(
+            "Peak server RSS: a managed server's resident memory, sampled over the run (the "
+            "peak of its tasks); data size: its data directory, else the size the store "
+            "reports (an in-memory server's directory holds only its snapshots); bytes/vector: "
+            "data size over the vectors loaded."
+        ),
+        Table(
+            "Footprint",
+            ["configuration", *FOOTPRINT_COLUMNS, "run"],
+            [[label, *footprint_cells(f), run] for label, _, f, run in rows],
+            align=["l", "r", "r", "r", "l"],
+        ),
+    ]
+    if plots_on:
+        blocks.insert(1, footprint_chart(rows))
+    return Section("footprint", "Footprint", blocks)
+
+
+def footprint_chart(rows: list[tuple[str, str, Footprint, str]]) -> Figure:
+    """Two panels of horizontal bars per configuration: peak server RSS and
+    data size (MiB), one colour per store as in every chart."""
+    shown = rows[:24]
+    fig = plots.new_figure(9.0, 1.2 + 0.28 * len(shown), 1, 2)
+    labels = plots.short([label for label, _, _, _ in shown], 48)
+    for ax, (title, get) in zip(
+        fig.axes,
+        (
+            ("peak server RSS (MiB)", lambda f: f.peak_rss),
+            ("data size (MiB)", lambda f: f.data_bytes),
+        ),
+        strict=True,
+    ):
+        ys = list(range(len(shown)))
+        raw = [get(f) for _, _, f, _ in shown]
+        vals = [(x or 0.0) / 2**20 for x in raw]
+        colours = [plots.style(engine)["color"] for _, engine, _, _ in shown]
+        ax.barh(ys, vals, color=colours)
+        for y, v, x in zip(ys, vals, raw, strict=True):
+            ax.annotate(fmt_bytes(x), (v, y), xytext=(3, 0),
+                        textcoords="offset points", va="center", fontsize=7)
+        ax.set_yticks(ys, labels if ax is fig.axes[0] else [""] * len(ys), fontsize=7)
+        ax.invert_yaxis()
+        ax.set_title(title, fontsize="medium")
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.set_xlim(0, max(vals + [1.0]) * 1.25)
+    caption = (
+        "Bars: each configuration's chosen run; - where not measured (an embedded store "
+        "has no server)."
+    )
+    if len(rows) > len(shown):
+        caption += f" {len(rows) - len(shown)} more in the table."
+    return plots.render(fig, "footprint", "Footprint: peak server RSS and data size", caption)
+
+
+def summary_sections(recs: list[Record], how: str, plots_on: bool = True) -> list[Section]:
+    """The first screen: warnings, then each workload's summary."""
+    out = []
+    warn = warnings(recs)
+    if warn:
+        out.append(
+            Section(
+                "warnings",
+                "Warnings",
+                [Text(w, kind="warning") for w in warn],
+            )
+        )
+    for wl in distinct([str(r.workload) for r in recs]):
+        out.append(study(wl, [r for r in recs if str(r.workload) == wl], how))
+    fp = footprint_section(recs, how, plots_on)
+    if fp is not None:
+        out.append(fp)
+    return out
+
+
