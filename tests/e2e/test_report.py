@@ -66,7 +66,7 @@ def report(results, tmp_path_factory):
     return out
 
 
-CHARTS = ("crud-recall-qps-find_by_vector", "crud-percentiles", "crud-concurrency")
+CHARTS = ("crud-recall-qps-find_by_vector", "crud-percentiles", "crud-concurrency", "footprint")
 VIEWS = ("crud-crud_latency", "crud-crud_rates", "crud-tasks", "crud-percentiles", "crud-spread")
 
 
@@ -312,6 +312,12 @@ def browser(tmp_path):
             dt.call("Page.navigate", {"url": page.as_uri()}, session=s)
             dt.wait_for("Page.loadEventFired")
             dt.drain(1.0)  # anything the page would fetch late
+            # the details are folded (<details>, no script): a reader opens them
+            dt.call(
+                "Runtime.evaluate",
+                {"expression": "document.querySelectorAll('details').forEach(d => d.open = true)"},
+                session=s,
+            )
             dom = dt.call(
                 "Runtime.evaluate",
                 {"expression": "document.documentElement.outerHTML", "returnByValue": True},
@@ -385,6 +391,13 @@ def test_html_report_in_headless_chromium_has_its_charts_and_tables_and_fetches_
         assert f">{col}</th>" in latency
     assert "<caption>memory</caption>" in dom and "<caption>sqlite</caption>" in dom
     assert 'id="runs"' in dom and "engine version" in dom and "SQLite 3." in dom
+    # the answer first: the summary (after any warnings) before the folded details
+    main = dom.split("<main>", 1)[1]
+    first = re.search(r'<section id="([^"]+)"', main).group(1)
+    assert first in ("warnings", "summary-crud"), first
+    assert main.index('id="summary-crud"') < main.index('<details class="fold" id="wl-crud"')
+    assert re.search(r'<p class="lead">(memory|sqlite) leads by ops/s of find_by_vector: ', dom)
+    assert "Conditions: " in dom and "bytes/vector" in dom
 
     from matplotlib.image import imread
 

@@ -409,3 +409,115 @@ def test_a_busy_run_or_scattered_repeats_are_cautioned_in_report_and_compare(rec
     (pair,) = comp.pairs
     assert pair.caution_b == why and pair.cautioned
     assert json.loads(comp.to_json())["pairs"][0]["caution_b"] == why
+
+
+# --- the summary: the answer first ---------------------------------------------------------
+
+
+def _fixed(recs, values):
+    """``recs``' ok runs with the headline ops/s set per (engine, clients):
+    a fixed set of records whose ranking is known."""
+    from storebench import records
+
+    out = []
+    for r in recs:
+        d = r.to_dict()
+        vals = values[(r.store.engine, r.params["clients"])]
+        v = vals[r.repeat % len(vals)]
+        head = r.headline_task().name
+        for t in d["tasks"]:
+            if t["name"] == head:
+                t["ops_per_s"] = v
+        out.append(records.parse(d))
+    return out
+
+
+def test_the_summary_names_the_leader_and_its_ratio(recs):
+    from storebench.report import summary
+
+    fixed = _fixed(
+        recs,
+        {("memory", 1): [900.0, 1000.0], ("memory", 2): [1200.0], ("sqlite", 1): [400.0, 410.0]},
+    )
+    secs = build.sections(fixed, plots=False)
+    assert secs[0].id == "summary-crud"  # quiet records: no warnings, the answer first
+    lead = [b.text for b in secs[0].blocks if isinstance(b, views.Text) and b.kind == "lead"]
+    assert lead[0] == (
+        "memory leads by ops/s of find_by_vector: 1,200 (memory clients=2), "
+        "2.93x sqlite's 410 (sqlite clients=1)."
+    )
+    assert lead[1].startswith("memory clients=2 ran once: the spread over repeats is unknown")
+    (table,) = [b for b in secs[0].blocks if isinstance(b, views.Table)]
+    assert [row[0] for row in table.rows] == ["memory clients=2", "sqlite clients=1"]
+    assert table.columns[:3] == ["configuration", "recall", "find by vector QPS"]
+    i = table.columns.index("vs leader")
+    assert [row[i] for row in table.rows] == ["1.00x", "0.34x"]
+    assert {"peak server RSS", "data size", "bytes/vector"} <= set(table.columns)
+    # the details follow, folded; the conditions are said
+    assert any("Conditions: " in b.text for b in secs[0].blocks if isinstance(b, views.Text))
+    details = [s for s in secs if s.id.startswith("wl-")]
+    assert details and all(s.folded for s in details)
+    # a spread that overlaps the runner-up's makes the ranking uncertain
+    close = _fixed(
+        recs,
+        {("memory", 1): [300.0, 1000.0], ("memory", 2): [100.0], ("sqlite", 1): [400.0, 900.0]},
+    )
+    ents = summary.entries("crud", close, "best")
+    ld = summary.lead(ents)
+    assert ld.leader.engine == "memory" and ld.ratio == pytest.approx(1000 / 900)
+    assert any("overlap" in w for w in ld.uncertain)
+    assert any("repeats spread" in w for w in ld.uncertain)
+
+
+def test_series_styles_are_unique_across_a_report(recs):
+    from storebench.report import plots
+
+    styles = plots.SeriesStyles()
+    pairs = [styles(f"s{i}")[k] for i in range(100) for k in ("color",)]
+    assert len(set(zip(pairs, [styles(f"s{i}")["marker"] for i in range(100)], strict=True))) == 100
+    assert styles("s3") == styles("s3")  # one series, one look, in every chart
+    more = plots.SeriesStyles()
+    looks = {tuple(more(f"x{i}").values()) for i in range(250)}
+    assert len(looks) == 250
+    # a whole report: every series drawn got its own colour and marker
+    with plots.report_scope() as used:
+        build.sections(recs)
+    assigned = used.assigned()
+    assert len(assigned) >= 4
+    assert len(set(assigned.values())) == len(assigned)
+    assert len({(c, m) for c, m, _ in assigned.values()}) == len(assigned)
+
+
+def test_a_noisy_or_failed_run_produces_the_warning_block(recs, tmp_path):
+    quiet = build.write(_noisy(recs, busy_run=-1, scale=1.0), tmp_path / "quiet")
+    assert 'class="warning"' not in quiet.html.read_text()
+    noisy = _noisy(recs, busy_run=0, scale=4.0)
+    failed = noisy[0].to_dict()
+    failed["run_id"], failed["status"], failed["error"] = "failed-1", "failed", "boom"
+    w = build.write([*noisy, failed], tmp_path / "noisy")
+    page = w.html.read_text()
+    top = page.split('id="summary-crud"', 1)[0]  # before the first summary
+    assert '<section id="warnings">' in top
+    warn = re.findall(r'<p class="warning" role="alert">(.*?)</p>', top)
+    assert any("1 of 3 run(s) did not finish (1 failed)" in x for x in warn), warn
+    assert any("on a busy machine" in x and "spread over ±25%" in x for x in warn), warn
+    assert "> **Warning:** " in w.markdown.read_text()
+    # the summary says the ranking is uncertain rather than naming a sure leader
+    assert "cautioned" in page
+
+
+def test_recall_axis_is_logit_unless_asked_linear(recs, tmp_path):
+    from storebench.report import plots
+
+    with plots.report_scope("linear"):
+        assert plots.recall_axis_note() == "linear"
+    with plots.report_scope():
+        assert plots.recall_axis_note().startswith("logit")
+        fig = plots.new_figure()
+        plots.recall_axis(fig.axes[0], [0.9, 0.99, 1.0])
+        assert fig.axes[0].get_xscale() == "function"
+        ticks = list(fig.axes[0].get_xticks())
+        assert 0.99 in ticks and 0.999 in ticks
+    with pytest.raises(Exception, match="unknown recall axis"):
+        with plots.report_scope("log"):
+            pass

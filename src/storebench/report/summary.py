@@ -357,14 +357,18 @@ def sentences(workload: str, ents: list[Entry], ld: Lead | None) -> list[str]:
                 )
                 + "."
             )
+        once = [e.config.label for e in (first, second) if e.spread is None or e.spread.n < 2]
         if ld.uncertain:
             out.append("The ranking is uncertain: " + "; ".join(ld.uncertain) + ".")
+        elif once:
+            out.append(
+                f"{' and '.join(once)} ran once: the spread over repeats is unknown (set "
+                "repeats to see whether the ranking holds)."
+            )
         else:
             out.append(
-                "The ranking holds over the repeats: no run was flagged busy and their ranges "
-                "do not overlap."
-                if first.spread is not None and first.spread.n > 1
-                else "Each configuration ran once: repeat the runs to see their spread."
+                "The ranking holds over the repeats: neither configuration is cautioned and "
+                "their ranges do not overlap."
             )
     left = [e for e in ents if not e.ranked]
     if left:
