@@ -313,6 +313,42 @@ def test_report_compare_export_frames_and_show_agree_on_every_number(raw, output
         assert top is not None
 
 
+def test_the_summary_reads_correctly_against_the_tables(raw, outputs, how):
+    """The first screen's answer, recomputed from the raw JSON: each
+    engine's best setting at the target recall by QPS at the most clients
+    (its chosen run's), the leader, its ratio, and the same numbers as the
+    study tables."""
+    best: dict[str, tuple[float, int, dict]] = {}
+    for engine, ef in configurations(raw):
+        run = chosen(raw, engine, ef, how)
+        if task(run, f"search ef={ef} c=1")["recall@10"] < 0.95:
+            continue  # below the target: shown in the details, not ranked
+        qps = task(run, headline(ef))["ops_per_s"]
+        if engine not in best or qps > best[engine][0]:
+            best[engine] = (qps, ef, run)
+    ranked = sorted(best.items(), key=lambda kv: -kv[1][0])
+    assert len(ranked) >= 2, ranked
+    tables = md_tables(outputs["md"])
+    title = "search: each engine's best configuration by QPS at 2 clients with recall ≥ 0.95"
+    header, rows = table(tables, title, "configuration")
+    lead_qps = ranked[0][1][0]
+    assert [r[0] for r in rows] == [f"{e} ef={ef}" for e, (_, ef, _) in ranked]
+    for (engine, (qps, ef, run)), row in zip(ranked, rows, strict=True):
+        assert cell(header, row, "QPS (2 clients)") == fmt_rate(qps)
+        assert cell(header, row, "vs leader") == f"{qps / lead_qps:.2f}x"
+        assert cell(header, row, "run") == short(run["run_id"])
+        # the same number as the study table's row of that setting
+        sh, srows = table(tables, engine, "search")
+        (srow,) = [r for r in srows if r[0] == f"ef={ef}"]
+        assert value(cell(sh, srow, "QPS 2 clients")) == fmt_rate(qps)
+    (first, (q1, ef1, _)), (second, (q2, ef2, _)) = ranked[0], ranked[1]
+    sentence = (
+        f"{first} leads by QPS at 2 clients with recall ≥ 0.95: {fmt_rate(q1)} "
+        f"({first} ef={ef1}), {q1 / q2:.2f}x {second}'s {fmt_rate(q2)} ({second} ef={ef2})."
+    )
+    assert sentence in outputs["md"], outputs["md"].split("## Details", 1)[0]
+
+
 def test_compare_refuses_to_rank_an_index_built_during_upload_against_a_build(results):
     r = sb("compare", str(results), str(results), "--a", "store=hnswlib", "--b", "store=redis")
     comp = json.loads(

@@ -118,7 +118,8 @@ def recall_vs_qps(v: ViewInput) -> list[Block]:
         fig = plots.new_figure(7.0, 4.4)
         ax = fig.axes[0]
         rows = []
-        for store in stores[: plots.MAX_SERIES]:
+        for store in stores:
+            drawn = store in stores[: plots.MAX_SERIES]
             pts, spans, names = [], [], {}
             for c in configs:
                 if c.engine != store:
@@ -133,7 +134,8 @@ def recall_vs_qps(v: ViewInput) -> list[Block]:
                     spans.append((s.min, s.max) if s is not None and s.n > 1 else None)
                     names[(r, q)] = c.label.removeprefix(store).strip()
                     rows.append([c.label, f"{r:.4f}", fmt_rate(q), str(pk.runs), pk.run_short])
-            if not pts:
+                    rows[-1].append("" if drawn else "not drawn")
+            if not pts or not drawn:
                 continue
             st = plots.style(store)
             ax.scatter(
@@ -172,7 +174,9 @@ def recall_vs_qps(v: ViewInput) -> list[Block]:
                 + plots.left_out(stores[plots.MAX_SERIES :], "stores beyond the first 8"),
             )
         )
-        blocks.append(Table(f"{task}: points", ["configuration", rkey, "QPS", "runs", "run"], rows))
+        blocks.append(
+            Table(f"{task}: points", ["configuration", rkey, "QPS", "runs", "run", "chart"], rows)
+        )
     return blocks
 
 
@@ -211,20 +215,26 @@ def percentile_view(v: ViewInput) -> list[Block]:
     names = timed_tasks(configs)
     if not names:
         return []
-    drawn, rest = plots.keep_series(configs, lambda c: headline_value(v.pick(c).run) or 0.0)
     nrows, ncols = plots.grid_shape(len(names))
     fig = plots.new_figure(4.2 * ncols, 3.2 * nrows + 0.9, nrows, ncols, sharey=True)
     axs = plots.axes(fig)
     rows = []
+    left: list[str] = []
     for ax, name in zip(axs, names, strict=False):
         top = 0.0
+        mine = []
         for c in configs:
             pk = v.pick(c)
             t = pk.run.task(name)
             h = histogram(t.histogram) if t is not None and t.histogram else None
-            if h is None or not h.count:
-                continue
-            if c in drawn:
+            if h is not None and h.count:
+                mine.append((c, pk, h))
+        drawn, rest = plots.keep_series(
+            mine, lambda x: headline_value(x[1].run) or 0.0, group=lambda x: x[0].engine
+        )
+        left += [c.label for c, _, _ in rest if c.label not in left]
+        for c, pk, h in mine:
+            if (c, pk, h) in drawn:
                 xs, ys = plots.percentile_curve(h)
                 top = max(top, xs[-1])
                 st = plots.style(c.label)
@@ -245,7 +255,7 @@ def percentile_view(v: ViewInput) -> list[Block]:
                     *(fmt_ns(v) for v in percentiles(h, (50, 90, 99, 99.9))),
                     fmt_ns(h.hdr.max_value),
                     pk.run_short,
-                    "" if c in drawn else "not drawn",
+                    "" if (c, pk, h) in drawn else "not drawn",
                 ]
             )
         plots.fmt_ns_axis(ax, "y")
@@ -253,9 +263,7 @@ def percentile_view(v: ViewInput) -> list[Block]:
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title(plots.plain(name), fontsize="medium")
     plots.hide_unused(fig, len(names))
-    handles, labels = axs[0].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
+    plots.figure_legend(fig, axs)
     fig.suptitle(plots.plain(f"{v.workload}: latency by percentile (log scale)"))
     return [
         plots.render(
@@ -265,7 +273,7 @@ def percentile_view(v: ViewInput) -> list[Block]:
             f"From the HDR histogram of each configuration's {v.how} run; x: p90, p99, "
             "p99.9... (each step one more nine); the marker ends each line; one y range for "
             "all panels."
-            + plots.left_out([c.label for c in rest], "configurations beyond the fastest 8"),
+            + plots.left_out(left, "beyond 8 a panel: each store's fastest first"),
         ),
         Table(
             "Percentiles from the histograms",
@@ -298,7 +306,7 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
 
     names = timed_tasks([c for f in fams for c in group(f.runs)])
     drawn, rest = plots.keep_series(
-        fams, lambda f: max((headline_value(r) or 0.0) for r in f.runs)
+        fams, lambda f: max((headline_value(r) or 0.0) for r in f.runs), group=lambda f: f.engine
     )
     nrows, ncols = plots.grid_shape(len(names))
     fig = plots.new_figure(4.2 * ncols, 3.2 * nrows + 0.9, nrows, ncols, sharey=True)
@@ -329,7 +337,11 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
             st = plots.style(fam.label)
             xs = [p[1] for p in pts]
             ax.plot(
-                xs, [p[3] for p in pts], color=st["color"], marker=st["marker"], label=fam.label
+                xs,
+                [p[3] for p in pts],
+                color=st["color"],
+                marker=st["marker"],
+                label=plots.short([fam.label])[0],
             )
             ax.plot(
                 xs, [p[2] for p in pts], color=st["color"], marker=st["marker"], ls="--", alpha=0.6
@@ -346,11 +358,7 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title(plots.plain(name), fontsize="medium")
     plots.hide_unused(fig, len(names))
-    handles, labels = axs[0].get_legend_handles_labels()
-    if handles:
-        fig.legend(
-            handles, plots.short(labels), loc="outside lower center", ncols=min(3, len(labels))
-        )
+    plots.figure_legend(fig, axs)
     fig.suptitle(plots.plain(f"{v.workload}: latency vs throughput (numbers: clients)"))
     return [
         plots.render(
@@ -359,7 +367,7 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
             "Latency vs throughput over concurrency",
             f"Solid: p99, dashed: p50; each point one clients setting ({v.how} run), "
             "labelled with it; one y range for all panels."
-            + plots.left_out([f.label for f in rest], "configurations beyond the fastest 8"),
+            + plots.left_out([f.label for f in rest], "beyond 8: each store's fastest first"),
         ),
         Table(
             "Points",

@@ -163,17 +163,47 @@ T = TypeVar("T")
 
 
 def keep_series(
-    items: Sequence[T], score: Callable[[T], float], n: int = MAX_SERIES
+    items: Sequence[T],
+    score: Callable[[T], float],
+    n: int = MAX_SERIES,
+    group: Callable[[T], str] | None = None,
 ) -> tuple[list[T], list[T]]:
     """The ``n`` items of highest ``score`` (in their own order) and the
-    rest: a panel shows at most ``n`` series, the rest are listed beside it."""
+    rest: a panel shows at most ``n`` series, the rest are listed beside it.
+    With ``group`` (e.g. the store), the best of each group first, then the
+    second best of each...: every store keeps a line while it can."""
     if len(items) <= n:
         return list(items), []
-    ranked = sorted(range(len(items)), key=lambda i: -score(items[i]))
-    keep = set(ranked[:n])
+    order = sorted(range(len(items)), key=lambda i: -score(items[i]))
+    if group is not None:
+        seen: dict[str, int] = {}
+        rank = {}
+        for i in order:
+            g = group(items[i])
+            rank[i] = seen.get(g, 0)
+            seen[g] = rank[i] + 1
+        order = sorted(order, key=lambda i: rank[i])  # stable: by score within a round
+    keep = set(order[:n])
     return [x for i, x in enumerate(items) if i in keep], [
         x for i, x in enumerate(items) if i not in keep
     ]
+
+
+def figure_legend(fig: Any, axs: Sequence[Any]) -> None:
+    """One legend below a figure's panels: every series drawn in any panel, once."""
+    seen: dict[str, Any] = {}
+    for ax in axs:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, h)
+    if seen:
+        fig.legend(
+            list(seen.values()),
+            list(seen),
+            loc="outside lower center",
+            ncols=min(3, len(seen)),
+            fontsize="small",
+            frameon=False,
+        )
 
 
 def left_out(rest: Sequence[str], why: str) -> str:

@@ -416,7 +416,11 @@ def concurrency(v: ViewInput) -> list[Block]:
     ]
     if not fams:
         return []
-    drawn, rest = plots.keep_series(fams, lambda f: max(p.number("ops_per_s") or 0.0 for p in f))
+    drawn, rest = plots.keep_series(
+        fams,
+        lambda f: max(p.number("ops_per_s") or 0.0 for p in f),
+        group=lambda f: f[0].config.engine,
+    )
     fig = plots.new_figure(7.0, 5.2)
     ax = fig.axes[0]
     rows = []
@@ -463,7 +467,7 @@ def concurrency(v: ViewInput) -> list[Block]:
             f"Solid: mean latency, dashed: p99; each point one client count ({v.how} run), "
             "labelled with it."
             + plots.left_out(
-                [f[0].label() for f in rest], "configurations beyond the fastest 8"
+                [f[0].label() for f in rest], "beyond 8: each store's fastest first"
             ),
         ),
         Table(
@@ -687,7 +691,7 @@ def tune_probes(v: ViewInput) -> list[Block]:
     rows = []
     target = None
     drawn, rest = plots.keep_series(
-        chosen, lambda cr: data_value(cr[1]), plots.MAX_SERIES
+        chosen, lambda cr: data_value(cr[1]), group=lambda cr: cr[0].engine
     )
     recalls: list[float] = []
     for c, run in chosen:
@@ -730,7 +734,7 @@ def tune_probes(v: ViewInput) -> list[Block]:
             v.name("tune-probes"),
             "Recall per probed value",
             "Recall axis " + plots.recall_axis_note() + "."
-            + plots.left_out([c.label for c, _ in rest], "configurations beyond the fastest 8"),
+            + plots.left_out([c.label for c, _ in rest], "beyond 8: each store's fastest first"),
         ),
         Table("Probes", ["configuration", "chosen", "value:recall", "tuning", "run"], rows),
     ]
