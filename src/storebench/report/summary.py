@@ -25,8 +25,11 @@ from storebench.report.data import (
     Spread,
     cautions,
     configurations,
+    identity,
     safe_text,
+    short_key,
     store_label,
+    varying_keys,
 )
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import Block, Figure, Section, Table, Text, distinct
@@ -211,6 +214,10 @@ def entries(workload: str, recs: list[Record], how: str) -> list[Entry]:
         t = _headline(pk.run)
         value = t.number(rate) if t is not None else None
         spread = c.task(t.name).spread(rate) if t is not None else None
+        if workload == "ingest" and _num(pk.run.metrics.get("docs_per_s")) is not None:
+            # the run's own documents/s: to the last acknowledgment or, by
+            # default, until the engine holds every document (``counted``)
+            value, spread = float(pk.run.metrics["docs_per_s"]), c.metric("docs_per_s")
         e = Entry(c, pk, value, spread, cautions=cautions(c))
         if workload in VECTOR_WORKLOADS:
             e.recall = _recall_of(pk.run)
@@ -321,7 +328,9 @@ def _what(workload: str, ents: list[Entry]) -> str:
         at = f" at {t.clients} client{'s' if t.clients != 1 else ''}" if t is not None else ""
         return f"QPS{at} with recall ≥ {target:g}"
     if workload == "ingest":
-        return "documents per second inserted"
+        counted = distinct([e.run.metrics.get("counted") for e in ents]) if ents else []
+        how = f" (counted: {counted[0]})" if len(counted) == 1 and counted[0] else ""
+        return f"documents per second{how}"
     return f"ops/s of {t.name}" if t is not None else "ops/s"
 
 
@@ -479,8 +488,40 @@ def study(workload: str, recs: list[Record], how: str) -> Section:
                 align=["l", *["r"] * (len(heads) + 1), "l", "r", "r", "r", "r", "l"],
             )
         )
+    if workload == "ingest":
+        blocks += matrix(ents)
     blocks.append(Text(conditions(recs)))
     return Section(f"summary-{_slug(workload)}", f"Summary: {workload}", blocks)
+
+
+def matrix(ents: list[Entry]) -> list[Block]:
+    """arangob's matrix: a row per store, a column per setting of what
+    varies besides the store, each cell that configuration's ranked rate."""
+    if not ents:
+        return []
+    keys = [
+        k
+        for k in varying_keys([e.config.first for e in ents])
+        if k not in ("store.engine", "store.url", "versions.engine")
+    ]
+    if not keys:
+        return []
+
+    def column(e: Entry) -> str:
+        ident = identity(e.config.first)
+        return " ".join(f"{short_key(k)}={ident.get(k)}" for k in keys)
+
+    cols = distinct([column(e) for e in ents])
+    engines = distinct([e.engine for e in ents])
+    cell = {(e.engine, column(e)): e for e in ents}
+    rows = []
+    for engine in engines:
+        row = [engine]
+        for col in cols:
+            e = cell.get((engine, col))
+            row.append("-" if e is None or e.value is None else fmt_rate(e.value))
+        rows.append(row)
+    return [Table("documents per second, per store and setting", ["store", *cols], rows)]
 
 
 def _slug(s: str) -> str:
