@@ -521,3 +521,35 @@ def test_recall_axis_is_logit_unless_asked_linear(recs, tmp_path):
     with pytest.raises(Exception, match="unknown recall axis"):
         with plots.report_scope("log"):
             pass
+
+
+def test_ingest_summary_has_arangobs_matrix_and_the_footprint(tmp_path):
+    from storebench.report import summary
+    from storebench.report.terminal import fmt_rate
+
+    storebench.run(
+        "ingest",
+        stores=["memory", "sqlite"],
+        set={"count": 600, "grid": {"concurrency": [1, 2]}, "batch_size": 50},
+        results_dir=tmp_path,
+    )
+    recs = data.load(tmp_path)
+    secs = summary.summary_sections(recs, "best", plots_on=False)
+    (sec,) = [s for s in secs if s.id == "summary-ingest"]
+    tables = {t.title: t for t in sec.blocks if isinstance(t, views.Table)}
+    m = tables["documents per second, per store and setting"]
+    assert m.columns == ["store", "concurrency=1", "concurrency=2"]
+    assert [r[0] for r in m.rows] == ["memory", "sqlite"]
+    for c in data.configurations(recs):
+        run = c.pick("best").run  # the run's own documents/s, as counted
+        row = next(r for r in m.rows if r[0] == c.engine)
+        col = m.columns.index(f"concurrency={run.params['concurrency']}")
+        assert row[col] == fmt_rate(run.metrics["docs_per_s"])
+    lead = next(b.text for b in sec.blocks if isinstance(b, views.Text) and b.kind == "lead")
+    assert "documents per second (counted: completed)" in lead
+    # the stores report their size: the footprint's data column has it
+    head = next(t for t in tables.values() if t.title.startswith("ingest:"))
+    sizes = [r[head.columns.index("data size")] for r in head.rows]
+    assert all(x.endswith(("KiB", "MiB", " B")) for x in sizes), sizes
+    fp = summary.footprint(recs[0])
+    assert fp.data_bytes == recs[0].metrics["size_bytes"] and fp.vectors is None
