@@ -188,15 +188,19 @@ def _rate_field(workload: str) -> str:
 
 
 def _recall_of(run: Record) -> float | None:
+    """The setting's own recall (as the study tables show it); for scale,
+    the headline task's (its size's)."""
+    t = _headline(run)
+    from_task = next(
+        (x for k in (t.score_keys() if t is not None else []) if (x := t.number(k)) is not None),
+        None,
+    )
+    if run.workload == "scale" and from_task is not None:
+        return from_task
     for k, v in run.metrics.items():
         if k.startswith("recall@") and (x := _num(v)) is not None:
             return x
-    t = _headline(run)
-    if t is not None:
-        for k in t.score_keys():
-            if (x := t.number(k)) is not None:
-                return x
-    return None
+    return from_task
 
 
 def _target(run: Record) -> float:
@@ -233,7 +237,8 @@ def _lat(t: TaskRecord | None, key: str) -> str:
 
 
 def _one_client(run: Record) -> TaskRecord | None:
-    """The single-client task of a search setting (its latency)."""
+    """The single-client task of the headline's search setting (and size,
+    for scale): its latency."""
     head = _headline(run)
     for t in run.tasks:
         if (
@@ -241,7 +246,7 @@ def _one_client(run: Record) -> TaskRecord | None:
             and t.phase == "search"
             and t.clients == 1
             and not t.filter
-            and (head is None or t.search == head.search)
+            and (head is None or (t.search == head.search and t.n == head.n))
         ):
             return t
     return None
