@@ -839,7 +839,7 @@ def scale_plot(v: ViewInput) -> list[Block]:
     left.set_title("mean latency, 1 client", fontsize="medium")
     plots.rate_axis(right, "y")
     right.set_title("QPS", fontsize="medium")
-    right.legend(fontsize="x-small", frameon=False)
+    plots.legend(right, len(right.get_legend_handles_labels()[1]))
     return [plots.render(fig, v.name("scale"), "Latency and QPS per size")]
 
 
