@@ -22,18 +22,17 @@ import threading
 import time
 from array import array
 from collections.abc import Callable, Iterator, Mapping
-from importlib import metadata
 from typing import Any
 
 from storebench import interrupts
 from storebench.driver.core import ClientResult, Controls, Interrupted, Task, merge, run_client
-from storebench.errors import NotSupported, TaskFailed, UserError, signal_name
+from storebench.errors import NotSupported, TaskFailed, signal_name
 from storebench.metrics import Histogram
+from storebench.plugins import Kind
 from storebench.stores.base import Capability, Collection, Store
 
 log = logging.getLogger("storebench")
 
-ENTRY_POINT_GROUP = "storebench.executors"
 ABORTED = "aborted: another client failed"
 NOT_STARTED = "not started: the run was interrupted"
 STOP_GRACE_S = 10.0  # after a stop: how long clients may take to end their current operation
@@ -355,31 +354,20 @@ class ProcessExecutor(Executor):
         return self._finish(tasks, _per_task(tasks, slots, results), interrupted)
 
 
-_BUILTIN: dict[str, type[Executor]] = {"threads": ThreadExecutor, "processes": ProcessExecutor}
+EXECUTORS = Kind(
+    "executor",
+    "storebench.executors",
+    where="driver.executor",
+    builtin={"threads": ThreadExecutor, "processes": ProcessExecutor},
+)
 
 
 def executor_names() -> list[str]:
-    return sorted(
-        set(_BUILTIN) | {ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
-    )
+    return EXECUTORS.names()
 
 
 def executor_class(name: str) -> type[Executor]:
-    cls = _BUILTIN.get(name)
-    if cls is None:
-        eps = {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
-        if name not in eps:
-            raise UserError(
-                f"unknown executor {name!r} (known: {', '.join(executor_names())})",
-                where="driver.executor",
-            )
-        try:
-            cls = eps[name].load()
-        except ImportError as exc:
-            raise UserError(
-                f"executor {name!r} needs its library: pip install 'storebench[{name}]' ({exc})",
-                where="driver.executor",
-            ) from exc
+    cls: type[Executor] = EXECUTORS.load(name)
     return cls
 
 

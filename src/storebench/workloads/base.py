@@ -16,7 +16,6 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -26,14 +25,15 @@ from pydantic import ConfigDict
 from storebench.data.batch import Schema
 from storebench.data.shared import Shared
 from storebench.driver import Driver, Task
-from storebench.errors import NotSupported, UserError
+from storebench.errors import NotSupported
 from storebench.metrics import TaskStats
+from storebench.plugins import Kind
 from storebench.records import SettingResult, TaskRecord
 from storebench.servers.base import ResourceSampler
 from storebench.stores.base import Capability, Collection, Store
 from storebench.stores.config import NoBoolNumbers
 
-ENTRY_POINT_GROUP = "storebench.workloads"
+WORKLOADS = Kind("workload", "storebench.workloads", where="workload")
 
 
 # a workload's ``executor`` parameter (``RunContext.executor_for``)
@@ -281,18 +281,10 @@ class RunContext:
 Derive = Callable[[TaskRecord, Any], Mapping[str, Any]]
 
 
-def _entry_points() -> dict[str, metadata.EntryPoint]:
-    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
-
-
 def workload_names() -> list[str]:
-    return sorted(_entry_points())
+    return WORKLOADS.names()
 
 
 def workload_class(name: str) -> type[Workload]:
-    eps = _entry_points()
-    if name not in eps:
-        raise UserError(
-            f"unknown workload {name!r} (known: {', '.join(sorted(eps))})", where="workload"
-        )
-    return eps[name].load()
+    cls: type[Workload] = WORKLOADS.load(name)
+    return cls
