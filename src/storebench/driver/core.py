@@ -86,7 +86,7 @@ class Task:
     client_offset_s: float = 0.0  # client c starts c * offset after the common start
     rate: float | None = None  # open loop: target ops/s over all clients
     items_per_op: int = 1
-    executor: str | None = None  # None: the store's declared preference
+    executor: str | None = None  # None or auto: the driver decides (``choose_executor``)
     # requests each client keeps in flight: W > 1 runs W lanes per client,
     # each with its own connection, so a client has W requests outstanding
     inflight: int = 1

@@ -16,7 +16,7 @@ import numpy as np
 from storebench import noise
 from storebench.driver import loops
 from storebench.driver.core import ClientResult, Interrupted, Task, merge
-from storebench.driver.executors import ABORTED, get_executor
+from storebench.driver.executors import ABORTED, choose_executor, get_executor
 from storebench.errors import TaskFailed
 from storebench.metrics import TaskStats
 from storebench.stores.base import Collection
@@ -67,7 +67,7 @@ class Driver:
         from storebench.progress import NoProgress
 
         self.progress = progress or NoProgress()
-        self.executor = executor  # overrides the store's preference for every task
+        self.executor = executor  # the run's: a task's own choice aside, every task's
         self.processes = processes
 
     def run(self, task: Task, coll: Collection) -> tuple[TaskStats, list[Any]]:
@@ -77,7 +77,7 @@ class Driver:
     def run_mix(self, tasks: list[Task], coll: Collection) -> list[tuple[TaskStats, list[Any]]]:
         """Run several tasks at once (their clients start together), e.g.
         writers and readers of a social network; stats come back per task."""
-        names = {t.executor or self.executor or coll.store.client_mode for t in tasks}
+        names = {choose_executor(coll.store, self.executor, t.executor, t.lanes) for t in tasks}
         if len(names) > 1:
             raise ValueError(f"tasks run together must share one executor, got {sorted(names)}")
         name = names.pop()

@@ -22,7 +22,7 @@ import threading
 import time
 from array import array
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from storebench import interrupts
 from storebench.driver.core import ClientResult, Controls, Interrupted, Task, merge, run_client
@@ -369,6 +369,44 @@ def executor_names() -> list[str]:
 def executor_class(name: str) -> type[Executor]:
     cls: type[Executor] = EXECUTORS.load(name)
     return cls
+
+
+# a workload's ``executor`` parameter (``choose_executor``)
+ExecutorChoice = Literal["auto", "threads", "processes"]
+
+
+def choose_executor(
+    store: Store | type[Store],
+    run: str | None,
+    task: str | None = None,
+    lanes: int = 1,
+    *,
+    auto_processes: bool = True,
+) -> str:
+    """Where a task's clients run: the one decision, made for the plan's
+    check, the runner's set-up, the driver and the records alike.
+
+    The task's own choice (a workload's ``executor`` parameter,
+    ``ExecutorChoice``, or ``Task.executor``) as asked; none or ``auto``:
+    the run's (``driver.executor``), else the store's ``client_mode``.
+    ``auto`` with no run choice: processes when the task has several
+    ``lanes`` (clients x in-flight streams) and the store can serve process
+    clients, since thread clients share one interpreter (the GIL) and cheap
+    requests make that the limit. A workload whose clients measured faster
+    as threads passes ``auto_processes=False``: its ``auto`` is then the
+    store's choice (ingest: see there)."""
+    if task is not None and task != "auto":
+        return task
+    if run is not None:
+        return run
+    if (
+        task == "auto"
+        and auto_processes
+        and lanes > 1
+        and Capability.SHARED_ACROSS_PROCESSES in store.capabilities
+    ):
+        return "processes"
+    return store.client_mode
 
 
 def get_executor(name: str, store: Store) -> Executor:
