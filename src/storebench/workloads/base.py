@@ -24,7 +24,7 @@ from pydantic import ConfigDict
 
 from storebench.data.batch import Schema
 from storebench.data.shared import Shared
-from storebench.driver import Driver, Task
+from storebench.driver import Driver, Interrupted, Task
 from storebench.driver.executors import choose_executor
 from storebench.errors import NotSupported
 from storebench.metrics import TaskStats
@@ -169,8 +169,6 @@ class RunContext:
         the measured stats, ``fields`` (and ``per_task[i]``), and what
         ``derive(record, payloads)`` computes from them (recall, client CPU,
         ...) before the record is added: a record is made whole, once."""
-        from storebench.driver.core import Interrupted
-
         res: dict[str, Any] = {}
         try:
             with self._resources(res):
