@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from storebench import results
 from storebench.errors import UserError
 
 if TYPE_CHECKING:
@@ -450,8 +451,6 @@ def parse_all(recs: Iterable[Mapping[str, Any] | RunRecord]) -> list[RunRecord]:
 def read(path: str | Path) -> Iterator[RunRecord]:
     """Records (redacted) of a JSON-lines file or of every ``*.jsonl`` under
     a directory, typed; an unreadable one names its file and line."""
-    from storebench import results
-
     for where, raw in results.read_lines(Path(path)):
         yield parse(raw, where)
 

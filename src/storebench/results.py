@@ -16,14 +16,16 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import psutil
 
 from storebench.errors import UserError
-from storebench.records import RunRecord
 from storebench.redaction import redact_obj
+
+if TYPE_CHECKING:  # typed records read these files, not the other way round
+    from storebench.records import RunRecord
 
 Status = Literal["ok", "failed", "interrupted", "skipped"]
 
@@ -86,7 +88,7 @@ def append(path: Path, record: RunRecord | dict[str, Any]) -> None:
     """Append one record (redacted) as a single write; the file, and its
     directory, are created if needed (not the directory's parents: see
     ``outputs.check_results``)."""
-    if isinstance(record, RunRecord):
+    if not isinstance(record, dict):  # a RunRecord
         record = record.to_dict()
     path.parent.mkdir(exist_ok=True)
     data = to_json_line(redact_obj(record)).encode()

@@ -27,7 +27,12 @@ from typing import Any
 
 from storebench import interrupts, memory, noise, outputs, records, results
 from storebench.driver import Driver, Interrupted
-from storebench.driver.executors import Executor, executors_released, setup_executor
+from storebench.driver.executors import (
+    Executor,
+    choose_executor,
+    executors_released,
+    setup_executor,
+)
 from storebench.errors import StorebenchError, signal_name
 from storebench.progress import NoProgress
 from storebench.records import RECORD_VERSION, RunRecord, StoreInfo
@@ -172,7 +177,7 @@ def execute(
             record.store = StoreInfo.model_validate(
                 store.spec.describe() | {"url_given": run.spec.url is not None}
             )
-            executor = setup_executor(run.executor or store.client_mode, run.driver)
+            executor = setup_executor(choose_executor(store, run.executor), run.driver)
             server = store.managed
             driver = Driver(progress, run.executor, server.processes if server else None)
             ctx = recorder.ctx = RunContext(run_id, store, driver, run.mode, run.sweep)

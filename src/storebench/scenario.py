@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from storebench.driver.executors import executor_class
+from storebench.driver.executors import choose_executor, executor_class
 from storebench.errors import UserError
 from storebench.stores.base import Store, StoreSpec, store_class
 from storebench.stores.config import SpecError, StoreOptions
@@ -408,7 +408,7 @@ class Scenario:
                     f"{entry.engine} cannot run {f.workload}: no {', '.join(missing)}",
                 )
             try:
-                executor = executor_class(f.driver.executor or cls.client_mode)
+                executor = executor_class(choose_executor(cls, f.driver.executor))
             except UserError as exc:
                 raise self.error(("driver", "executor"), str(exc).split(": ", 1)[-1]) from exc
             missing = sorted(str(c) for c in executor.requires - cls.capabilities)

@@ -129,21 +129,39 @@ def test_sqlite_lands_every_document_once(tmp_path, inflight, batch):
 
 
 def test_the_shared_executor_rule():
-    """RunContext.executor_for: as asked; auto: processes for several lanes
-    where the store serves them and the run chose no executor, unless the
-    workload opts out (ingest does: AUTO_PROCESSES)."""
+    """choose_executor (through RunContext.executor_for): as asked; auto:
+    processes for several lanes where the store serves them and the run
+    chose no executor, unless the workload opts out (ingest does:
+    AUTO_PROCESSES); else the run's executor, else the store's client_mode.
+    The plan, the runner, the driver and the records decide alike."""
+    from storebench.driver import FnOp, Task
+    from storebench.driver.executors import choose_executor
     from storebench.workloads import ingest
 
     procs, mem = StoreSpec("null").open(), StoreSpec("memory").open()
+    assert procs.client_mode == mem.client_mode == "threads"
     ctx = RunContext("r", procs, Driver())
     assert ctx.executor_for("auto", 2) == "processes"
-    assert ctx.executor_for("auto", 1) is None  # one lane: the driver's choice
-    assert ctx.executor_for("auto", 8, auto_processes=False) is None
+    assert ctx.executor_for("auto", 1) == "threads"  # one lane: the store's choice
+    assert ctx.executor_for("auto", 8, auto_processes=False) == "threads"
     assert ctx.executor_for("threads", 8) == "threads"
     assert ctx.executor_for("processes", 1) == "processes"
-    assert RunContext("r", procs, Driver(executor="ray")).executor_for("auto", 8) is None
-    assert RunContext("r", mem, Driver()).executor_for("auto", 8) is None  # threads only
+    assert RunContext("r", procs, Driver(executor="ray")).executor_for("auto", 8) == "ray"
+    assert RunContext("r", mem, Driver()).executor_for("auto", 8) == "threads"  # threads only
     assert ingest.AUTO_PROCESSES is False
+    # a run's executor (plan and runner: no task), a task's own choice (driver, records)
+    assert choose_executor(type(procs), None) == "threads"
+    assert choose_executor(procs, "ray") == "ray"
+    assert choose_executor(procs, "ray", "threads", 8) == "threads"
+    assert choose_executor(procs, None, None, 8) == "threads"  # no choice is not auto
+
+    def task(executor: str | None) -> Task:
+        noop = FnOp(lambda i: None)
+        return Task("t", lambda coll, c, n: noop, clients=2, ops=2, executor=executor)
+
+    assert ctx.executor_name(task(None)) == "threads"
+    assert ctx.executor_name(task("auto")) == "processes"
+    assert RunContext("r", procs, Driver(executor="ray")).executor_name(task(None)) == "ray"
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """The driver: runs operation streams over N clients and times them."""
 
-from storebench.driver.core import ClientResult, Driver, FnOp, Interrupted, Op, Task
+from storebench.driver.core import ClientResult, FnOp, Interrupted, Op, Task
+from storebench.driver.dispatch import Driver
 from storebench.driver.executors import Executor, executor_names
 
 __all__ = [

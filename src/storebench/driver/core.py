@@ -1,10 +1,12 @@
-"""Tasks, the per-client run, and the ``Driver`` that merges clients.
+"""Tasks, the per-client run, and the exact merge of clients' results.
 
 A ``Task`` is a picklable description of one timed operation stream: which
 op (a factory called inside each client, after the client opened its own
 collection), how many clients, count or duration, warm-up, think time or
-open-loop rate. The driver hands the task to an executor (threads,
-processes, or a plug-in), then merges the clients' histograms exactly.
+open-loop rate. The ``Driver`` (``dispatch``) hands the task to an executor
+(threads, processes, or a plug-in), whose clients each ``run_client``; then
+``merge`` merges the clients' histograms exactly. This module imports
+neither: executors and the driver build on it, not the other way round.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from storebench import noise
 from storebench.driver import loops
 from storebench.errors import NotCounted, StorebenchError, TaskFailed
 from storebench.metrics import Histogram, TaskStats
@@ -85,7 +86,7 @@ class Task:
     client_offset_s: float = 0.0  # client c starts c * offset after the common start
     rate: float | None = None  # open loop: target ops/s over all clients
     items_per_op: int = 1
-    executor: str | None = None  # None: the store's declared preference
+    executor: str | None = None  # None or auto: the driver decides (``choose_executor``)
     # requests each client keeps in flight: W > 1 runs W lanes per client,
     # each with its own connection, so a client has W requests outstanding
     inflight: int = 1
@@ -286,125 +287,6 @@ def merge(task: Task, results: list[ClientResult]) -> TaskStats:
             stats.end_ns = max(r.end_ns for r in results)
     stats.items = stats.ops * task.items_per_op
     return stats
-
-
-def first_failure(tasks: list[Task], per_task: list[list[ClientResult]]) -> str | None:
-    """What to report when clients failed: the first real error (its task,
-    client, type and message), not the "aborted" of the clients it stopped.
-    One client failing (even while building its op) breaks the start
-    barrier for all; in a mix those others belong to other tasks too, so
-    looking task by task would report an earlier task's "aborted" instead."""
-    from storebench.driver.executors import ABORTED
-
-    errors = [
-        (task, r.error)
-        for task, results in zip(tasks, per_task, strict=True)
-        for r in results
-        if r.error
-    ]
-    if not errors:
-        return None
-    real = [(task, e) for task, e in errors if e != ABORTED] or errors
-    task, error = real[0]
-    # a TaskFailed from the measuring loop already names its task
-    msg = error if error.startswith("task ") else f"task {task.name}: {error}"
-    aborted = len(errors) - len(real)
-    others = len(real) - 1
-    if others:
-        msg += f" ({others} more client(s) failed)"
-    if aborted:
-        msg += f" ({aborted} other client(s) aborted because of it)"
-    return msg
-
-
-class Driver:
-    """Runs tasks on a store through an executor and returns merged stats.
-    Each task's stats carry ``machine_load``: how busy the machine was
-    meanwhile (``storebench.noise``, sampled outside the timed window);
-    ``processes`` are those the run owns beyond this process tree (a
-    managed server's), whose CPU is not counted as other processes'."""
-
-    def __init__(
-        self,
-        progress: Any = None,
-        executor: str | None = None,
-        processes: noise.Processes | None = None,
-    ):
-        from storebench.progress import NoProgress
-
-        self.progress = progress or NoProgress()
-        self.executor = executor  # overrides the store's preference for every task
-        self.processes = processes
-
-    def run(self, task: Task, coll: Collection) -> tuple[TaskStats, list[Any]]:
-        """Time ``task`` on ``coll``; returns the stats and each client's payload."""
-        return self.run_mix([task], coll)[0]
-
-    def run_mix(self, tasks: list[Task], coll: Collection) -> list[tuple[TaskStats, list[Any]]]:
-        """Run several tasks at once (their clients start together), e.g.
-        writers and readers of a social network; stats come back per task."""
-        from storebench.driver.executors import get_executor
-
-        names = {t.executor or self.executor or coll.store.client_mode for t in tasks}
-        if len(names) > 1:
-            raise ValueError(f"tasks run together must share one executor, got {sorted(names)}")
-        name = names.pop()
-        executor = get_executor(name, coll.store)
-        for task in tasks:
-            what = task.ops or f"{task.duration_s}s"
-            log.info(
-                "task %s: %s on %s, %d client(s) as %s",
-                task.name,
-                what,
-                coll.store.engine,
-                task.clients,
-                name,
-            )
-        sampler = noise.LoadSampler(self.processes)
-        try:
-            per_task = executor.run(tasks, coll, self.progress)
-        except Interrupted as exc:
-            load = sampler.stop()
-            for partial in exc.partial:
-                partial.extra["machine_load"] = load
-            raise
-        load = sampler.stop()
-        failure = first_failure(tasks, per_task)
-        if failure:
-            raise TaskFailed(failure)
-        out = [
-            (merge(task, results), [r.payload for r in results])
-            for task, results in zip(tasks, per_task, strict=True)
-        ]
-        for stats, _ in out:
-            stats.extra["machine_load"] = load
-        return out
-
-    def once(
-        self, name: str, fn: Callable[[], Any], items: int = 1, since_ns: int | None = None
-    ) -> tuple[TaskStats, Any]:
-        """Time one call (a phase such as an index build or a compaction).
-        ``since_ns`` (a task's ``end_ns``): time from then, not from the
-        call, so nothing between that task's end and this call goes untimed
-        (the call alone is then recorded as ``call_s``)."""
-        sampler = noise.LoadSampler(self.processes)
-        cpu0 = time.process_time()
-        log.info("phase %s", name)
-        with self.progress.phase(name):
-            t0 = loops.clock()
-            out = fn()
-            t1 = loops.clock()
-        cpu_s = time.process_time() - cpu0
-        load = sampler.stop()
-        call_ns = t1 - t0
-        if since_ns is not None and since_ns <= t0:
-            t0 = since_ns
-        stats = TaskStats(name, ops=1, items=items, elapsed_ns=t1 - t0, cpu_s=cpu_s)
-        stats.extra["machine_load"] = load
-        stats.latency.record(np.array([t1 - t0]))
-        if since_ns is not None:
-            stats.extra["call_s"] = call_ns / 1e9
-        return stats, out
 
 
 def cpu_count() -> int:

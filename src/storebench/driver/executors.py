@@ -22,18 +22,17 @@ import threading
 import time
 from array import array
 from collections.abc import Callable, Iterator, Mapping
-from importlib import metadata
-from typing import Any
+from typing import Any, Literal
 
 from storebench import interrupts
 from storebench.driver.core import ClientResult, Controls, Interrupted, Task, merge, run_client
-from storebench.errors import NotSupported, TaskFailed, UserError, signal_name
+from storebench.errors import NotSupported, TaskFailed, signal_name
 from storebench.metrics import Histogram
+from storebench.plugins import Kind
 from storebench.stores.base import Capability, Collection, Store
 
 log = logging.getLogger("storebench")
 
-ENTRY_POINT_GROUP = "storebench.executors"
 ABORTED = "aborted: another client failed"
 NOT_STARTED = "not started: the run was interrupted"
 STOP_GRACE_S = 10.0  # after a stop: how long clients may take to end their current operation
@@ -355,32 +354,59 @@ class ProcessExecutor(Executor):
         return self._finish(tasks, _per_task(tasks, slots, results), interrupted)
 
 
-_BUILTIN: dict[str, type[Executor]] = {"threads": ThreadExecutor, "processes": ProcessExecutor}
+EXECUTORS = Kind(
+    "executor",
+    "storebench.executors",
+    where="driver.executor",
+    builtin={"threads": ThreadExecutor, "processes": ProcessExecutor},
+)
 
 
 def executor_names() -> list[str]:
-    return sorted(
-        set(_BUILTIN) | {ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
-    )
+    return EXECUTORS.names()
 
 
 def executor_class(name: str) -> type[Executor]:
-    cls = _BUILTIN.get(name)
-    if cls is None:
-        eps = {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
-        if name not in eps:
-            raise UserError(
-                f"unknown executor {name!r} (known: {', '.join(executor_names())})",
-                where="driver.executor",
-            )
-        try:
-            cls = eps[name].load()
-        except ImportError as exc:
-            raise UserError(
-                f"executor {name!r} needs its library: pip install 'storebench[{name}]' ({exc})",
-                where="driver.executor",
-            ) from exc
+    cls: type[Executor] = EXECUTORS.load(name)
     return cls
+
+
+# a workload's ``executor`` parameter (``choose_executor``)
+ExecutorChoice = Literal["auto", "threads", "processes"]
+
+
+def choose_executor(
+    store: Store | type[Store],
+    run: str | None,
+    task: str | None = None,
+    lanes: int = 1,
+    *,
+    auto_processes: bool = True,
+) -> str:
+    """Where a task's clients run: the one decision, made for the plan's
+    check, the runner's set-up, the driver and the records alike.
+
+    The task's own choice (a workload's ``executor`` parameter,
+    ``ExecutorChoice``, or ``Task.executor``) as asked; none or ``auto``:
+    the run's (``driver.executor``), else the store's ``client_mode``.
+    ``auto`` with no run choice: processes when the task has several
+    ``lanes`` (clients x in-flight streams) and the store can serve process
+    clients, since thread clients share one interpreter (the GIL) and cheap
+    requests make that the limit. A workload whose clients measured faster
+    as threads passes ``auto_processes=False``: its ``auto`` is then the
+    store's choice (ingest: see there)."""
+    if task is not None and task != "auto":
+        return task
+    if run is not None:
+        return run
+    if (
+        task == "auto"
+        and auto_processes
+        and lanes > 1
+        and Capability.SHARED_ACROSS_PROCESSES in store.capabilities
+    ):
+        return "processes"
+    return store.client_mode
 
 
 def get_executor(name: str, store: Store) -> Executor:

@@ -16,13 +16,13 @@ import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from importlib import metadata
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import ForeignDataError, NotSupported, UserError
+from storebench.plugins import Kind
 from storebench.redaction import (
     MASK,
     is_secret_key,
@@ -37,7 +37,7 @@ from storebench.stores.filters import Filter
 if TYPE_CHECKING:
     from storebench.servers.base import Server
 
-ENTRY_POINT_GROUP = "storebench.stores"
+STORES = Kind("store", "storebench.stores", where="store", needs="client library")
 ClientMode = Literal["threads", "processes"]
 
 
@@ -459,25 +459,10 @@ class Store:
 # --- registry ----------------------------------------------------------------
 
 
-def _entry_points() -> dict[str, metadata.EntryPoint]:
-    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
-
-
 def engine_names() -> list[str]:
-    return sorted(_entry_points())
+    return STORES.names()
 
 
 def store_class(engine: str) -> type[Store]:
-    eps = _entry_points()
-    if engine not in eps:
-        raise UserError(
-            f"unknown store {engine!r} (known: {', '.join(sorted(eps))})", where="store"
-        )
-    try:
-        cls = eps[engine].load()
-    except ImportError as exc:
-        raise UserError(
-            f"store {engine!r} needs its client library: pip install 'storebench[{engine}]' ({exc})",
-            where="store",
-        ) from exc
+    cls: type[Store] = STORES.load(engine)
     return cls

@@ -45,6 +45,7 @@ from pymilvus import DataType, MilvusClient
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import StorebenchError, UserError
+from storebench.servers.milvus import GRPC_OPTIONS  # the client's gRPC policy: see there
 from storebench.stores.base import (
     Capability,
     Collection,
@@ -290,16 +291,6 @@ class MilvusCollection(Collection):
     def _drop(self) -> None:
         self._c.drop_collection(self.name, **self._kw)
         self.store._index_type.pop(self.name, None)
-
-
-# pymilvus pings every 10 s, during calls and between them. A gRPC server with
-# the library's default policy (Milvus Lite's: no ping more often than every
-# 5 minutes, none without a call in flight) counts each as a strike and
-# answers the third with GOAWAY "Too many pings"; pymilvus shares one channel
-# per address and hands the dead one to the next client ("Fail connecting to
-# server", seen in full test runs after a long index build). A benchmark's
-# connections are busy or short-lived: keepalive pings off (INT_MAX).
-GRPC_OPTIONS = {"grpc.keepalive_time_ms": 2**31 - 1, "grpc.keepalive_permit_without_calls": 0}
 
 
 URL_FORM = UrlForm(

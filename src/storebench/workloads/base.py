@@ -16,28 +16,25 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import ConfigDict
 
 from storebench.data.batch import Schema
 from storebench.data.shared import Shared
-from storebench.driver import Driver, Task
-from storebench.errors import NotSupported, UserError
+from storebench.driver import Driver, Interrupted, Task
+from storebench.driver.executors import choose_executor
+from storebench.errors import NotSupported
 from storebench.metrics import TaskStats
+from storebench.plugins import Kind
 from storebench.records import SettingResult, TaskRecord
 from storebench.servers.base import ResourceSampler
 from storebench.stores.base import Capability, Collection, Store
 from storebench.stores.config import NoBoolNumbers
 
-ENTRY_POINT_GROUP = "storebench.workloads"
-
-
-# a workload's ``executor`` parameter (``RunContext.executor_for``)
-ExecutorChoice = Literal["auto", "threads", "processes"]
+WORKLOADS = Kind("workload", "storebench.workloads", where="workload")
 
 
 class Params(NoBoolNumbers):
@@ -141,31 +138,16 @@ class RunContext:
     def share(self, name: str, array: np.ndarray) -> Shared:
         return Shared(array, self.workdir / f"{name}.npy")
 
-    def executor_for(self, choice: str, lanes: int, *, auto_processes: bool = True) -> str | None:
+    def executor_for(self, choice: str, lanes: int, *, auto_processes: bool = True) -> str:
         """Where a task's clients run, for a workload's ``executor`` parameter
-        (``ExecutorChoice``): ``threads`` or ``processes`` as asked; ``auto``:
-        processes when the task has several lanes (clients x in-flight
-        streams), the store can serve process clients and the run chose no
-        executor (``driver.executor``), since thread clients share one
-        interpreter (the GIL) and cheap requests make that the limit; else
-        None, the driver's choice (the run's executor, or the store's
-        ``client_mode``). A workload whose clients measured faster as
-        threads passes ``auto_processes=False``: its ``auto`` is then the
-        driver's choice (ingest: see there)."""
-        if choice != "auto":
-            return choice
-        if (
-            auto_processes
-            and self.driver.executor is None
-            and lanes > 1
-            and self.store.supports(Capability.SHARED_ACROSS_PROCESSES)
-        ):
-            return "processes"
-        return None
+        in this run (``choose_executor``, which says how)."""
+        return choose_executor(
+            self.store, self.driver.executor, choice, lanes, auto_processes=auto_processes
+        )
 
     def executor_name(self, task: Task) -> str:
         """The executor a task's clients run on (for its record)."""
-        return task.executor or self.driver.executor or self.store.client_mode
+        return choose_executor(self.store, self.driver.executor, task.executor, task.lanes)
 
     def measure(
         self, task: Task, coll: Collection, derive: Derive | None = None, **fields: Any
@@ -187,8 +169,6 @@ class RunContext:
         the measured stats, ``fields`` (and ``per_task[i]``), and what
         ``derive(record, payloads)`` computes from them (recall, client CPU,
         ...) before the record is added: a record is made whole, once."""
-        from storebench.driver.core import Interrupted
-
         res: dict[str, Any] = {}
         try:
             with self._resources(res):
@@ -281,18 +261,10 @@ class RunContext:
 Derive = Callable[[TaskRecord, Any], Mapping[str, Any]]
 
 
-def _entry_points() -> dict[str, metadata.EntryPoint]:
-    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
-
-
 def workload_names() -> list[str]:
-    return sorted(_entry_points())
+    return WORKLOADS.names()
 
 
 def workload_class(name: str) -> type[Workload]:
-    eps = _entry_points()
-    if name not in eps:
-        raise UserError(
-            f"unknown workload {name!r} (known: {', '.join(sorted(eps))})", where="workload"
-        )
-    return eps[name].load()
+    cls: type[Workload] = WORKLOADS.load(name)
+    return cls

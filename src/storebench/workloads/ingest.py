@@ -50,11 +50,11 @@ from pydantic import Field
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.driver import Op, Task
+from storebench.driver.executors import ExecutorChoice
 from storebench.errors import NotSupported, TaskFailed
 from storebench.records import TaskRecord
 from storebench.stores.base import Capability, Collection
 from storebench.workloads.base import (
-    ExecutorChoice,
     MemoryNeed,
     Params,
     RunContext,

@@ -798,14 +798,14 @@ class SearchRun:
         self.lives: dict[str | None, np.ndarray] = {}  # the rows each truth covers
 
     # --- executors
-    def executor(self, clients: int) -> str | None:
+    def executor(self, clients: int) -> str:
         """The task's executor: as asked, else processes for several clients
         where the store can serve them (queries reach them memory-mapped),
-        else the driver's choice (None): ``RunContext.executor_for``."""
+        else the run's or the store's: ``RunContext.executor_for``."""
         return self.ctx.executor_for(self.p.executor, clients)
 
     def executor_name(self, task: Task) -> str:
-        return task.executor or self.ctx.driver.executor or self.ctx.store.client_mode
+        return self.ctx.executor_name(task)
 
     # --- load, index, count
     def upload(self, stop: int, name: str = "upload") -> None:
