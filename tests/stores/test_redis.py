@@ -8,6 +8,7 @@ import redis
 
 from storebench.stores import filters as F
 from storebench.stores.base import StoreSpec
+from storebench.stores.opening import open_store
 from storebench.stores.redis_store import to_query
 from tests.conftest import make_docs
 from tests.stores import servers as S
@@ -24,9 +25,9 @@ def test_managed_server_starts_serves_and_stops():
 
 
 def test_managed_redis_listens_on_localhost_only_and_keeps_its_password():
-    store = StoreSpec("redis").open()
+    opened = open_store(StoreSpec("redis"))
+    store, server = opened.store, opened.server
     try:
-        server = store.managed
         proc = psutil.Process(server.proc.pid)
         addrs = {c.laddr.ip for c in proc.net_connections("inet") if c.status == "LISTEN"}
         assert addrs == {"127.0.0.1"}
@@ -34,7 +35,7 @@ def test_managed_redis_listens_on_localhost_only_and_keeps_its_password():
         assert server.password not in str(store.spec.describe())
         assert "RediSearch" in store.versions()["engine"]
     finally:
-        store.close()
+        opened.close()
 
 
 def _bytes(command) -> bytes:

@@ -29,11 +29,12 @@ connects. Credentials never reach records or messages.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import SplitResult
 
 import numpy as np
@@ -56,6 +57,9 @@ from storebench.stores.base import (
 )
 from storebench.stores.config import StoreOptions, UrlForm, check_port
 from storebench.stores.filters import Filter, to_sql
+
+if TYPE_CHECKING:
+    from storebench.servers.base import Server
 
 _SQL_TYPE = {"int": "bigint", "float": "double precision", "bool": "boolean", "str": "text"}
 _NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
@@ -436,6 +440,13 @@ class PgVectorStore(Store):
                 return "on" if v else "off"
             return v.lower() if isinstance(v, str) else v
 
+    @classmethod
+    def managed_server(cls, options: Options) -> Callable[[], Server]:
+        from storebench.servers.postgres import PostgresServer
+
+        settings = {k: str(v) for k, v in options.settings.items()}
+        return functools.partial(PostgresServer, settings=settings)
+
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
         self._local = threading.local()
@@ -444,12 +455,6 @@ class PgVectorStore(Store):
         self._settings: dict[str, str] = {}
         self._generation = 0
         self._set_search(spec.search)
-        if spec.url is None:
-            from storebench.servers.postgres import PostgresServer
-
-            settings = {k: str(v) for k, v in self.options.settings.items()}
-            self.managed = PostgresServer(settings=settings).start()
-            self.spec = self.spec.with_(url=self.managed.url)
         try:
             conn = self.connection()  # fail now, not in the first timed operation
             self._vector_ready(conn)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import ConfigDict
@@ -29,9 +29,12 @@ from storebench.driver import Driver, Task
 from storebench.errors import NotSupported, UserError
 from storebench.metrics import TaskStats
 from storebench.records import SettingResult, TaskRecord
-from storebench.servers.base import ResourceSampler
+from storebench.resources import ResourceSampler
 from storebench.stores.base import Capability, Collection, Store
 from storebench.stores.config import NoBoolNumbers
+
+if TYPE_CHECKING:
+    from storebench.servers.base import Server
 
 ENTRY_POINT_GROUP = "storebench.workloads"
 
@@ -105,6 +108,9 @@ class RunContext:
     settings: list[SettingResult] = field(default_factory=list)  # per search setting
     headline: str | None = None  # the task that ranks this run among its repeats
     collections: list[Collection] = field(default_factory=list)
+    # the managed server the store runs on (``stores.opening``): sampled
+    # beside each task; None for an embedded engine or one given by URL
+    server: Server | None = None
     _workdir: Path | None = field(default=None, repr=False)
 
     @property
@@ -219,7 +225,7 @@ class RunContext:
     @contextlib.contextmanager
     def _resources(self, out: dict[str, Any]) -> Iterator[None]:
         """Samples a managed server's RSS, CPU and data size while a phase runs."""
-        server = self.store.managed
+        server = self.server
         if server is None:
             yield
             return
