@@ -51,7 +51,8 @@ Options: ``db_type`` (``mapped``: memory-mapped file, agdb's default;
 ``shrink_to_fit``, and for a managed server ``log_level`` (default
 ``warn``) and ``sync_mode`` (``none``, agdb's default, or ``commit``).
 
-Without a URL the store starts a managed server and stops it on close; with
+Without a URL it runs on a managed server (``managed_server``, started and
+stopped by ``stores.opening``); with
 ``http://user:password@host:port`` it logs in as that user (``AGDB_PASSWORD``
 fills in a password the URL leaves out) and creates databases owned by that
 user. It deletes only databases it created, once its last collection there

@@ -31,8 +31,8 @@ No size: FalkorDB reports memory per graph and per label in whole megabytes
 only (``GRAPH.MEMORY USAGE``), and keeps no other per-collection account.
 No compaction command either.
 
-Without a URL the store starts a managed FalkorDB (``servers/falkordb.py``)
-and stops it on close; with ``redis://[:password@]host:port/db`` it only
+Without a URL it runs on a managed FalkorDB (``servers/falkordb.py``,
+started and stopped by ``stores.opening``); with ``redis://[:password@]host:port/db`` it only
 connects (``REDIS_PASSWORD`` fills in a password the URL leaves out).
 ``drop`` deletes the label's nodes and indexes, and the graph itself only
 if this store created it and nothing is left in it.

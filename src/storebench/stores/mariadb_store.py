@@ -19,8 +19,8 @@ Each client thread has its own connection (autocommit).
 counts; they lag writes until analysed). ``compact`` is ``OPTIMIZE TABLE``
 on the collection's table only (InnoDB: recreate and analyse).
 
-Without a URL the store starts a managed MariaDB (``servers/mariadb.py``,
-Debian's ``mariadb-server``) and stops it on close; with
+Without a URL it runs on a managed MariaDB (``servers/mariadb.py``,
+Debian's ``mariadb-server``; started and stopped by ``stores.opening``); with
 ``mysql://user:password@host:port/database`` it only connects
 (``MYSQL_PWD`` fills in a password the URL leaves out). Options:
 ``settings`` (server variables for the managed server, e.g.

@@ -21,7 +21,7 @@ COSINE are similarities (returned as ``-dot`` and ``1 - cos``).
 Where it runs:
 
 - no URL: a managed Milvus Lite server in its own process
-  (``servers/milvus.py``), stopped on close;
+  (``servers/milvus.py``), started and stopped by ``stores.opening``;
 - ``url`` a path (``/data/bench.db``): Milvus Lite inside this process, as
   ``MilvusClient("bench.db")`` runs it; the spec then points at its gRPC
   port, so client processes reach the same data while this store is open;

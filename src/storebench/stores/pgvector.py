@@ -19,8 +19,9 @@ compile to SQL; with an HNSW index pgvector 0.6 filters *after* the index
 scan, so a selective filter returns fewer than k rows unless ``ef`` is large
 (see docs/engines/pgvector.md).
 
-Without a URL the store starts a managed PostgreSQL 16 + pgvector from the
-``pgserver`` wheel (``servers/postgres.py``) and stops it on close. With a
+Without a URL it runs on a managed PostgreSQL 16 + pgvector from the
+``pgserver`` wheel (``servers/postgres.py``; started and stopped by
+``stores.opening``). With a
 URL (``postgresql://user:pass@host:5432/db``, or any libpq connection
 string; ``PG*`` environment variables fill in what it leaves out) it only
 connects. Credentials never reach records or messages.

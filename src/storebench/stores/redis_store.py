@@ -26,8 +26,8 @@ filtered search is a hybrid query ``(<filter>)=>[KNN k @v $B]``.
 Distances: RediSearch's L2 is the squared distance (its square root is
 returned), IP is ``1 - dot`` (returned as ``-dot``), COSINE is ``1 - cos``.
 
-Without a URL the store starts a managed Redis (``servers/redis.py``) and
-stops it on close; with ``redis://[:password@]host:port/db`` it only
+Without a URL it runs on a managed Redis (``servers/redis.py``; started
+and stopped by ``stores.opening``); with ``redis://[:password@]host:port/db`` it only
 connects (``REDIS_PASSWORD`` fills in a password the URL leaves out). It
 never flushes a database: ``drop`` removes its own index and the keys
 ``name:<integer>`` only.
