@@ -26,6 +26,7 @@ from storebench.driver import Driver, FnOp, Task
 from storebench.driver.core import cpu_count
 from storebench.driver.executors import executors_released, setup_executor
 from storebench.stores.base import StoreSpec
+from storebench.stores.opening import open_store
 
 DOCS = 1_000
 
@@ -99,7 +100,8 @@ def main() -> None:
         t0 = time.perf_counter()
         setup_executor("ray", {"ray_address": "local"})
         for label, spec, ops in stores:
-            store = spec.open()  # redis without a URL: a managed server on 127.0.0.1
+            opened = open_store(spec)  # redis without a URL: a managed server on 127.0.0.1
+            store = opened.store
             try:
                 coll = store.create_collection("overhead", docs.schema())
                 coll.insert(docs)
@@ -122,7 +124,7 @@ def main() -> None:
                     )
                 coll.drop()
             finally:
-                store.close()
+                opened.close()
     Console(width=160).print(table)
 
 

@@ -38,7 +38,8 @@ from storebench.progress import NoProgress
 from storebench.records import RECORD_VERSION, RunRecord, StoreInfo
 from storebench.redaction import redact_obj
 from storebench.scenario import Run, Scenario
-from storebench.stores.base import Collection, Store
+from storebench.stores.base import Collection
+from storebench.stores.opening import OpenStore, open_store
 from storebench.workloads.base import RunContext, workload_class
 
 log = logging.getLogger("storebench")
@@ -93,17 +94,18 @@ class _Recorder:
     """Writes each run's record to the scenario's file, once: at the end of
     the run's clean-up, or, when a second signal ends storebench before
     that, from the hard exit with what the run had measured by then. Until
-    the store is closed, a hard exit also releases it (``Store.abandon``)."""
+    the store is closed, a hard exit also releases it and kills its managed
+    server (``OpenStore.abandon``)."""
 
     def __init__(self, path: Path | None):
         self.path = path  # None: the caller writes the record execute returns
         self.record: RunRecord | None = None  # the run in progress, not yet written
         self.ctx: RunContext | None = None
-        self.store: Store | None = None
+        self.opened: OpenStore | None = None
 
     def begin(self, record: RunRecord | dict[str, Any] | None) -> None:
         self.record = None if record is None else records.parse(record)
-        self.ctx, self.store = None, None
+        self.ctx, self.opened = None, None
 
     def write(self, record: RunRecord) -> None:
         with interrupts.exclusive():  # a hard exit waits for this write
@@ -127,8 +129,8 @@ class _Recorder:
             self.record = None
         if self.ctx is not None:
             self.ctx.remove_workdir()
-        if self.store is not None:
-            self.store.abandon()
+        if self.opened is not None:
+            self.opened.abandon()
 
 
 def _take(rec: RunRecord, ctx: RunContext) -> None:
@@ -162,7 +164,7 @@ def execute(
     record = _base_record(run, run_id)
     recorder = recorder or _Recorder(None)
     recorder.begin(record)  # the same object: a hard exit writes what it holds
-    store = None
+    opened = None
     ctx = None
     executor: type[Executor] | None = None
     interrupt: KeyboardInterrupt | None = None
@@ -171,16 +173,19 @@ def execute(
             log.info(
                 "run %s: %s on %s %s", run_id, run.workload, run.spec.engine, run.grid_point or ""
             )
-            store = recorder.store = run.spec.open()
+            # a managed server starts here when the spec has no url
+            opened = recorder.opened = open_store(run.spec)
+            store, server = opened.store, opened.server
             record.versions.update(store.versions())
-            # with defaults the store filled in
+            # with defaults the store filled in (and the managed server's url)
             record.store = StoreInfo.model_validate(
                 store.spec.describe() | {"url_given": run.spec.url is not None}
             )
             executor = setup_executor(choose_executor(store, run.executor), run.driver)
-            server = store.managed
             driver = Driver(progress, run.executor, server.processes if server else None)
-            ctx = recorder.ctx = RunContext(run_id, store, driver, run.mode, run.sweep)
+            ctx = recorder.ctx = RunContext(
+                run_id, store, driver, run.mode, run.sweep, server=server
+            )
             workload_class(run.workload)().run(ctx, run.params)
             record.status = "ok"
         except Interrupted as exc:
@@ -199,12 +204,12 @@ def execute(
             record.traceback = traceback.format_exc(limit=8)
         finally:
             with interrupts.shielded():  # a first signal now waits for the record
-                record = _finish(record, store, executor, ctx, recorder)
+                record = _finish(record, opened, executor, ctx, recorder)
     except KeyboardInterrupt as exc:  # a signal during the clean-up, raised after it
         interrupts.acknowledge()
         interrupt = interrupt or exc
     # engine errors often echo the URL: no secret goes on to the terminal or a file
-    if store is None and record.status == "failed" and unopened is not None:
+    if opened is None and record.status == "failed" and unopened is not None:
         unopened.add(run.key)  # the store's other runs would fail alike
     return records.parse(redact_obj(record.to_dict())), interrupt
 
@@ -228,23 +233,24 @@ def skipped(run: Run, failed: RunRecord) -> RunRecord:
 
 def _finish(
     record: RunRecord,
-    store: Store | None,
+    opened: OpenStore | None,
     executor: type[Executor] | None,
     ctx: RunContext | None,
     recorder: _Recorder,
 ) -> RunRecord:
     """A run's clean-up: complete the record, drop the run's collections,
-    write the record (with a real recorder), close the store."""
+    write the record (with a real recorder), close the store (then its
+    managed server)."""
     if record.status == "running":  # an interrupt between the steps above
         record.status = "interrupted"
         record.error = f"interrupted by {interrupts.first_signal() or 'SIGINT'}"
     log.info("run %s: %s; cleaning up", record.run_id, record.status)
-    if store is not None:
+    if opened is not None:
         if record.status != "ok":  # was the server's death the cause? (it may still be dying)
-            health = store.health(wait_s=DYING_SERVER_S)
+            health = opened.health(wait_s=DYING_SERVER_S)
             if health:
                 record.error = f"{record.error}; {health}"
-        record.server = store.server_facts()
+        record.server = opened.server_facts()
     if executor is not None:  # where the clients ran (a cluster's shape)
         record.executor = executor.describe()
     if ctx is not None:
@@ -256,9 +262,9 @@ def _finish(
     record.finished_at = results.now_iso()
     record = _typed(record)
     recorder.write(record)
-    if store is not None:
+    if opened is not None:
         with contextlib.suppress(Exception):
-            store.close()
+            opened.close()
     recorder.begin(None)
     return record
 

@@ -21,8 +21,10 @@ from typing import Any
 
 import pytest
 
+from storebench.errors import UserError
 from storebench.servers.base import Server
 from storebench.stores.base import StoreSpec
+from storebench.stores.opening import open_store
 
 
 def _postgres() -> Server:
@@ -142,13 +144,15 @@ def check_managed(spec: StoreSpec) -> None:
     from tests.conftest import make_docs
 
     assert spec.url is None
-    store = spec.open()
+    with pytest.raises(UserError, match="managed server"):
+        spec.open()  # the store alone never starts a server (client processes open it)
+    opened = open_store(spec)
+    store, server = opened.store, opened.server
     try:
-        server = store.managed
         assert server is not None and server.alive()
         pid, datadir = server.proc.pid, server.dir  # type: ignore[union-attr]
         assert store.spec.url == server.url  # process clients reach the same server
-        assert store.server_facts()["startup_s"] > 0  # type: ignore[index]
+        assert opened.server_facts()["startup_s"] > 0  # type: ignore[index]
         docs = make_docs(300)
         coll = store.create_collection("sb_managed", docs.schema())
         coll.insert(docs)
@@ -158,8 +162,8 @@ def check_managed(spec: StoreSpec) -> None:
         assert np.allclose(res.distances[:, 0], 0, atol=1e-3)
         pids = [p.pid for p in server.processes()]
     finally:
-        store.close()
-    assert store.managed is None
+        opened.close()
+    assert opened.server is None
     assert all(gone(p) for p in [pid, *pids]), "a server process outlived close()"
     assert not datadir.exists()
 

@@ -18,6 +18,7 @@ from storebench.servers.agdb import AgdbApi, AgdbError, AgdbServer, find_binary
 from storebench.stores import filters as F
 from storebench.stores.agdb_store import AgdbStore, DanglingReference
 from storebench.stores.base import StoreSpec
+from storebench.stores.opening import open_store
 from storebench.workloads.social import SEQ, USERS, comment_schema, post_schema
 from tests.conftest import make_docs
 from tests.stores import servers as S
@@ -44,9 +45,9 @@ def test_managed_server_binds_localhost_writes_its_config_first_and_leaves_nothi
     tmp_path, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)  # a config written into the cwd would land here
-    store = StoreSpec("agdb").open()
+    opened = open_store(StoreSpec("agdb"))
+    store, server = opened.store, opened.server
     try:
-        server = store.managed
         assert isinstance(server, AgdbServer) and server.alive()
         pid, datadir = server.proc.pid, server.dir  # type: ignore[union-attr]
         config = (datadir / "agdb_server.yaml").read_text()
@@ -57,7 +58,7 @@ def test_managed_server_binds_localhost_writes_its_config_first_and_leaves_nothi
         listening = {c.laddr.ip for c in proc.net_connections("inet") if c.status == "LISTEN"}
         assert listening == {"127.0.0.1"}
         assert store.spec.url == server.url  # process clients reach the same server
-        assert store.server_facts()["startup_s"] > 0  # type: ignore[index]
+        assert opened.server_facts()["startup_s"] > 0  # type: ignore[index]
         docs = make_docs(300)
         coll = store.create_collection("sb_managed", docs.schema())
         coll.insert(docs)
@@ -65,8 +66,8 @@ def test_managed_server_binds_localhost_writes_its_config_first_and_leaves_nothi
         assert (datadir / "data").is_dir()
         pids = [p.pid for p in server.processes()]
     finally:
-        store.close()
-    assert store.managed is None
+        opened.close()
+    assert opened.server is None
     assert all(S.gone(p) for p in [pid, *pids]), "a server process outlived close()"
     assert not datadir.exists()
     assert list(tmp_path.iterdir()) == []  # no agdb_server.yaml, no data in the cwd

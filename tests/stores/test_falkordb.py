@@ -11,6 +11,7 @@ from storebench.data.batch import Schema
 from storebench.stores import filters as F
 from storebench.stores.base import StoreSpec
 from storebench.stores.falkordb_store import to_cypher
+from storebench.stores.opening import open_store
 from tests.conftest import make_docs
 from tests.stores import servers as S
 
@@ -18,9 +19,9 @@ pytestmark = pytest.mark.skipif(S.skipped("falkordb"), reason="STOREBENCH_SKIP_E
 
 
 def test_managed_server_on_localhost_with_a_private_password_stops_with_the_store():
-    store = StoreSpec("falkordb").open()
+    opened = open_store(StoreSpec("falkordb"))
+    store, server = opened.store, opened.server
     try:
-        server = store.managed
         assert server is not None and server.alive()
         proc = psutil.Process(server.proc.pid)
         addrs = {c.laddr.ip for c in proc.net_connections("inet") if c.status == "LISTEN"}
@@ -33,7 +34,7 @@ def test_managed_server_on_localhost_with_a_private_password_stops_with_the_stor
         assert coll.count() == 10
         pid, datadir = server.proc.pid, server.dir
     finally:
-        store.close()
+        opened.close()
     assert S.gone(pid)
     assert not datadir.exists()
 

@@ -8,6 +8,7 @@ import pytest
 from storebench.errors import UserError
 from storebench.stores import filters as F
 from storebench.stores.base import StoreSpec
+from storebench.stores.opening import open_store
 from tests.conftest import make_docs
 from tests.stores import servers as S
 
@@ -15,9 +16,11 @@ pytestmark = pytest.mark.skipif(S.skipped("mariadb"), reason="STOREBENCH_SKIP_EN
 
 
 def test_managed_server_runs_unprivileged_on_localhost_and_stops_with_the_store():
-    store = StoreSpec("mariadb", options={"settings": {"innodb_flush_log_at_trx_commit": 2}}).open()
+    opened = open_store(
+        StoreSpec("mariadb", options={"settings": {"innodb_flush_log_at_trx_commit": 2}})
+    )
+    store, server = opened.store, opened.server
     try:
-        server = store.managed
         assert server is not None and server.alive()
         proc = psutil.Process(server.proc.pid)
         if psutil.Process().username() == "root":
@@ -33,7 +36,7 @@ def test_managed_server_runs_unprivileged_on_localhost_and_stops_with_the_store(
         assert store.versions()["engine"].startswith("MariaDB 1")
         pid, datadir = server.proc.pid, server.dir
     finally:
-        store.close()
+        opened.close()
     assert S.gone(pid)
     assert not datadir.exists()
 

@@ -9,6 +9,7 @@ from pymilvus import DataType, MilvusClient
 from storebench.stores import filters as F
 from storebench.stores.base import StoreSpec
 from storebench.stores.milvus import GRPC_OPTIONS, to_expr
+from storebench.stores.opening import open_store
 from tests.conftest import make_docs
 from tests.stores import servers as S
 
@@ -21,9 +22,10 @@ def test_managed_server_starts_serves_and_stops():
 
 def test_milvus_lite_in_process_from_a_path(tmp_path):
     docs = make_docs(200)
-    store = StoreSpec("milvus", str(tmp_path / "bench.db")).open()
+    opened = open_store(StoreSpec("milvus", str(tmp_path / "bench.db")))
+    store = opened.store
     try:
-        assert store.managed is None
+        assert opened.server is None
         assert store.spec.url.startswith("http://127.0.0.1:")  # client processes reach it
         assert store.spec.options["lite_path"] == str(tmp_path / "bench.db")
         coll = store.create_collection("sb_lite", docs.schema())
@@ -32,7 +34,7 @@ def test_milvus_lite_in_process_from_a_path(tmp_path):
         assert coll.search(docs.vectors[:3], 1).ids[:, 0].tolist() == [0, 1, 2]
         coll.drop()
     finally:
-        store.close()
+        opened.close()
 
 
 @pytest.mark.parametrize("metric", ["l2", "ip", "cosine"])

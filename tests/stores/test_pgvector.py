@@ -8,6 +8,7 @@ import pytest
 
 from storebench.data.batch import DocBatch
 from storebench.stores.base import StoreSpec
+from storebench.stores.opening import open_store
 from storebench.stores.pgvector import copy_binary
 from tests.conftest import make_docs
 from tests.stores import servers as S
@@ -20,9 +21,9 @@ def test_managed_server_starts_serves_and_stops():
 
 
 def test_managed_postgres_runs_unprivileged_on_localhost_only():
-    store = StoreSpec("pgvector").open()
+    opened = open_store(StoreSpec("pgvector"))
+    store, server = opened.store, opened.server
     try:
-        server = store.managed
         proc = psutil.Process(server.proc.pid)
         if psutil.Process().username() == "root":
             assert proc.username() == "nobody"
@@ -32,7 +33,7 @@ def test_managed_postgres_runs_unprivileged_on_localhost_only():
         assert server.password not in str(store.spec.describe())
         assert server.password not in str(store.versions())
     finally:
-        store.close()
+        opened.close()
 
 
 @pytest.mark.parametrize("metric", ["l2", "ip", "cosine"])

@@ -8,6 +8,7 @@ import redis
 
 from storebench.stores import filters as F
 from storebench.stores.base import StoreSpec
+from storebench.stores.opening import open_store
 from storebench.stores.redis_store import to_query
 from tests.conftest import make_docs
 from tests.stores import servers as S
@@ -24,9 +25,9 @@ def test_managed_server_starts_serves_and_stops():
 
 
 def test_managed_redis_listens_on_localhost_only_and_keeps_its_password():
-    store = StoreSpec("redis").open()
+    opened = open_store(StoreSpec("redis"))
+    store, server = opened.store, opened.server
     try:
-        server = store.managed
         proc = psutil.Process(server.proc.pid)
         addrs = {c.laddr.ip for c in proc.net_connections("inet") if c.status == "LISTEN"}
         assert addrs == {"127.0.0.1"}
@@ -34,7 +35,46 @@ def test_managed_redis_listens_on_localhost_only_and_keeps_its_password():
         assert server.password not in str(store.spec.describe())
         assert "RediSearch" in store.versions()["engine"]
     finally:
-        store.close()
+        opened.close()
+
+
+def test_a_store_that_fails_to_open_stops_the_server_started_for_it(monkeypatch):
+    from storebench.servers.base import Server
+    from storebench.stores.redis_store import RedisStore
+
+    started: list[Server] = []
+    real_start = Server.start
+
+    def spy(self: Server) -> Server:
+        started.append(self)
+        return real_start(self)
+
+    def interrupted(self: RedisStore) -> None:  # a Ctrl-C while the store connects
+        assert started and started[0].alive()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Server, "start", spy)
+    monkeypatch.setattr(RedisStore, "_connect", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        open_store(StoreSpec("redis"))
+    (server,) = started
+    assert S.gone(server.proc.pid)  # type: ignore[union-attr]
+    assert not server.dir.exists()
+
+
+def test_a_managed_run_records_its_server_and_a_run_by_url_none(tmp_path):
+    rec = S.crud_run("redis", tmp_path)
+    assert rec["status"] == "ok", rec["error"]
+    assert rec["server"]["managed"] is True and rec["server"]["startup_s"] > 0
+    assert rec["store"]["url_given"] is False
+    assert rec["store"]["url"].startswith("redis://:***@127.0.0.1:")  # the server's, redacted
+    for task in rec["tasks"]:  # sampled beside every task
+        assert task["server_peak_rss_bytes"] > 0 and task["server_cpu_s"] >= 0, task["name"]
+        assert task["server_data_bytes"] > 0
+    given = S.crud_run(f"redis={S.shared_url('redis')}", tmp_path)
+    assert given["status"] == "ok", given["error"]
+    assert given["server"] is None and given["store"]["url_given"] is True
+    assert not any(k.startswith("server_") for t in given["tasks"] for k in t)
 
 
 def _bytes(command) -> bytes:

@@ -217,6 +217,7 @@ def test_a_lost_first_signal_is_delivered_again_until_acted_on(sig, act):
 
 def test_the_record_of_the_run_in_progress_is_written_by_a_hard_exit(tmp_path):
     from storebench.runner import _Recorder
+    from storebench.stores.opening import OpenStore
     from storebench.workloads.base import RunContext
 
     store = StoreSpec("sqlite").open()  # in a private temporary directory
@@ -226,7 +227,7 @@ def test_the_record_of_the_run_in_progress_is_written_by_a_hard_exit(tmp_path):
     ctx.tasks.append({"name": "create", "ops": 3})
     recorder = _Recorder(tmp_path / "x.jsonl")
     recorder.begin({"run_id": "r1", "status": "running", "error": None})
-    recorder.ctx, recorder.store = ctx, store
+    recorder.ctx, recorder.opened = ctx, OpenStore(store)
     work = ctx.workdir  # made on first use
     recorder.at_hard_exit()
     (line,) = (tmp_path / "x.jsonl").read_text().splitlines()

@@ -13,7 +13,8 @@ import urllib.request
 import psutil
 import pytest
 
-from storebench.servers.base import ResourceSampler, Server, ServerError
+from storebench.resources import ResourceSampler
+from storebench.servers.base import Server, ServerError
 
 
 class HttpServer(Server):

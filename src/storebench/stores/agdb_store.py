@@ -51,7 +51,8 @@ Options: ``db_type`` (``mapped``: memory-mapped file, agdb's default;
 ``shrink_to_fit``, and for a managed server ``log_level`` (default
 ``warn``) and ``sync_mode`` (``none``, agdb's default, or ``commit``).
 
-Without a URL the store starts a managed server and stops it on close; with
+Without a URL it runs on a managed server (``managed_server``, started and
+stopped by ``stores.opening``); with
 ``http://user:password@host:port`` it logs in as that user (``AGDB_PASSWORD``
 fills in a password the URL leaves out) and creates databases owned by that
 user. It deletes only databases it created, once its last collection there
@@ -60,10 +61,11 @@ is dropped.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
-from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import SplitResult, unquote, urlsplit
 
 import numpy as np
@@ -74,6 +76,7 @@ from storebench.errors import StorebenchError, UserError
 from storebench.servers.agdb import (
     AgdbApi,
     AgdbError,
+    AgdbServer,
     DbElement,
     Query,
     QueryResult,
@@ -81,6 +84,9 @@ from storebench.servers.agdb import (
 from storebench.stores.base import Capability, Collection, MiB, Store, StoreSpec, redact_url
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
+
+if TYPE_CHECKING:
+    from storebench.servers.base import Server
 
 VECTOR = "_vector"
 EDGE_VALUE = 1  # the value of the {field: 1} property on a reference edge
@@ -614,6 +620,12 @@ class AgdbStore(Store):
         log_level: Literal["off", "error", "warn", "info", "debug", "trace"] = "warn"
         sync_mode: Literal["none", "commit"] | None = None
 
+    @classmethod
+    def managed_server(cls, options: Options) -> Callable[[], Server]:
+        return functools.partial(
+            AgdbServer, log_level=options.log_level, sync_mode=options.sync_mode
+        )
+
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
         opts = self.options
@@ -622,11 +634,6 @@ class AgdbStore(Store):
         self.shrink_to_fit = opts.shrink_to_fit
         self._created_dbs: set[str] = set()
         self._roots: dict[tuple[str, str], int] = {}  # (db, collection) -> root node id
-        if spec.url is None:
-            from storebench.servers.agdb import AgdbServer
-
-            self.managed = AgdbServer(log_level=opts.log_level, sync_mode=opts.sync_mode).start()
-            self.spec = self.spec.with_(url=self.managed.url)
         try:
             self.api = self._connect()
         except BaseException:

@@ -3,7 +3,9 @@
 A picklable ``StoreSpec`` names an engine, how to reach it and its index and
 search parameters; ``spec.open()`` gives a live ``Store`` (one per process,
 shared by that process's client threads); a store creates and opens
-``Collection``s. Adapters declare their capabilities; every method they do not
+``Collection``s. A store never starts a server: it declares the one it can
+be managed with (``Store.managed_server``) and ``stores.opening`` starts it
+and hands the store its URL. Adapters declare their capabilities; every method they do not
 implement raises ``NotSupported``. Adapters never touch clocks: all timing is
 the driver's.
 """
@@ -14,7 +16,7 @@ import enum
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -121,9 +123,22 @@ class StoreSpec:
         self.__post_init__()
 
     def open(self) -> Store:
-        """The store. If opening fails or is interrupted half-way, what it
-        had started goes: a managed server, a private directory."""
+        """The store, on this spec as it is. If opening fails or is
+        interrupted half-way, what it had started goes (a private
+        directory). A spec without a URL for a store that is managed with a
+        server is refused: ``stores.opening.open_store`` starts the server
+        (client processes open the spec that has its URL)."""
         cls = store_class(self.engine)
+        if self.url is None:
+            options = self.checked_options
+            if not isinstance(options, cls.Options):
+                options = cls.check_options(self.options, None)
+            if cls.managed_server(options) is not None:
+                raise UserError(
+                    f"store {self.engine} without a url runs on a managed server: "
+                    "open it with storebench.stores.opening.open_store, which starts it",
+                    where="store",
+                )
         store = cls.__new__(cls)
         try:
             type(store).__init__(store, self)
@@ -249,8 +264,16 @@ class Store:
     url_form: ClassVar[UrlForm | None] = None
     extra: ClassVar[str | None] = None  # the pip extra that brings its client
     # set by __init__; here too for a store whose __init__ did not get that far
-    managed: Server | None = None
     _private_dir: str | None = None
+
+    @classmethod
+    def managed_server(cls, options: Any) -> Callable[[], Server] | None:
+        """How to make the local server this store runs on when given no
+        URL, from its checked ``Options``: a callable that builds the
+        ``Server`` (not started; ``stores.opening`` starts it, hands the
+        store its URL and stops it after). None (the default): the store
+        runs embedded, or needs a URL."""
+        return None
 
     @classmethod
     def check_url(cls, url: str | None) -> Any:
@@ -278,9 +301,6 @@ class Store:
         self.options: Any = spec.checked_options  # the adapter's Options
         self.spec = spec
         self._created: set[str] = set()
-        # A managed local server this store started (when given no URL); it
-        # stops with the store. Adapters set it, then point self.spec at it.
-        self.managed: Server | None = None
         # A private temporary directory (``private_dir``); removed on close.
         self._private_dir: str | None = None
         self._check_params("index", spec.index, self.index_params)
@@ -382,18 +402,6 @@ class Store:
         the engine reports nothing of the kind."""
         return None
 
-    def health(self, wait_s: float = 0.0) -> str | None:
-        """None if the engine is fine; else what happened to it (a managed
-        server that died, with its last log lines), waiting up to ``wait_s``
-        for a server that is still dying."""
-        return self.managed.health(wait_s) if self.managed is not None else None
-
-    def server_facts(self) -> dict[str, Any] | None:
-        """For the record: how the managed server ran (None when external)."""
-        if self.managed is None:
-            return None
-        return {"managed": True, "startup_s": self.managed.started_s, "user": self.managed.user}
-
     @classmethod
     def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
         """(bytes per document, fixed bytes) of RAM this engine takes on this
@@ -436,22 +444,18 @@ class Store:
         return path
 
     def close(self) -> None:
-        """Release connections, stop a managed server and remove a private
-        directory; the data of an external engine stays (``drop`` removes
-        what the run created). Adapters close their own handles first."""
-        if self.managed is not None:
-            self.managed.stop()
-            self.managed = None
+        """Release connections and remove a private directory; the data of
+        an external engine stays (``drop`` removes what the run created).
+        Adapters close their own handles first. A managed server is not the
+        store's: ``stores.opening.OpenStore.close`` stops it after this."""
         if self._private_dir is not None:
             shutil.rmtree(self._private_dir, ignore_errors=True)
             self._private_dir = None
 
     def abandon(self) -> None:
         """What ``close`` does, without waiting on the engine (a second
-        signal ends storebench at once): kill a managed server, remove the
-        private directory. Connections go with the process."""
-        if self.managed is not None:
-            self.managed.kill()
+        signal ends storebench at once): remove the private directory.
+        Connections go with the process."""
         if self._private_dir is not None:
             shutil.rmtree(self._private_dir, ignore_errors=True)
 

@@ -8,7 +8,7 @@ the top-level ``knn`` section with ``num_candidates`` = ``ef`` (at least k; the
 engine's default, 1.5 k, without ``ef``) and the filter inside it, so
 filtering happens during the graph search, not after it.
 
-Without a URL the store starts a managed single node (``servers.elastic``),
+Without a URL it runs on a managed single node (``servers.elastic``),
 fetched from Maven Central on first use; with one (``http://user:pass@host:9200``)
 it only connects. Everything else is shared with OpenSearch: see
 ``lucene_common``.

@@ -31,8 +31,8 @@ No size: FalkorDB reports memory per graph and per label in whole megabytes
 only (``GRAPH.MEMORY USAGE``), and keeps no other per-collection account.
 No compaction command either.
 
-Without a URL the store starts a managed FalkorDB (``servers/falkordb.py``)
-and stops it on close; with ``redis://[:password@]host:port/db`` it only
+Without a URL it runs on a managed FalkorDB (``servers/falkordb.py``,
+started and stopped by ``stores.opening``); with ``redis://[:password@]host:port/db`` it only
 connects (``REDIS_PASSWORD`` fills in a password the URL leaves out).
 ``drop`` deletes the label's nodes and indexes, and the graph itself only
 if this store created it and nothing is left in it.
@@ -40,10 +40,12 @@ if this store created it and nothing is left in it.
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
+from collections.abc import Callable
 from importlib import metadata
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import falkordb
 import numpy as np
@@ -60,6 +62,9 @@ from storebench.stores.config import StoreOptions
 from storebench.stores.cypher import ID, VEC, MissingReference, anchors, last_per_id, to_cypher
 from storebench.stores.filters import Filter, fields_of
 from storebench.stores.redis_store import REDIS_URL
+
+if TYPE_CHECKING:
+    from storebench.servers.base import Server
 
 
 class IndexFailed(StorebenchError):
@@ -243,16 +248,18 @@ class FalkorDBStore(Store):
         persistence: Literal["none", "rdb", "aof"] = "none"
         module_args: list[str | int | float] = []
 
+    @classmethod
+    def managed_server(cls, options: Options) -> Callable[[], Server]:
+        from storebench.servers.falkordb import FalkorDBServer
+
+        return functools.partial(
+            FalkorDBServer,
+            persistence=options.persistence,
+            module_args=[str(a) for a in options.module_args],
+        )
+
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        if spec.url is None:
-            from storebench.servers.falkordb import FalkorDBServer
-
-            self.managed = FalkorDBServer(
-                persistence=self.options.persistence,
-                module_args=[str(a) for a in self.options.module_args],
-            ).start()
-            self.spec = self.spec.with_(url=self.managed.url)
         if not self.options.graph:
             self.fill_option("graph", f"storebench_{uuid.uuid4().hex[:12]}")
         self.graph_name = str(self.options.graph)

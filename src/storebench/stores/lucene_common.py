@@ -36,10 +36,11 @@ messages.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -60,6 +61,9 @@ from storebench.stores.base import (
 )
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
+
+if TYPE_CHECKING:
+    from storebench.servers.base import Server
 
 VECTOR_FIELD = "sb_vec"
 MAX_WINDOW = 10_000  # index.max_result_window's default: deeper pages scroll
@@ -464,6 +468,10 @@ class LuceneStore(Store):
     server_class: ClassVar[type[LuceneServer]]
     client_name: ClassVar[str]  # the Python client's distribution name
 
+    @classmethod
+    def managed_server(cls, options: LuceneOptions) -> Callable[[], Server]:
+        return functools.partial(cls.server_class, heap=options.heap)
+
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
         opts = self.options
@@ -477,9 +485,6 @@ class LuceneStore(Store):
                 raise UserError(f"{k} must be >= 1", where="store.index")
         self._dirty: set[str] = set()  # written since the last refresh (auto)
         self.client: Any = None
-        if spec.url is None:
-            self.managed = self.server_class(heap=opts.heap).start()
-            self.spec = self.spec.with_(url=self.managed.url)
         try:
             url, auth = self._split_url(self.spec.url or "")
             self.client = self._connect(url, auth, opts)

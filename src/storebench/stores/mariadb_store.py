@@ -19,8 +19,8 @@ Each client thread has its own connection (autocommit).
 counts; they lag writes until analysed). ``compact`` is ``OPTIMIZE TABLE``
 on the collection's table only (InnoDB: recreate and analyse).
 
-Without a URL the store starts a managed MariaDB (``servers/mariadb.py``,
-Debian's ``mariadb-server``) and stops it on close; with
+Without a URL it runs on a managed MariaDB (``servers/mariadb.py``,
+Debian's ``mariadb-server``; started and stopped by ``stores.opening``); with
 ``mysql://user:password@host:port/database`` it only connects
 (``MYSQL_PWD`` fills in a password the URL leaves out). Options:
 ``settings`` (server variables for the managed server, e.g.
@@ -31,11 +31,12 @@ the default, or another MariaDB engine such as ``Aria``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib import metadata
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import SplitResult, unquote
 
 import numpy as np
@@ -48,6 +49,9 @@ from storebench.stores.base import Capability, Collection, MiB, Store, StoreSpec
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import Filter, to_sql
+
+if TYPE_CHECKING:
+    from storebench.servers.base import Server
 
 _MAX_IDS = 10_000  # ids per IN (...) list
 _MAX_IDENT = 64
@@ -237,17 +241,19 @@ class MariaDBStore(Store):
             "InnoDB"
         )
 
+    @classmethod
+    def managed_server(cls, options: Options) -> Callable[[], Server]:
+        from storebench.servers.mariadb import MariaDBServer
+
+        settings = {k: str(v) for k, v in options.settings.items()}
+        return functools.partial(MariaDBServer, settings=settings)
+
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
         self._local = threading.local()
         self._all: list[Any] = []
         self._lock = threading.Lock()
         self.table_engine = self.options.table_engine
-        if spec.url is None:
-            from storebench.servers.mariadb import MariaDBServer
-
-            self.managed = MariaDBServer(settings=dict(self.options.settings)).start()
-            self.spec = self.spec.with_(url=self.managed.url)
         try:
             self._target = self.check_url(self.spec.url)
             self.connection()  # fail now, not in the first timed operation

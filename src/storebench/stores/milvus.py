@@ -21,7 +21,7 @@ COSINE are similarities (returned as ``-dot`` and ``1 - cos``).
 Where it runs:
 
 - no URL: a managed Milvus Lite server in its own process
-  (``servers/milvus.py``), stopped on close;
+  (``servers/milvus.py``), started and stopped by ``stores.opening``;
 - ``url`` a path (``/data/bench.db``): Milvus Lite inside this process, as
   ``MilvusClient("bench.db")`` runs it; the spec then points at its gRPC
   port, so client processes reach the same data while this store is open;
@@ -35,9 +35,9 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -59,6 +59,9 @@ from storebench.stores.base import (
 )
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
+
+if TYPE_CHECKING:
+    from storebench.servers.base import Server
 
 _METRIC = {"l2": "L2", "ip": "IP", "cosine": "COSINE"}
 _TYPE = {"int": DataType.INT64, "float": DataType.DOUBLE, "bool": DataType.BOOL}
@@ -311,6 +314,12 @@ class MilvusStore(Store):
     class Options(StoreOptions):
         lite_path: str | None = None  # set by the store: the file a path url named
 
+    @classmethod
+    def managed_server(cls, options: Options) -> Callable[[], Server]:
+        from storebench.servers.milvus import MilvusLiteServer
+
+        return MilvusLiteServer
+
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
         self.ef: int | None = int(spec.search["ef"]) if "ef" in spec.search else None
@@ -318,12 +327,7 @@ class MilvusStore(Store):
         self._kw: dict[str, Any] = {"retry_times": _RETRIES}
         self._lite_path: str | None = None
         url = spec.url
-        if url is None:
-            from storebench.servers.milvus import MilvusLiteServer
-
-            self.managed = MilvusLiteServer().start()
-            self.spec = self.spec.with_(url=self.managed.url)
-        elif URL_FORM.is_path(self.engine, url):  # Milvus Lite in this process
+        if url is not None and URL_FORM.is_path(self.engine, url):  # Milvus Lite in this process
             from milvus_lite.server_manager import server_manager_instance
 
             path = self.local_path()

@@ -8,7 +8,7 @@ faiss and nmslib engines need native libraries it lacks), and it filters during
 the graph search. kNN search is the ``knn`` query with ``k`` and
 ``method_parameters: {ef_search: ef}`` (k-NN 2.16 and later).
 
-Without a URL the store starts a managed single node (``servers.elastic``),
+Without a URL it runs on a managed single node (``servers.elastic``),
 fetched from Maven Central on first use with the k-NN plugin installed; with
 one it only connects. Everything else is shared with Elasticsearch: see
 ``lucene_common``.

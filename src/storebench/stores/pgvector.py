@@ -19,8 +19,9 @@ compile to SQL; with an HNSW index pgvector 0.6 filters *after* the index
 scan, so a selective filter returns fewer than k rows unless ``ef`` is large
 (see docs/engines/pgvector.md).
 
-Without a URL the store starts a managed PostgreSQL 16 + pgvector from the
-``pgserver`` wheel (``servers/postgres.py``) and stops it on close. With a
+Without a URL it runs on a managed PostgreSQL 16 + pgvector from the
+``pgserver`` wheel (``servers/postgres.py``; started and stopped by
+``stores.opening``). With a
 URL (``postgresql://user:pass@host:5432/db``, or any libpq connection
 string; ``PG*`` environment variables fill in what it leaves out) it only
 connects. Credentials never reach records or messages.
@@ -29,11 +30,12 @@ connects. Credentials never reach records or messages.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import SplitResult
 
 import numpy as np
@@ -56,6 +58,9 @@ from storebench.stores.base import (
 )
 from storebench.stores.config import StoreOptions, UrlForm, check_port
 from storebench.stores.filters import Filter, to_sql
+
+if TYPE_CHECKING:
+    from storebench.servers.base import Server
 
 _SQL_TYPE = {"int": "bigint", "float": "double precision", "bool": "boolean", "str": "text"}
 _NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
@@ -436,6 +441,13 @@ class PgVectorStore(Store):
                 return "on" if v else "off"
             return v.lower() if isinstance(v, str) else v
 
+    @classmethod
+    def managed_server(cls, options: Options) -> Callable[[], Server]:
+        from storebench.servers.postgres import PostgresServer
+
+        settings = {k: str(v) for k, v in options.settings.items()}
+        return functools.partial(PostgresServer, settings=settings)
+
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
         self._local = threading.local()
@@ -444,12 +456,6 @@ class PgVectorStore(Store):
         self._settings: dict[str, str] = {}
         self._generation = 0
         self._set_search(spec.search)
-        if spec.url is None:
-            from storebench.servers.postgres import PostgresServer
-
-            settings = {k: str(v) for k, v in self.options.settings.items()}
-            self.managed = PostgresServer(settings=settings).start()
-            self.spec = self.spec.with_(url=self.managed.url)
         try:
             conn = self.connection()  # fail now, not in the first timed operation
             self._vector_ready(conn)

@@ -26,8 +26,8 @@ filtered search is a hybrid query ``(<filter>)=>[KNN k @v $B]``.
 Distances: RediSearch's L2 is the squared distance (its square root is
 returned), IP is ``1 - dot`` (returned as ``-dot``), COSINE is ``1 - cos``.
 
-Without a URL the store starts a managed Redis (``servers/redis.py``) and
-stops it on close; with ``redis://[:password@]host:port/db`` it only
+Without a URL it runs on a managed Redis (``servers/redis.py``; started
+and stopped by ``stores.opening``); with ``redis://[:password@]host:port/db`` it only
 connects (``REDIS_PASSWORD`` fills in a password the URL leaves out). It
 never flushes a database: ``drop`` removes its own index and the keys
 ``name:<integer>`` only.
@@ -35,13 +35,14 @@ never flushes a database: ``drop`` removes its own index and the keys
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import SplitResult
 
 import numpy as np
@@ -65,6 +66,9 @@ from storebench.stores.base import (
 )
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
+
+if TYPE_CHECKING:
+    from storebench.servers.base import Server
 
 _pack_command: Callable[[tuple[Any, ...]], bytes] | None
 try:  # the redis extra brings hiredis: commands packed in C, as redis-py does with it
@@ -478,18 +482,20 @@ class RedisStore(Store):
         persistence: Literal["none", "rdb", "aof"] = "none"
         server_args: list[str | int | float] = []
 
+    @classmethod
+    def managed_server(cls, options: Options) -> Callable[[], Server]:
+        from storebench.servers.redis import RedisServer
+
+        return functools.partial(
+            RedisServer,
+            persistence=options.persistence,
+            args=[str(a) for a in options.server_args],
+        )
+
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
         self.ef: int | None = int(spec.search["ef"]) if "ef" in spec.search else None
         self._algorithm: dict[str, str] = {}
-        if spec.url is None:
-            from storebench.servers.redis import RedisServer
-
-            self.managed = RedisServer(
-                persistence=self.options.persistence,
-                args=[str(a) for a in self.options.server_args],
-            ).start()
-            self.spec = self.spec.with_(url=self.managed.url)
         # the write path's own connections (``_send``): made on demand, one
         # per concurrent writer, reused through a free list
         self._writers: list[redis.Connection] = []

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from pydantic import ConfigDict
@@ -30,9 +30,12 @@ from storebench.errors import NotSupported
 from storebench.metrics import TaskStats
 from storebench.plugins import Kind
 from storebench.records import SettingResult, TaskRecord
-from storebench.servers.base import ResourceSampler
+from storebench.resources import ResourceSampler
 from storebench.stores.base import Capability, Collection, Store
 from storebench.stores.config import NoBoolNumbers
+
+if TYPE_CHECKING:
+    from storebench.servers.base import Server
 
 WORKLOADS = Kind("workload", "storebench.workloads", where="workload")
 
@@ -102,6 +105,9 @@ class RunContext:
     settings: list[SettingResult] = field(default_factory=list)  # per search setting
     headline: str | None = None  # the task that ranks this run among its repeats
     collections: list[Collection] = field(default_factory=list)
+    # the managed server the store runs on (``stores.opening``): sampled
+    # beside each task; None for an embedded engine or one given by URL
+    server: Server | None = None
     _workdir: Path | None = field(default=None, repr=False)
 
     @property
@@ -199,7 +205,7 @@ class RunContext:
     @contextlib.contextmanager
     def _resources(self, out: dict[str, Any]) -> Iterator[None]:
         """Samples a managed server's RSS, CPU and data size while a phase runs."""
-        server = self.store.managed
+        server = self.server
         if server is None:
             yield
             return
