@@ -77,7 +77,7 @@ _lock = threading.Lock()
 
 # engines whose tests need a server the tests start (or a distribution or
 # binary that tools/setup.py installs)
-SERVER_ENGINES = {*FACTORIES, "elasticsearch", "opensearch"}
+SERVER_ENGINES = {*FACTORIES, "elasticsearch", "opensearch", "weaviate", "ferretdb"}
 
 
 def embedded_only() -> bool:
