@@ -55,6 +55,12 @@ def _falkordb() -> Server:
     return FalkorDBServer()
 
 
+def _ferretdb() -> Server:
+    from storebench.servers.ferretdb import FerretDBServer
+
+    return FerretDBServer()
+
+
 def _mariadb() -> Server:
     from storebench.servers.mariadb import MariaDBServer
 
@@ -68,6 +74,7 @@ FACTORIES: dict[str, Callable[[], Server]] = {
     "milvus": _milvus,
     "falkordb": _falkordb,
     "mariadb": _mariadb,
+    "mongodb": _ferretdb,
     "postgres": _postgres,  # a second PostgreSQL, for pgvector's storage modes
 }
 
