@@ -61,6 +61,12 @@ def _ferretdb() -> Server:
     return FerretDBServer()
 
 
+def _weaviate() -> Server:
+    from storebench.servers.weaviate import WeaviateServer
+
+    return WeaviateServer()
+
+
 def _mariadb() -> Server:
     from storebench.servers.mariadb import MariaDBServer
 
@@ -75,6 +81,7 @@ FACTORIES: dict[str, Callable[[], Server]] = {
     "falkordb": _falkordb,
     "mariadb": _mariadb,
     "mongodb": _ferretdb,
+    "weaviate": _weaviate,
     "postgres": _postgres,  # a second PostgreSQL, for pgvector's storage modes
 }
 

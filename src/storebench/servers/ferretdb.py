@@ -129,8 +129,8 @@ class FerretDBServer(Server):
             info = client.admin.command("buildInfo")
         finally:
             client.close()
-        ferret = info.get("ferretdb", {}).get("version") or info.get("ferretdbVersion", "")
-        return f"FerretDB {ferret or VERSION} (MongoDB {info.get('version', '?')}, sqlite)"
+        ferret = info.get("ferretdbVersion", "?")
+        return f"FerretDB {ferret} (MongoDB {info.get('version', '?')}, sqlite)"
 
     @property
     def url(self) -> str:

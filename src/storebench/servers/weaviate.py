@@ -10,7 +10,8 @@ cores, once)::
 The server is configured by environment variables: data in the private
 directory, anonymous access (the server is reachable from this machine only),
 no vectorizer module (storebench brings its own vectors), a single-node raft
-cluster (``RAFT_BOOTSTRAP_EXPECT=1``), no telemetry and no profiling server.
+cluster (``RAFT_BOOTSTRAP_EXPECT=1``), objects indexed as they are imported,
+no cap on query results, no telemetry and no profiling server.
 Weaviate's gRPC API, its cluster data and gossip ports and its raft ports
 listen on every interface whatever the bind address says, so the server runs
 in a network namespace of its own with only the REST and gRPC ports relayed
@@ -112,6 +113,8 @@ class WeaviateServer(Server):
             GO_PROFILING_DISABLE="true",
             PROMETHEUS_MONITORING_ENABLED="false",
             LOG_LEVEL=self.log_level,
+            QUERY_MAXIMUM_RESULTS="100000000",  # a find returns every match
+            ASYNC_INDEXING="false",  # an import returns once its objects are indexed
         )
         return env
 

@@ -217,7 +217,6 @@ class MongoStore(Store):
 
 def _engine_name(info: dict[str, Any]) -> str:
     """FerretDB says so in buildInfo; MongoDB gives only its version."""
-    ferret = info.get("ferretdb") or {}
-    if isinstance(ferret, dict) and ferret.get("version"):
-        return f"FerretDB {ferret['version']} (MongoDB {info.get('version', '?')})"
+    if info.get("ferretdbVersion"):
+        return f"FerretDB {info['ferretdbVersion']} (MongoDB {info.get('version', '?')})"
     return f"MongoDB {info.get('version', '?')}"
