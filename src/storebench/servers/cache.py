@@ -144,7 +144,9 @@ def go_build_vendored(
         env = dict(go_env(), GOFLAGS="")
         _go(["mod", "init", "storebench.local/build"], "go mod init", scratch, env, retry=False)
         _go(["get", f"{module}@{version}"], f"go get {module}@{version}", scratch, env, retry=True)
-        (scratch / "tools.go").write_text(f'//go:build tools\n\npackage tools\n\nimport _ "{package}"\n')
+        (scratch / "tools.go").write_text(
+            f'//go:build tools\n\npackage tools\n\nimport _ "{package}"\n'
+        )
         _go(["mod", "tidy"], "go mod tidy", scratch, env, retry=True)
         _go(["mod", "vendor"], "go mod vendor", scratch, env, retry=True)
         for rel, content in files.items():

@@ -56,7 +56,10 @@ def install(version: str = VERSION) -> Path:
             version,
             PACKAGE,
             work / "bin" / BINARY,
-            {"build/version/version.txt": version + "\n", "build/version/package.txt": "storebench\n"},
+            {
+                "build/version/version.txt": version + "\n",
+                "build/version/package.txt": "storebench\n",
+            },
         )
 
     target = home(version)
@@ -85,7 +88,9 @@ class FerretDBServer(Server):
         log_level: str = "warn",
     ):
         if log_level not in LOG_LEVELS:
-            raise ServerError(f"ferretdb: unknown log_level {log_level!r} (use {', '.join(LOG_LEVELS)})")
+            raise ServerError(
+                f"ferretdb: unknown log_level {log_level!r} (use {', '.join(LOG_LEVELS)})"
+            )
         self.binary = require_binary()  # before the directory exists: nothing to clean up
         super().__init__(datadir, keep)
         self.log_level = log_level

@@ -228,7 +228,9 @@ class MilvusServer(Server):
 
     def command(self) -> list[str]:
         return isolated(
-            [str(binary(self.release)), "run", "standalone"], [(self.port, self.inner_port)], self.dir
+            [str(binary(self.release)), "run", "standalone"],
+            [(self.port, self.inner_port)],
+            self.dir,
         )
 
     # --- readiness and facts ---------------------------------------------------------

@@ -57,7 +57,9 @@ def install(version: str = VERSION) -> Path:
     """The built server, building it now (``go install``) if missing."""
     target = home(version)
     target.parent.mkdir(parents=True, exist_ok=True)
-    install_once(target, lambda work: go_install(PACKAGE, version, work / "bin"), f"{PACKAGE}@{version}")
+    install_once(
+        target, lambda work: go_install(PACKAGE, version, work / "bin"), f"{PACKAGE}@{version}"
+    )
     return binary(version)
 
 

@@ -196,7 +196,9 @@ class MongoStore(Store):
 
     def _open(self, name: str, schema: Schema) -> Collection:
         if not self.has_collection(name):
-            raise UserError(f"no collection {name!r} in database {self.db.name}", where="store mongodb")
+            raise UserError(
+                f"no collection {name!r} in database {self.db.name}", where="store mongodb"
+            )
         return MongoCollection(self, name, schema)
 
     @classmethod

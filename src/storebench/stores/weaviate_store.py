@@ -61,9 +61,18 @@ from storebench.stores.base import (
 from storebench.stores.config import UrlForm
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
 
-_TYPES = {"int": DataType.INT, "float": DataType.NUMBER, "bool": DataType.BOOL, "str": DataType.TEXT}
+_TYPES = {
+    "int": DataType.INT,
+    "float": DataType.NUMBER,
+    "bool": DataType.BOOL,
+    "str": DataType.TEXT,
+}
 _NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
-_METRIC = {"l2": VectorDistances.L2_SQUARED, "cosine": VectorDistances.COSINE, "ip": VectorDistances.DOT}
+_METRIC = {
+    "l2": VectorDistances.L2_SQUARED,
+    "cosine": VectorDistances.COSINE,
+    "ip": VectorDistances.DOT,
+}
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
 VECTOR = "default"
 DEFAULTS = {"m": 16, "ef_construct": 128}
@@ -214,7 +223,9 @@ class WeaviateCollection(Collection):
 
     def delete(self, ids: np.ndarray) -> None:
         if len(ids):
-            self.c.data.delete_many(where=W.by_id().contains_any([to_uuid(i) for i in ids.tolist()]))
+            self.c.data.delete_many(
+                where=W.by_id().contains_any([to_uuid(i) for i in ids.tolist()])
+            )
 
     def find(
         self,
@@ -277,7 +288,8 @@ class WeaviateCollection(Collection):
         if "ef" in params:
             self.c.config.update(
                 vector_config=Reconfigure.Vectors.update(
-                    name=VECTOR, vector_index_config=Reconfigure.VectorIndex.hnsw(ef=int(params["ef"]))
+                    name=VECTOR,
+                    vector_index_config=Reconfigure.VectorIndex.hnsw(ef=int(params["ef"])),
                 )
             )
 
@@ -320,22 +332,29 @@ class WeaviateStore(Store):
             self._version = str(self.client.get_meta().get("version", "?"))
         except Exception as exc:
             raise UserError(
-                f"cannot reach Weaviate at {redact_url(self.spec.url)}: {exc}", where="store weaviate"
+                f"cannot reach Weaviate at {redact_url(self.spec.url)}: {exc}",
+                where="store weaviate",
             ) from exc
 
     @staticmethod
     def class_name(name: str) -> str:
         if not _NAME.match(name):
-            raise UserError(f"collection name {name!r} is not possible in Weaviate", where="store weaviate")
+            raise UserError(
+                f"collection name {name!r} is not possible in Weaviate", where="store weaviate"
+            )
         return "Sb_" + name
 
     def has_collection(self, name: str) -> bool:
         return bool(self.client.collections.exists(self.class_name(name)))
 
-    def make_collection(self, cls: str, schema: Schema, hnsw: Mapping[str, int], ef: int | None) -> None:
+    def make_collection(
+        self, cls: str, schema: Schema, hnsw: Mapping[str, int], ef: int | None
+    ) -> None:
         self.client.collections.create(
             cls,
-            properties=[Property(name=prop(f), data_type=_TYPES[t]) for f, t in schema.fields.items()],
+            properties=[
+                Property(name=prop(f), data_type=_TYPES[t]) for f, t in schema.fields.items()
+            ],
             vector_config=Configure.Vectors.self_provided(
                 name=VECTOR,
                 vector_index_config=Configure.VectorIndex.hnsw(
