@@ -4,6 +4,7 @@ and that nothing outlives it however storebench ends."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,6 +43,7 @@ PARENT = textwrap.dedent(
     sys.path[:0] = {path!r}
     from {module} import {cls}
     s = {cls}({args}).start()
+    print(s.dir, flush=True)
     print(" ".join(str(p.pid) for p in s.processes()), flush=True)
     time.sleep(300)
     """
@@ -55,7 +57,9 @@ def no_orphan_after_sigkill(module: str, cls: str, args: str = "") -> None:
     p = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    datadir = None
     try:
+        datadir = p.stdout.readline().strip()  # type: ignore[union-attr]
         line = p.stdout.readline()  # type: ignore[union-attr]
         assert line.strip(), f"the server did not start: {p.stderr.read()}"  # type: ignore[union-attr]
         pids = [int(x) for x in line.split()]
@@ -63,4 +67,8 @@ def no_orphan_after_sigkill(module: str, cls: str, args: str = "") -> None:
     finally:
         p.send_signal(signal.SIGKILL)
         p.wait(30)
-    assert all(gone(pid, within=30) for pid in pids), "a server process outlived its parent"
+    try:
+        assert all(gone(pid, within=30) for pid in pids), "a server process outlived its parent"
+    finally:  # a SIGKILLed parent cannot remove the directory: the test does
+        if datadir:
+            shutil.rmtree(datadir, ignore_errors=True)
