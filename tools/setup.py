@@ -19,9 +19,17 @@ Components, in order:
                      Maven Central, unpacked into storebench's cache
   agdb               agdb_server built with cargo into storebench's cache
                      (about 8 minutes on 2 cores, once)
+  milvus             the real Milvus standalone server (the `milvus` wheel,
+                     default release) into storebench's cache; other releases
+                     install on first use
+  weaviate           weaviate-server built with Go into storebench's cache
+                     (about 3 minutes on 2 cores, once)
+  ferretdb           FerretDB built with Go into storebench's cache (about a
+                     minute, once)
 
 ``STOREBENCH_EMBEDDED_ONLY=1`` leaves out what only the managed server
-engines need (Java, Maven, MariaDB, the distributions, agdb); the test suite
+engines need (Java, Maven, MariaDB, socat, the distributions, agdb, Milvus,
+Weaviate, FerretDB); the test suite
 then skips those engines' tests. Without it nothing is skipped.
 
 Downloads are tried again on network errors (bounded, with backoff, each
@@ -84,6 +92,7 @@ SYSTEM: list[tuple[tuple[str, ...], str, bool]] = [
     (("redis-benchmark",), "redis-tools", True),
     (("pgbench", "/usr/lib/postgresql/15/bin/pgbench"), "postgresql-client", True),
     (("psql",), "postgresql-client", True),
+    (("socat",), "socat", True),  # relays for servers in a network namespace (servers/netns.py)
 ]
 
 
@@ -217,6 +226,20 @@ def main(argv: list[str] | None = None) -> int:
             (
                 "agdb",
                 module_step(venv, "storebench.servers.agdb", "--install") if servers else skip,
+            ),
+            (
+                "milvus",
+                module_step(venv, "storebench.servers.milvus_standalone", "--install")
+                if servers
+                else skip,
+            ),
+            (
+                "weaviate",
+                module_step(venv, "storebench.servers.weaviate", "--install") if servers else skip,
+            ),
+            (
+                "ferretdb",
+                module_step(venv, "storebench.servers.ferretdb", "--install") if servers else skip,
             ),
         ]
     t_all = time.monotonic()

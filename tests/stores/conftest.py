@@ -77,6 +77,11 @@ ENGINES: dict[str, Callable[[Path], StoreSpec]] = {
     ),
     "falkordb": lambda tmp: StoreSpec("falkordb", shared_url("falkordb")),
     "mariadb": lambda tmp: StoreSpec("mariadb", shared_url("mariadb")),
+    "weaviate": lambda tmp: StoreSpec(
+        "weaviate", shared_url("weaviate"), index={"m": 16, "ef_construct": 200}, search={"ef": 200}
+    ),
+    # the MongoDB wire protocol, on the managed FerretDB (SQLite)
+    "mongodb": lambda tmp: StoreSpec("mongodb", shared_url("mongodb")),
     "duckdb": lambda tmp: StoreSpec(
         "duckdb", str(tmp / "duckdb"), index={"m": 16, "ef_construct": 200}, search={"ef": 200}
     ),

@@ -57,6 +57,18 @@ def _falkordb() -> Server:
     return FalkorDBServer()
 
 
+def _ferretdb() -> Server:
+    from storebench.servers.ferretdb import FerretDBServer
+
+    return FerretDBServer()
+
+
+def _weaviate() -> Server:
+    from storebench.servers.weaviate import WeaviateServer
+
+    return WeaviateServer()
+
+
 def _mariadb() -> Server:
     from storebench.servers.mariadb import MariaDBServer
 
@@ -70,6 +82,8 @@ FACTORIES: dict[str, Callable[[], Server]] = {
     "milvus": _milvus,
     "falkordb": _falkordb,
     "mariadb": _mariadb,
+    "mongodb": _ferretdb,
+    "weaviate": _weaviate,
     "postgres": _postgres,  # a second PostgreSQL, for pgvector's storage modes
 }
 
@@ -79,7 +93,7 @@ _lock = threading.Lock()
 
 # engines whose tests need a server the tests start (or a distribution or
 # binary that tools/setup.py installs)
-SERVER_ENGINES = {*FACTORIES, "elasticsearch", "opensearch"}
+SERVER_ENGINES = {*FACTORIES, "elasticsearch", "opensearch", "weaviate", "ferretdb"}
 
 
 def embedded_only() -> bool:

@@ -31,7 +31,6 @@ than half of it is free space).
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 from collections.abc import Iterator
@@ -45,96 +44,17 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, Store, StoreSpec
 from storebench.stores.config import DIRECTORY, InMemoryMode
-from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
+from storebench.stores.filters import Filter
+from storebench.stores.mongoquery import conjunctions, key
 
 _NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
 VEC = "_vector"
 DATABASE = "storebench"
-_MAX_ALTERNATIVES = 512
-_OP = {"eq": "$eq", "ne": "$ne", "lt": "$lt", "le": "$lte", "gt": "$gt", "ge": "$gte"}
-_NEG_OP = {"eq": "$ne", "ne": "$eq", "lt": "$gte", "le": "$gt", "gt": "$lte", "ge": "$lt"}
-
-Literal = tuple[str, str, Any]  # (field, $op, value)
-
-
-def key(field: str) -> str:
-    """The document key of a field (dots are paths to Mongita)."""
-    return field.replace(".", "\uff0e")
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _nnf(f: Filter, neg: bool) -> list[list[Literal]]:
-    """Alternatives (OR) of conjunctions (AND) of literals."""
-    if isinstance(f, Cmp):
-        op = (_NEG_OP if neg else _OP)[f.op]
-        return [[(f.field, op, _plain(f.value))]]
-    if isinstance(f, Range):
-        lo, hi = _plain(f.lo), _plain(f.hi)
-        if neg:
-            return [[(f.field, "$lt", lo)], [(f.field, "$gt", hi)]]
-        return [[(f.field, "$gte", lo), (f.field, "$lte", hi)]]
-    if isinstance(f, In):
-        return [[(f.field, "$nin" if neg else "$in", [_plain(v) for v in f.values])]]
-    if isinstance(f, Not):
-        return _nnf(f.part, not neg)
-    if isinstance(f, And | Or):
-        conj = isinstance(f, And) != neg  # De Morgan
-        parts = [_nnf(p, neg) for p in f.parts]
-        if not conj:
-            return [alt for p in parts for alt in p]
-        size = 1
-        for p in parts:
-            size *= len(p)
-        if size > _MAX_ALTERNATIVES:
-            raise UserError(
-                f"filter has {size} alternatives once written without $or (mongita's "
-                f"limit here: {_MAX_ALTERNATIVES})",
-                where="store mongita filter",
-            )
-        return [[lit for alt in combo for lit in alt] for combo in itertools.product(*parts)]
-    raise TypeError(f"not a filter: {f!r}")
-
-
-def _query(conj: list[Literal]) -> dict[str, Any] | None:
-    """One conjunction as a Mongita query (operators merged per field), or
-    None when it can match nothing."""
-    by_field: dict[str, dict[str, Any]] = {}
-    for field, op, value in conj:
-        ops = by_field.setdefault(key(field), {})
-        if op == "$ne":  # several per field: one $nin
-            op, value = "$nin", [value]
-        if op not in ops:
-            ops[op] = value
-        elif op == "$eq":
-            if ops[op] != value:
-                return None
-        elif op == "$in":
-            ops[op] = [v for v in ops[op] if v in value]
-        elif op == "$nin":
-            ops[op] = ops[op] + value
-        elif op in ("$gt", "$gte"):
-            ops[op] = max(ops[op], value)
-        else:  # $lt, $lte
-            ops[op] = min(ops[op], value)
-    for ops in by_field.values():
-        if "$in" in ops and not ops["$in"]:
-            return None
-    return by_field
 
 
 def to_mongita(f: Filter | None) -> list[dict[str, Any]]:
     """Queries whose union is the filter (Mongita has no $or/$and/$nor/$not)."""
-    if f is None:
-        return [{}]
-    out = []
-    for conj in _nnf(f, False):
-        q = _query(conj)
-        if q is not None:
-            out.append(q)
-    return out
+    return conjunctions(f, "store mongita filter")
 
 
 class MongitaCollection(Collection):
