@@ -1,11 +1,13 @@
 """The store contract: what every engine adapter implements.
 
-A picklable ``StoreSpec`` names an engine, how to reach it and its index and
-search parameters; ``spec.open()`` gives a live ``Store`` (one per process,
+A picklable ``StoreSpec`` names an engine and how to reach it (its URL and
+options); ``spec.open()`` gives a live ``Store`` (one per process,
 shared by that process's client threads); a store creates and opens
 ``Collection``s. Adapters declare their capabilities; every method they do not
-implement raises ``NotSupported``. Adapters never touch clocks: all timing is
-the driver's.
+implement raises ``NotSupported``. Index and search parameters are not part
+of the spec: the run hands them, typed (``stores.params``), to
+``create_collection``, ``build_index`` and ``set_search_params``. Adapters
+never touch clocks: all timing is the driver's.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from storebench.redaction import (
 )
 from storebench.stores.config import StoreOptions, UrlForm, check_options, check_url
 from storebench.stores.filters import Filter
+from storebench.stores.params import IndexParams, SearchParams
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -87,13 +90,6 @@ def hnsw_bytes(dim: int, m: int) -> int:
     return 4 * dim + 8 * m + 128
 
 
-def int_param(params: Mapping[str, Any], key: str, default: int) -> int:
-    """An integer parameter for an estimate; the default where it is
-    missing or not an integer (the store refuses it when it opens)."""
-    v = params.get(key)
-    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else default
-
-
 @dataclass(frozen=True)
 class StoreSpec:
     """Everything needed to open a store, in any process."""
@@ -101,8 +97,6 @@ class StoreSpec:
     engine: str
     url: str | None = None  # a path for embedded engines, a URL for servers
     options: Mapping[str, Any] = field(default_factory=dict)
-    index: Mapping[str, Any] = field(default_factory=dict)  # build parameters
-    search: Mapping[str, Any] = field(default_factory=dict)  # search parameters
     # ``options`` as the store's ``Options`` model, once checked (by the plan,
     # or by the store as it opens): client processes get it with the spec
     checked_options: StoreOptions | None = field(default=None, compare=False, repr=False)
@@ -146,8 +140,6 @@ class StoreSpec:
                 k: (MASK if is_secret_key(str(k)) else redact_obj(v))
                 for k, v in self.options.items()
             },
-            "index": dict(self.index),
-            "search": dict(self.search),
         }
 
 
@@ -206,7 +198,7 @@ class Collection:
         """Live documents, as the engine itself counts them."""
         raise NotImplementedError
 
-    def build_index(self, params: Mapping[str, Any]) -> bool | None:
+    def build_index(self, params: IndexParams) -> bool | None:
         """Build the vector index and return once the engine says it is ready.
 
         An engine that indexes documents as they are inserted, and finds its
@@ -215,7 +207,9 @@ class Collection:
         the upload (no build time, no build rate), never a build of 0 s."""
         raise self._unsupported(Capability.INDEX)
 
-    def set_search_params(self, params: Mapping[str, Any]) -> None:
+    def set_search_params(self, params: SearchParams) -> None:
+        """Search with these from now on, on every connection of the store;
+        a parameter left None keeps the value in force."""
         raise self._unsupported(Capability.SEARCH_PARAMS)
 
     def size_bytes(self) -> int:
@@ -241,8 +235,10 @@ class Store:
     capabilities: ClassVar[frozenset[Capability]]
     client_mode: ClassVar[ClientMode] = "threads"  # the driver's default for this engine
     exact: ClassVar[bool] = False  # search is exhaustive: recall must be 1.0
-    index_params: ClassVar[tuple[str, ...]] = ()
-    search_params: ClassVar[tuple[str, ...]] = ()
+    # the index and search parameters it takes (``stores.params``; the
+    # defaults: none)
+    Index: ClassVar[type[IndexParams]] = IndexParams
+    Search: ClassVar[type[SearchParams]] = SearchParams
     # StoreSpec.options, typed (the default: none)
     Options: ClassVar[type[StoreOptions]] = StoreOptions
     # the URLs it takes (None: none); checked before a run starts
@@ -283,8 +279,6 @@ class Store:
         self.managed: Server | None = None
         # A private temporary directory (``private_dir``); removed on close.
         self._private_dir: str | None = None
-        self._check_params("index", spec.index, self.index_params)
-        self._check_params("search", spec.search, self.search_params)
 
     def fill_option(self, name: str, value: Any) -> None:
         """Set an option the store chose itself (a generated name), in the
@@ -293,15 +287,6 @@ class Store:
         self.spec = self.spec.with_(
             options={**self.spec.options, name: value}, checked_options=self.options
         )
-
-    def _check_params(self, kind: str, given: Mapping[str, Any], known: tuple[str, ...]) -> None:
-        unknown = sorted(set(given) - set(known))
-        if unknown:
-            hint = ", ".join(known) if known else "none"
-            raise UserError(
-                f"unknown {kind} parameter {unknown[0]!r} for store {self.engine} (known: {hint})",
-                where=f"store.{kind}",
-            )
 
     def supports(self, cap: Capability) -> bool:
         return cap in self.capabilities
@@ -335,15 +320,19 @@ class Store:
         return list(units.values())
 
     # --- collections -------------------------------------------------------
-    def create_collection(self, name: str, schema: Schema) -> Collection:
-        """Create a new collection; refuses a name that already exists."""
+    def create_collection(
+        self, name: str, schema: Schema, index: IndexParams | None = None
+    ) -> Collection:
+        """Create a new collection; refuses a name that already exists.
+        ``index``: the run's index parameters, for an engine that indexes
+        as documents arrive (None: the engine's defaults)."""
         if self.has_collection(name):
             raise ForeignDataError(
                 f"collection {name!r} already exists in {self.engine} "
                 f"({redact_url(self.spec.url) or 'default location'}); storebench "
                 "does not write into data it did not create: choose another name"
             )
-        coll = self._create(name, schema)
+        coll = self._create(name, schema, self.Index() if index is None else index)
         self._created.add(name)
         return coll
 
@@ -360,7 +349,7 @@ class Store:
     def has_collection(self, name: str) -> bool:
         raise NotImplementedError
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         raise NotImplementedError
 
     def _open(self, name: str, schema: Schema) -> Collection:
@@ -395,11 +384,13 @@ class Store:
         return {"managed": True, "startup_s": self.managed.started_s, "user": self.managed.user}
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         """(bytes per document, fixed bytes) of RAM this engine takes on this
-        machine for a spec, for documents of a ``dim``-vector (0: none) and
-        about ``field_bytes`` of scalar fields: the plan's memory estimate
-        (``storebench.memory``). In-process engines count what they keep in
+        machine for a spec and index parameters (its ``Index``), for
+        documents of a ``dim``-vector (0: none) and about ``field_bytes`` of
+        scalar fields: the plan's memory estimate (``storebench.memory``). In-process engines count what they keep in
         this process, a managed server what it keeps in its own; a server
         reached by URL counts nothing (it may be elsewhere). Rough by
         design: it is to refuse runs that cannot fit, not to size a
