@@ -540,21 +540,24 @@ class Scenario:
         others collapse for it: recorded as not applicable)."""
         cls = store_class(entry.engine)
         at = ("stores", i)
-        index = self._engine_params(cls.Index, entry.index, (*at, "index"), entry.engine)
+        at_index = (*at, "index")
+        # the entry's own values first (an error names their key), then each grid value
+        self._engine_params(cls.Index, entry.index, at_index, entry.engine)
         search = self._engine_params(cls.Search, entry.search, (*at, "search"), entry.engine)
         own_index = [k for k in index_keys if k.removeprefix("index.") in cls.Index.names()]
         own_search = [k for k in search_keys if k.removeprefix("search.") in cls.Search.names()]
         axes = [(k, cls.Index) for k in own_index] + [(k, cls.Search) for k in own_search]
         for key, model in axes:
             name = key.partition(".")[2]
-            for v in self.file.grid[key]:  # each value, at the grid key's line
+            for v in self.file.grid[key]:  # named by the grid key's line
                 self._engine_params(model, {name: v}, ("grid", key), entry.engine)
         names = [k.removeprefix("index.") for k in own_index]
+        points = itertools.product(*(self.file.grid[k] for k in own_index))
         indexes = [
             self._engine_params(
-                cls.Index, entry.index | dict(zip(names, p, strict=True)), (*at, "index"), entry.engine
+                cls.Index, entry.index | dict(zip(names, p, strict=True)), at_index, entry.engine
             )
-            for p in itertools.product(*(self.file.grid[k] for k in own_index))
+            for p in points
         ]
         sweep = {k.removeprefix("search."): list(self.file.grid[k]) for k in own_search}
         settings = tuple(

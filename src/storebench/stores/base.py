@@ -390,8 +390,9 @@ class Store:
         """(bytes per document, fixed bytes) of RAM this engine takes on this
         machine for a spec and index parameters (its ``Index``), for
         documents of a ``dim``-vector (0: none) and about ``field_bytes`` of
-        scalar fields: the plan's memory estimate (``storebench.memory``). In-process engines count what they keep in
-        this process, a managed server what it keeps in its own; a server
+        scalar fields: the plan's memory estimate (``storebench.memory``).
+        In-process engines count what they keep in this process, a managed
+        server what it keeps in its own; a server
         reached by URL counts nothing (it may be elsewhere). Rough by
         design: it is to refuse runs that cannot fit, not to size a
         machine. The default: one copy of each document in RAM."""

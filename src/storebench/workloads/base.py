@@ -95,16 +95,16 @@ class Workload:
 class RunContext:
     """What a workload sees during one run. The index and search parameters
     are the run's (``scenario.Run``), typed: the workload hands them to the
-    collection as they are (None: the store's defaults)."""
+    collection as they are (not given: the store's defaults)."""
 
     run_id: str
     store: Store
     driver: Driver
     mode: str = "default"
-    index: IndexParams | None = None  # the index the run builds
-    search: SearchParams | None = None  # the store entry's fixed search parameters
+    index: IndexParams = None  # type: ignore[assignment]  # the index the run builds
+    search: SearchParams = None  # type: ignore[assignment]  # the entry's fixed search params
     # each search setting to measure: the sweep's product over ``search``
-    searches: tuple[SearchParams, ...] | None = None
+    searches: tuple[SearchParams, ...] = None  # type: ignore[assignment]
     tasks: list[TaskRecord] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)  # run-level (shared by settings)
     settings: list[SettingResult] = field(default_factory=list)  # per search setting
@@ -144,7 +144,7 @@ class RunContext:
     def search_settings(self) -> list[SearchParams]:
         """Each search-parameter setting to measure (the plan resolved them:
         the sweep's cartesian product over the fixed ones)."""
-        return list(self.searches or ())
+        return list(self.searches)
 
     def share(self, name: str, array: np.ndarray) -> Shared:
         return Shared(array, self.workdir / f"{name}.npy")

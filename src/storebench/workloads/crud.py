@@ -147,7 +147,7 @@ class CrudWorkload(Workload):
         if ctx.store.supports(Capability.INDEX):
             ctx.once(
                 "build_index",
-                lambda: coll.build_index(ctx.index),  # type: ignore[arg-type]
+                lambda: coll.build_index(ctx.index),
                 items=n,
                 derive=index_fields,
                 phase="index",

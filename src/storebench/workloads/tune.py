@@ -65,7 +65,7 @@ class TuneParams(VectorParams):
 
 def tune_setting(ctx: RunContext, r: SearchRun, p: TuneParams) -> tuple[SearchParams, Any]:
     """The setting to measure at, and what tuning found (recorded)."""
-    base = ctx.search or ctx.store.Search()
+    base = ctx.search
     if (
         not ctx.store.supports(Capability.SEARCH_PARAMS)
         or p.tune_param not in ctx.store.Search.names()

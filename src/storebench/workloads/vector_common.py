@@ -859,7 +859,7 @@ class SearchRun:
             return None
         ctx.once(
             name,
-            lambda: self.coll.build_index(ctx.index),  # type: ignore[arg-type]
+            lambda: self.coll.build_index(ctx.index),
             items=self.loaded,
             derive=index_fields,
             phase="index",
