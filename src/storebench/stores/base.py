@@ -92,7 +92,8 @@ def hnsw_bytes(dim: int, m: int) -> int:
 
 @dataclass(frozen=True)
 class StoreSpec:
-    """Everything needed to open a store, in any process."""
+    """Everything needed to open a store, in any process: how to reach it,
+    never what to build or search with (the run carries those)."""
 
     engine: str
     url: str | None = None  # a path for embedded engines, a URL for servers
@@ -132,7 +133,8 @@ class StoreSpec:
         return replace(self, **changes)
 
     def describe(self) -> dict[str, Any]:
-        """For result records (and the run's key): no credentials."""
+        """For result records (and the run's key, with the run's index and
+        search parameters: ``Run.store_info``): no credentials."""
         return {
             "engine": self.engine,
             "url": redact_url(self.url),
