@@ -128,7 +128,9 @@ def estimate(run: Run, shared_in_ram: bool) -> tuple[dict[str, int], tuple[str, 
     if need is None:
         return None
     parts = {k: v for k, v in need.parts.items() if v}
-    per_doc, fixed = store_class(run.spec.engine).memory_use(run.spec, need.dim, need.field_bytes)
+    per_doc, fixed = store_class(run.spec.engine).memory_use(
+        run.spec, run.index, need.dim, need.field_bytes
+    )
     if need.docs * per_doc + fixed:
         parts["store"] = need.docs * per_doc + fixed
     if shared_in_ram and need.shared:
@@ -143,7 +145,7 @@ def check(scenario: Scenario, runs: list[Run]) -> None:
     worst: tuple[int, Run, dict[str, int], tuple[str, ...]] | None = None
     seen: set[tuple[Any, ...]] = set()
     for run in runs:
-        sig = (run.workload, run.spec.engine, str(run.spec.describe()), str(run.params))
+        sig = (run.workload, run.spec.engine, str(run.store_info()), str(run.params))
         if sig in seen:  # repeats and search sweeps: the same estimate
             continue
         seen.add(sig)

@@ -47,7 +47,7 @@ DYING_SERVER_S = 2.0  # a failed run waits this long for a managed server that i
 
 
 def _base_record(run: Run, run_id: str) -> RunRecord:
-    store = StoreInfo.model_validate(run.spec.describe() | {"url_given": run.spec.url is not None})
+    store = StoreInfo.model_validate(run.store_info() | {"url_given": run.spec.url is not None})
     return RunRecord(
         record_version=RECORD_VERSION,
         run_id=run_id,
@@ -179,12 +179,14 @@ def execute(
             record.versions.update(store.versions())
             # with defaults the store filled in (and the managed server's url)
             record.store = StoreInfo.model_validate(
-                store.spec.describe() | {"url_given": run.spec.url is not None}
+                run.store_info()
+                | store.spec.describe()
+                | {"url_given": run.spec.url is not None}
             )
             executor = setup_executor(choose_executor(store, run.executor), run.driver)
             driver = Driver(progress, run.executor, server.processes if server else None)
             ctx = recorder.ctx = RunContext(
-                run_id, store, driver, run.mode, run.sweep, server=server
+                run_id, store, driver, run.mode, run.index, run.search, run.settings, server=server
             )
             workload_class(run.workload)().run(ctx, run.params)
             record.status = "ok"

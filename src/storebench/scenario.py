@@ -32,6 +32,7 @@ from storebench.driver.executors import choose_executor, executor_class
 from storebench.errors import UserError
 from storebench.stores.base import Store, StoreSpec, store_class
 from storebench.stores.config import SpecError, StoreOptions
+from storebench.stores.params import EngineParams, IndexParams, SearchParams
 from storebench.workloads.base import workload_class
 
 BUILTIN_PACKAGE = "storebench.scenarios"
@@ -45,9 +46,6 @@ class StoreEntry(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict)
     index: dict[str, Any] = Field(default_factory=dict)
     search: dict[str, Any] = Field(default_factory=dict)
-
-    def spec(self) -> StoreSpec:
-        return StoreSpec(self.engine, self.url, self.options, self.index, self.search)
 
 
 class DriverConfig(BaseModel):
@@ -108,11 +106,13 @@ class ScenarioFile(BaseModel):
 
 @dataclass(frozen=True)
 class Run:
-    """One point of the plan: a workload on one store with fixed parameters."""
+    """One point of the plan: a workload on one store with fixed parameters,
+    all of them validated (the index and search parameters as the store's
+    ``Index`` and ``Search`` models, carried down to the adapter)."""
 
     scenario: str
     workload: str
-    spec: StoreSpec
+    spec: StoreSpec  # how to reach the store (engine, url, options)
     params: Any  # the workload's validated Params model
     mode: str
     repeat: int
@@ -122,6 +122,15 @@ class Run:
     sweep: dict[str, list[Any]] = field(default_factory=dict)
     not_applicable: tuple[str, ...] = ()  # grid keys this engine does not have
     driver: dict[str, Any] = field(default_factory=dict)  # executor settings (driver.*)
+    index: IndexParams = field(default_factory=IndexParams)  # the store's build parameters
+    search: SearchParams = field(default_factory=SearchParams)  # the entry's fixed ones
+    # each search setting the run measures: the sweep's product over ``search``
+    settings: tuple[SearchParams, ...] = (SearchParams(),)
+
+    def store_info(self) -> dict[str, Any]:
+        """The store as records show it: ``spec.describe()`` and the index
+        and search parameters given (no credentials)."""
+        return self.spec.describe() | {"index": self.index.given(), "search": self.search.given()}
 
     @property
     def key(self) -> str:
@@ -130,7 +139,7 @@ class Run:
             [
                 self.scenario,
                 self.workload,
-                self.spec.describe(),
+                self.store_info(),
                 self.params.model_dump(),
                 self.mode,
                 self.repeat,
@@ -263,6 +272,7 @@ class Scenario:
         self.lines = lines
         self.overrides = overrides  # dotted key -> "--set key" for error messages
         self.file_keys = file_keys  # workload parameters the file itself states
+        self._runs: list[Run] | None = None  # the plan, made once
 
     @classmethod
     def load(
@@ -392,6 +402,32 @@ class Scenario:
             raise self.error(("stores", i, *exc.key), exc.message) from exc
 
     def plan(self) -> list[Run]:
+        """The runs, made (and every parameter validated) once: ``load``
+        makes them, a runner takes them from here."""
+        if self._runs is None:
+            self._runs = self._make_plan()
+        return list(self._runs)
+
+    def _engine_params(
+        self, model: type[EngineParams], given: dict[str, Any], loc: tuple[Any, ...], engine: str
+    ) -> Any:
+        """``given`` as a store's ``Index`` or ``Search`` model; an error
+        naming the key (at ``loc``) and where it was given."""
+        try:
+            return model.model_validate(given)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            key = err["loc"][0] if err["loc"] else None
+            if err["type"] == "extra_forbidden":
+                kind = "index" if issubclass(model, IndexParams) else "search"
+                known = ", ".join(model.names()) or "none"
+                msg = f"unknown {kind} parameter for {engine} (known: {known})"
+            else:
+                msg = f"{err['msg']} (got {err['input']!r})"
+            where = loc if loc[0] == "grid" or key is None else (*loc, key)
+            raise self.error(where, msg) from exc
+
+    def _make_plan(self) -> list[Run]:
         f = self.file
         wl = workload_class(f.workload)
         checked = []  # each store's options, typed
@@ -435,7 +471,9 @@ class Scenario:
             if (
                 kind in ("index", "search")
                 and f"grid.{key}" in self.overrides
-                and not any(name in getattr(c, f"{kind}_params") for c in classes)
+                and not any(
+                    name in (c.Search if kind == "search" else c.Index).names() for c in classes
+                )
             ):
                 raise self.error(
                     ("grid", key), f"no store in this scenario has {kind} parameter {name!r}"
@@ -443,6 +481,9 @@ class Scenario:
         param_keys = [k for k in f.grid if not k.startswith(("index.", "search."))]
         index_keys = [k for k in f.grid if k.startswith("index.")]
         search_keys = [k for k in f.grid if k.startswith("search.")]
+        engines = [
+            self._store_params(i, e, index_keys, search_keys) for i, e in enumerate(f.stores)
+        ]
         stated = self.stated(param_keys)
         fields = wl.Params.model_fields
         runs = []
@@ -466,39 +507,10 @@ class Scenario:
                 msg = str(exc).removeprefix(f"{exc.where}: ")
                 raise self.error(self._param_loc(exc.where or "", param_keys), msg) from exc
             for i, entry in enumerate(f.stores):
-                cls = store_class(entry.engine)
-                for kind, given, known in (
-                    ("index", entry.index, cls.index_params),
-                    ("search", entry.search, cls.search_params),
-                ):
-                    unknown = sorted(set(given) - set(known))
-                    if unknown:
-                        raise self.error(
-                            ("stores", i, kind, unknown[0]),
-                            f"unknown {kind} parameter for {entry.engine} (known: {', '.join(known) or 'none'})",
-                        )
-                # Grid parameters the engine does not have collapse to one run
-                # for it, and the record says they did not apply.
-                own_index = [k for k in index_keys if k[6:] in cls.index_params]
-                sweep = {k[7:]: list(f.grid[k]) for k in search_keys if k[7:] in cls.search_params}
-                not_applicable = tuple(
-                    k for k in index_keys + search_keys if k not in own_index and k[7:] not in sweep
-                )
-                for ipoint in itertools.product(*(f.grid[k] for k in own_index)):
-                    index = dict(entry.index) | {
-                        k[6:]: v for k, v in zip(own_index, ipoint, strict=True)
-                    }
-                    spec = StoreSpec(
-                        entry.engine,
-                        entry.url,
-                        entry.options,
-                        index,
-                        dict(entry.search),
-                        checked[i],
-                    )
-                    gp = dict(zip(param_keys, point, strict=True)) | dict(
-                        zip(own_index, ipoint, strict=True)
-                    )
+                sp = engines[i]
+                for index in sp.indexes:
+                    spec = StoreSpec(entry.engine, entry.url, entry.options, checked[i])
+                    gp = dict(zip(param_keys, point, strict=True)) | sp.grid_point(index)
                     for r in range(f.repeats):
                         runs.append(
                             Run(
@@ -510,9 +522,73 @@ class Scenario:
                                 r,
                                 gp,
                                 f.driver.executor,
-                                sweep,
-                                not_applicable,
+                                sp.sweep,
+                                sp.not_applicable,
                                 f.driver.model_dump(exclude={"executor", "memory_check"}),
+                                index,
+                                sp.search,
+                                sp.settings,
                             )
                         )
         return runs
+
+    def _store_params(
+        self, i: int, entry: StoreEntry, index_keys: list[str], search_keys: list[str]
+    ) -> _StoreParams:
+        """A store entry's index and search parameters, typed: its own values,
+        and the grid's ``index.X`` / ``search.X`` axes the engine has (the
+        others collapse for it: recorded as not applicable)."""
+        cls = store_class(entry.engine)
+        at = ("stores", i)
+        at_index = (*at, "index")
+        # the entry's own values first (an error names their key), then each grid value
+        self._engine_params(cls.Index, entry.index, at_index, entry.engine)
+        search = self._engine_params(cls.Search, entry.search, (*at, "search"), entry.engine)
+        own_index = [k for k in index_keys if k.removeprefix("index.") in cls.Index.names()]
+        own_search = [k for k in search_keys if k.removeprefix("search.") in cls.Search.names()]
+        axes = [(k, cls.Index) for k in own_index] + [(k, cls.Search) for k in own_search]
+        for key, model in axes:
+            name = key.partition(".")[2]
+            for v in self.file.grid[key]:  # named by the grid key's line
+                self._engine_params(model, {name: v}, ("grid", key), entry.engine)
+        names = [k.removeprefix("index.") for k in own_index]
+        points = itertools.product(*(self.file.grid[k] for k in own_index))
+        indexes = [
+            self._engine_params(
+                cls.Index, entry.index | dict(zip(names, p, strict=True)), at_index, entry.engine
+            )
+            for p in points
+        ]
+        sweep = {k.removeprefix("search."): list(self.file.grid[k]) for k in own_search}
+        settings = tuple(
+            self._engine_params(
+                cls.Search,
+                entry.search | dict(zip(sweep, combo, strict=True)),
+                (*at, "search"),
+                entry.engine,
+            )
+            for combo in itertools.product(*sweep.values())
+        )
+        return _StoreParams(
+            indexes,
+            own_index,
+            search,
+            settings,
+            sweep,
+            tuple(k for k in index_keys + search_keys if k not in own_index + own_search),
+        )
+
+
+@dataclass(frozen=True)
+class _StoreParams:
+    """One store entry's parameters across the grid (``Scenario._store_params``)."""
+
+    indexes: list[IndexParams]  # one run per index setting (the grid's index.X axes)
+    index_keys: list[str]  # the grid's index.X axes this engine has
+    search: SearchParams  # the entry's fixed search parameters
+    settings: tuple[SearchParams, ...]  # the sweep over them: measured in each run
+    sweep: dict[str, list[Any]]  # the grid's search.X axes this engine has
+    not_applicable: tuple[str, ...]
+
+    def grid_point(self, index: IndexParams) -> dict[str, Any]:
+        return {k: getattr(index, k.removeprefix("index.")) for k in self.index_keys}

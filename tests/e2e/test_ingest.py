@@ -262,7 +262,7 @@ class _LaggingCollection(MemoryCollection):
 
 
 class _LaggingStore(MemoryStore):
-    def _create(self, name, schema):
+    def _create(self, name, schema, index):
         coll = _LaggingCollection(self, name, schema)
         self._collections[name] = coll
         return coll
@@ -295,7 +295,7 @@ def test_an_engine_that_never_settles_fails_the_count_check_in_time():
     class Never(_LaggingCollection):
         lag_s = 60.0
 
-    store._create = lambda name, schema: store._collections.setdefault(
+    store._create = lambda name, schema, index: store._collections.setdefault(
         name, Never(store, name, schema)
     )
     ctx = RunContext("test-ingest-never", store, Driver())

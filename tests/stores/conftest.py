@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from storebench.stores.base import StoreSpec
+from storebench.stores.params import IndexParams, SearchParams
 from tests.stores import servers_java  # noqa: F401  (adds elasticsearch, opensearch)
 from tests.stores.servers import shared_url, stop_all
 
@@ -19,48 +20,18 @@ ENGINES: dict[str, Callable[[Path], StoreSpec]] = {
     ),
     # servers: external mode, against one server per engine the tests started
     "agdb": lambda tmp: StoreSpec("agdb", shared_url("agdb")),  # graph: no vector search
-    "pgvector": lambda tmp: StoreSpec(
-        "pgvector", shared_url("pgvector"), index={"m": 16, "ef_construct": 200}, search={"ef": 200}
-    ),
-    "redis": lambda tmp: StoreSpec(
-        "redis", shared_url("redis"), index={"m": 16, "ef_construct": 200}, search={"ef": 200}
-    ),
-    "milvus": lambda tmp: StoreSpec(
-        "milvus", shared_url("milvus"), index={"m": 16, "ef_construct": 200}, search={"ef": 200}
-    ),
-    "hnswlib": lambda tmp: StoreSpec(
-        "hnswlib", index={"m": 16, "ef_construct": 200}, search={"ef": 200}
-    ),
-    "faiss": lambda tmp: StoreSpec(
-        "faiss", index={"m": 16, "ef_construct": 200}, search={"ef": 200}
-    ),
-    # usearch's multi-threaded add now and then builds a weaker graph on this
-    # small clustered set (about 1 build in 300 below recall 0.9 at m=16): m=32
-    "usearch": lambda tmp: StoreSpec(
-        "usearch", index={"m": 32, "ef_construct": 400}, search={"ef": 400}
-    ),
-    "qdrant-edge": lambda tmp: StoreSpec(
-        "qdrant-edge", str(tmp / "qdrant"), index={"m": 16, "ef_construct": 200}, search={"ef": 200}
-    ),
-    "lancedb": lambda tmp: StoreSpec(
-        "lancedb", str(tmp / "lancedb"), index={"m": 16, "ef_construct": 200}, search={"ef": 200}
-    ),
-    "chroma": lambda tmp: StoreSpec(
-        "chroma", str(tmp / "chroma"), index={"m": 16, "ef_construct": 200}, search={"ef": 200}
-    ),
+    "pgvector": lambda tmp: StoreSpec("pgvector", shared_url("pgvector")),
+    "redis": lambda tmp: StoreSpec("redis", shared_url("redis")),
+    "milvus": lambda tmp: StoreSpec("milvus", shared_url("milvus")),
+    "hnswlib": lambda tmp: StoreSpec("hnswlib"),
+    "faiss": lambda tmp: StoreSpec("faiss"),
+    "usearch": lambda tmp: StoreSpec("usearch"),
+    "qdrant-edge": lambda tmp: StoreSpec("qdrant-edge", str(tmp / "qdrant")),
+    "lancedb": lambda tmp: StoreSpec("lancedb", str(tmp / "lancedb")),
+    "chroma": lambda tmp: StoreSpec("chroma", str(tmp / "chroma")),
     "sqlite-vec": lambda tmp: StoreSpec("sqlite-vec", str(tmp / "conformance-vec.db")),
-    "elasticsearch": lambda tmp: StoreSpec(
-        "elasticsearch",
-        shared_url("elasticsearch"),
-        index={"m": 16, "ef_construct": 200},
-        search={"ef": 100},
-    ),
-    "opensearch": lambda tmp: StoreSpec(
-        "opensearch",
-        shared_url("opensearch"),
-        index={"m": 16, "ef_construct": 200},
-        search={"ef": 100},
-    ),
+    "elasticsearch": lambda tmp: StoreSpec("elasticsearch", shared_url("elasticsearch")),
+    "opensearch": lambda tmp: StoreSpec("opensearch", shared_url("opensearch")),
     # graph and document engines: no vector search (the vector is only stored)
     "kuzu": lambda tmp: StoreSpec("kuzu", str(tmp / "kuzu.db")),
     "kuzu:memory": lambda tmp: StoreSpec("kuzu", options={"mode": "memory"}),
@@ -72,19 +43,34 @@ ENGINES: dict[str, Callable[[Path], StoreSpec]] = {
         "pgvector",
         shared_url("postgres"),
         options={"synchronous_commit": "off"},
-        index={"m": 16, "ef_construct": 200},
-        search={"ef": 200},
     ),
     "falkordb": lambda tmp: StoreSpec("falkordb", shared_url("falkordb")),
     "mariadb": lambda tmp: StoreSpec("mariadb", shared_url("mariadb")),
-    "weaviate": lambda tmp: StoreSpec(
-        "weaviate", shared_url("weaviate"), index={"m": 16, "ef_construct": 200}, search={"ef": 200}
-    ),
+    "weaviate": lambda tmp: StoreSpec("weaviate", shared_url("weaviate")),
     # the MongoDB wire protocol, on the managed FerretDB (SQLite)
     "mongodb": lambda tmp: StoreSpec("mongodb", shared_url("mongodb")),
-    "duckdb": lambda tmp: StoreSpec(
-        "duckdb", str(tmp / "duckdb"), index={"m": 16, "ef_construct": 200}, search={"ef": 200}
-    ),
+    "duckdb": lambda tmp: StoreSpec("duckdb", str(tmp / "duckdb")),
+}
+
+# Index and search parameters (neutral names) the suite builds and searches
+# with, per entry of ENGINES; the engine's defaults for an entry not here.
+PARAMS: dict[str, tuple[dict[str, int], dict[str, int]]] = {
+    "pgvector": ({"m": 16, "ef_construct": 200}, {"ef": 200}),
+    "redis": ({"m": 16, "ef_construct": 200}, {"ef": 200}),
+    "milvus": ({"m": 16, "ef_construct": 200}, {"ef": 200}),
+    "hnswlib": ({"m": 16, "ef_construct": 200}, {"ef": 200}),
+    "faiss": ({"m": 16, "ef_construct": 200}, {"ef": 200}),
+    # usearch's multi-threaded add now and then builds a weaker graph on this
+    # small clustered set (about 1 build in 300 below recall 0.9 at m=16): m=32
+    "usearch": ({"m": 32, "ef_construct": 400}, {"ef": 400}),
+    "qdrant-edge": ({"m": 16, "ef_construct": 200}, {"ef": 200}),
+    "lancedb": ({"m": 16, "ef_construct": 200}, {"ef": 200}),
+    "chroma": ({"m": 16, "ef_construct": 200}, {"ef": 200}),
+    "elasticsearch": ({"m": 16, "ef_construct": 200}, {"ef": 100}),
+    "opensearch": ({"m": 16, "ef_construct": 200}, {"ef": 100}),
+    "postgres:sync-off": ({"m": 16, "ef_construct": 200}, {"ef": 200}),
+    "duckdb": ({"m": 16, "ef_construct": 200}, {"ef": 200}),
+    "weaviate": ({"m": 16, "ef_construct": 200}, {"ef": 200}),
 }
 
 # Engines that run only by URL (no server installs here) join when a variable
@@ -105,8 +91,20 @@ def stop_shared_servers():
 
 
 @pytest.fixture(params=sorted(ENGINES))
-def spec(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
-    return ENGINES[request.param](tmp_path)
+def entry(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def spec(entry: str, tmp_path: Path) -> StoreSpec:
+    return ENGINES[entry](tmp_path)
+
+
+@pytest.fixture
+def params(entry: str, store) -> tuple[IndexParams, SearchParams]:
+    """The entry's index and search parameters, as the store's models."""
+    index, search = PARAMS.get(entry, ({}, {}))
+    return store.Index(**index), store.Search(**search)
 
 
 @pytest.fixture

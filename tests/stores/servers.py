@@ -196,11 +196,13 @@ def check_ann(spec: StoreSpec, index: dict, ef: int, metric: str = "l2") -> floa
         if metric != "l2":  # HNSW is no maximum-inner-product index: unit vectors
             docs.vectors[:] /= np.linalg.norm(docs.vectors, axis=1, keepdims=True)
             queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-        coll = store.create_collection("sb_ann", docs.schema(metric))  # type: ignore[arg-type]
+        params = store.Index(**index)  # at creation too: an engine may fix it there
+        schema = docs.schema(metric)  # type: ignore[arg-type]
+        coll = store.create_collection("sb_ann", schema, params)
         for b in docs.batches(1000):
             coll.insert(b)
-        coll.build_index(index)
-        coll.set_search_params({"ef": ef})
+        coll.build_index(params)
+        coll.set_search_params(store.Search(ef=ef))
         truth = GroundTruth.compute(docs.ids, docs.vectors, queries, 20, metric)  # type: ignore[arg-type]
         res = coll.search(queries, 10)
         recall = float(recall_at_k(res.ids, truth, 10).mean())

@@ -20,11 +20,12 @@ import psutil
 from storebench.servers.base import Server
 from storebench.stores import filters as F
 from storebench.stores.base import Capability, StoreSpec
+from storebench.stores.params import HnswIndex, HnswSearch
 from tests.conftest import make_docs
 from tests.stores import servers as S
 from tests.stores.servers import FACTORIES
 
-INDEX = {"m": 16, "ef_construct": 200}
+INDEX = HnswIndex(m=16, ef_construct=200)  # collections are created (and built) with it
 # one build and one ef: crud's default HNSW grid would make a run per build
 ONE_POINT = {"grid.index.m": [16], "grid.index.ef_construct": [200], "grid.search.ef": [100]}
 
@@ -46,7 +47,7 @@ FACTORIES.setdefault("opensearch", _opensearch)
 
 
 def spec(engine: str, **kw: Any) -> StoreSpec:
-    return StoreSpec(engine, S.shared_url(engine), index=INDEX, **kw)
+    return StoreSpec(engine, S.shared_url(engine), **kw)
 
 
 def check_localhost_and_unprivileged(engine: str) -> None:
@@ -141,7 +142,7 @@ def check_bulk_is_one_request_and_all_arrive(engine: str) -> None:
 
     try:
         docs = make_docs(700)
-        coll = store.create_collection("sb_bulk", docs.schema())
+        coll = store.create_collection("sb_bulk", docs.schema(), INDEX)
         store._send = counting  # type: ignore[method-assign]
         coll.insert(docs)
         assert sent == [("POST", "/sb_bulk/_bulk")]
@@ -158,7 +159,7 @@ def check_build_index_leaves_one_segment(engine: str) -> None:
     store = spec(engine).open()
     try:
         docs = make_docs(2000, dim=8)
-        coll = store.create_collection("sb_merge", docs.schema())
+        coll = store.create_collection("sb_merge", docs.schema(), INDEX)
         for b in docs.batches(500):
             coll.insert(b)
             store._refresh(coll.name)  # a segment per batch
@@ -180,7 +181,7 @@ def check_compact_touches_only_its_own_index(
         plant("someone_elses_segments", 30)  # planted in several segments
         segs_before = store._request("GET", "/someone_elses_segments/_segments")
         docs = make_docs(300, dim=8)
-        coll = store.create_collection("sb_compact", docs.schema())
+        coll = store.create_collection("sb_compact", docs.schema(), INDEX)
         coll.insert(docs)
         coll.delete(docs.ids[:100])
         coll.compact()
@@ -201,7 +202,7 @@ def check_find_past_one_page(engine: str) -> None:
     store = spec(engine).open()
     try:
         docs = make_docs(10_500, dim=4).select(None, vectors=False)
-        coll = store.create_collection("sb_pages", docs.schema())
+        coll = store.create_collection("sb_pages", docs.schema(), INDEX)
         coll.insert(docs)
         assert sorted(coll.find().ids.tolist()) == docs.ids.tolist()
         got = coll.find(F.Cmp("tags.i", "ge", 0), order=("score", True), limit=10_200)
@@ -218,7 +219,7 @@ def check_fractions_on_int_fields(engine: str) -> None:
     store = spec(engine).open()
     try:
         docs = make_docs(300)
-        coll = store.create_collection("sb_frac", docs.schema())
+        coll = store.create_collection("sb_frac", docs.schema(), INDEX)
         coll.insert(docs)
         for f in (
             F.Cmp("tags.i", "lt", 2.5),
@@ -237,11 +238,12 @@ def check_fractions_on_int_fields(engine: str) -> None:
 
 def check_search_params(engine: str, key: str) -> None:
     """``ef`` reaches the kNN request (``key``: the engine's own name for it)."""
-    store = spec(engine, search={"ef": 77}).open()
+    store = spec(engine).open()
     try:
         docs = make_docs(50)
-        coll = store.create_collection("sb_ef", docs.schema())
+        coll = store.create_collection("sb_ef", docs.schema(), INDEX)
         coll.insert(docs)
+        coll.set_search_params(HnswSearch(ef=77))
         bodies: list[bytes] = []
         real = store._send
 
@@ -252,7 +254,7 @@ def check_search_params(engine: str, key: str) -> None:
 
         store._send = spy  # type: ignore[method-assign]
         coll.search(docs.vectors[:1], 5)
-        coll.set_search_params({"ef": 33})
+        coll.set_search_params(HnswSearch(ef=33))
         res = coll.search(docs.vectors[:1], 5)
         assert f'"{key}":77'.encode() in bodies[0] and f'"{key}":33'.encode() in bodies[1]
         assert res.ids[0, 0] == 0

@@ -14,6 +14,7 @@ from storebench.data.truth import GroundTruth, distances, recall_at_k  # noqa: E
 from storebench.stores import filters as F  # noqa: E402
 from storebench.stores.base import StoreSpec  # noqa: E402
 from storebench.stores.chroma_store import FALSE, TRUE, compile_filter  # noqa: E402
+from storebench.stores.params import HnswIndex, HnswSearch  # noqa: E402
 from tests.conftest import make_docs  # noqa: E402
 
 KINDS = {"tags.i": "int", "score": "float", "label": "str"}
@@ -41,16 +42,19 @@ def test_constants_fold_and_ints_meet_fractions():
     assert compile_filter(F.Cmp("score", "eq", 1), KINDS) == {"score": {"$eq": 1.0}}
 
 
+INDEX = HnswIndex(m=16, ef_construct=200)  # the index the fixture's collections get
+
+
 @pytest.fixture
 def store(tmp_path: Path):
-    s = StoreSpec("chroma", str(tmp_path / "c"), index={"m": 16, "ef_construct": 200}).open()
+    s = StoreSpec("chroma", str(tmp_path / "c")).open()
     yield s
     s.close()
 
 
 def test_filters_with_negations_match_numpy(store):
     docs = make_docs(400)
-    coll = store.create_collection("sb_f", docs.schema())
+    coll = store.create_collection("sb_f", docs.schema(), INDEX)
     coll.insert(docs)
     cases = [
         F.Not(F.Or((F.Cmp("tags.i", "ge", 10), F.Cmp("label", "eq", "l1")))),
@@ -65,7 +69,7 @@ def test_filters_with_negations_match_numpy(store):
 
 
 def test_ef_search_applies_after_set_search_params(tmp_path: Path):
-    s = StoreSpec("chroma", str(tmp_path / "c"), index={"m": 4, "ef_construct": 8}).open()
+    s = StoreSpec("chroma", str(tmp_path / "c")).open()
     rng = np.random.default_rng(0)
     n, dim = 5000, 32
     docs = DocBatch(
@@ -73,13 +77,13 @@ def test_ef_search_applies_after_set_search_params(tmp_path: Path):
         {"tags.i": np.zeros(n, np.int64)},
         rng.normal(size=(n, dim)).astype(np.float32),
     )
-    coll = s.create_collection("sb_ef", docs.schema())
+    coll = s.create_collection("sb_ef", docs.schema(), HnswIndex(m=4, ef_construct=8))
     coll.insert(docs)
     queries = rng.normal(size=(40, dim)).astype(np.float32)
     truth = GroundTruth.compute(docs.ids, docs.vectors, queries, 10, "l2")
-    coll.set_search_params({"ef": 10})
+    coll.set_search_params(HnswSearch(ef=10))
     low = recall_at_k(coll.search(queries, 10).ids, truth, 10).mean()
-    coll.set_search_params({"ef": 500})
+    coll.set_search_params(HnswSearch(ef=500))
     high = recall_at_k(coll.search(queries, 10).ids, truth, 10).mean()
     assert high > low + 0.2, (low, high)
     assert coll.count() == n
@@ -89,7 +93,7 @@ def test_ef_search_applies_after_set_search_params(tmp_path: Path):
 @pytest.mark.parametrize("metric", ["l2", "cosine", "ip"])
 def test_distances_per_metric(store, metric):
     docs = make_docs(300)
-    coll = store.create_collection(f"sb_{metric}", docs.schema(metric))
+    coll = store.create_collection(f"sb_{metric}", docs.schema(metric), INDEX)
     coll.insert(docs)
     queries = make_docs(10, seed=3).vectors
     res = coll.search(queries, 5)
@@ -101,7 +105,7 @@ def test_distances_per_metric(store, metric):
 
 def test_padding_and_own_directory(store):
     docs = make_docs(60)
-    coll = store.create_collection("sb", docs.schema())  # shorter than Chroma's 3 chars
+    coll = store.create_collection("sb", docs.schema(), INDEX)  # shorter than Chroma's 3 chars
     coll.insert(docs)
     one = int(docs.fields["tags.i"][0])
     n_match = int((docs.fields["tags.i"] == one).sum())
@@ -115,7 +119,7 @@ def test_padding_and_own_directory(store):
 
 def test_empty_calls_do_not_reach_chroma(store):
     docs = make_docs(5)
-    coll = store.create_collection("sb_empty", docs.schema())
+    coll = store.create_collection("sb_empty", docs.schema(), INDEX)
     coll.insert(docs.slice(0, 0))
     coll.update(docs.slice(0, 0))
     coll.delete(np.empty(0, np.int64))

@@ -33,8 +33,9 @@ def _assert_same(a: DocBatch, b: DocBatch, vectors: bool = True) -> None:
 
 
 @pytest.fixture
-def coll(store, docs):
-    c = store.create_collection("sb_conformance", docs.schema(indexed=("tags.i",)))
+def coll(store, docs, params):
+    # an engine that indexes as documents arrive takes the index parameters here
+    c = store.create_collection("sb_conformance", docs.schema(indexed=("tags.i",)), params[0])
     c.insert(docs)
     yield c
     if "sb_conformance" in store._created:
@@ -111,20 +112,21 @@ def test_find_with_order_and_limit(store, coll, docs):
     np.testing.assert_allclose(got.fields["score"], want_scores)
 
 
-def indexed(store, coll):
+def indexed(store, coll, params):
     """The collection as a benchmark searches it: index built with the
-    spec's parameters and search parameters set, where the engine has them."""
+    entry's parameters and search parameters set, where the engine has them."""
+    index, search = params
     if store.supports(Capability.INDEX):
-        coll.build_index(store.spec.index)
-    if store.supports(Capability.SEARCH_PARAMS) and store.spec.search:
-        coll.set_search_params(store.spec.search)
+        coll.build_index(index)
+    if store.supports(Capability.SEARCH_PARAMS) and search.given():
+        coll.set_search_params(search)
     return coll
 
 
-def test_search_recall(store, coll, docs):
+def test_search_recall(store, coll, docs, params):
     if not store.supports(Capability.SEARCH):
         pytest.skip(f"{store.engine} declares no search (capability {Capability.SEARCH!s})")
-    indexed(store, coll)
+    indexed(store, coll, params)
     queries = make_docs(30, seed=5).vectors
     truth = GroundTruth.compute(docs.ids, docs.vectors, queries, 20, "l2")
     res = coll.search(queries, 10)
@@ -137,10 +139,10 @@ def test_search_recall(store, coll, docs):
         assert recall >= 0.95
 
 
-def test_filtered_search_respects_the_filter(store, coll, docs):
+def test_filtered_search_respects_the_filter(store, coll, docs, params):
     if not store.supports(Capability.FILTERED_SEARCH):
         pytest.skip(f"{store.engine} declares no filtered search")
-    indexed(store, coll)
+    indexed(store, coll, params)
     where = F.Cmp("tags.i", "lt", 5)  # about 10%
     mask = F.evaluate(where, docs.fields)
     queries = make_docs(20, seed=6).vectors
@@ -155,7 +157,7 @@ def test_filtered_search_respects_the_filter(store, coll, docs):
 def test_drop_removes_only_what_the_run_created(store, docs):
     # Plant a collection the way someone else's data exists: not through
     # this store's create_collection, so the store does not own it.
-    foreign = store._create("someone_elses_data", docs.schema())
+    foreign = store._create("someone_elses_data", docs.schema(), store.Index())
     foreign.insert(docs.slice(0, 50))
     with pytest.raises(ForeignDataError):
         store.create_collection("someone_elses_data", docs.schema())
@@ -177,8 +179,11 @@ CALLS = {
     Capability.DELETE: ("delete", lambda c, d: c.delete(d.ids[:1])),
     Capability.FIND: ("find", lambda c, d: c.find(F.Cmp("tags.i", "eq", 1))),
     Capability.SEARCH: ("search", lambda c, d: c.search(d.vectors[:1], 3)),
-    Capability.INDEX: ("build_index", lambda c, d: c.build_index({})),
-    Capability.SEARCH_PARAMS: ("set_search_params", lambda c, d: c.set_search_params({})),
+    Capability.INDEX: ("build_index", lambda c, d: c.build_index(c.store.Index())),
+    Capability.SEARCH_PARAMS: (
+        "set_search_params",
+        lambda c, d: c.set_search_params(c.store.Search()),
+    ),
     Capability.SIZE: ("size_bytes", lambda c, d: c.size_bytes()),
     Capability.COMPACT: ("compact", lambda c, d: c.compact()),
     Capability.PIPELINE: (

@@ -15,12 +15,13 @@ from storebench.data.batch import DocBatch  # noqa: E402
 from storebench.data.truth import GroundTruth, distances, recall_at_k  # noqa: E402
 from storebench.stores import filters as F  # noqa: E402
 from storebench.stores.base import StoreSpec  # noqa: E402
+from storebench.stores.params import HnswIndex, HnswSearch  # noqa: E402
 from tests.conftest import make_docs  # noqa: E402
 
 
 @pytest.fixture
 def store(tmp_path: Path):
-    s = StoreSpec("duckdb", str(tmp_path / "d"), index={"m": 16, "ef_construct": 200}).open()
+    s = StoreSpec("duckdb", str(tmp_path / "d")).open()
     yield s
     s.close()
 
@@ -41,11 +42,11 @@ def test_index_is_used_with_the_contract_distances(store, metric):
     queries = make_docs(30, seed=5).vectors
     assert "HNSW_INDEX_SCAN" not in _plan(coll, queries[0])
     # generous: HNSW over inner product (not a metric) needs more than l2/cosine
-    coll.build_index({"m": 32, "ef_construct": 400})
+    coll.build_index(HnswIndex(m=32, ef_construct=400))
     plan = _plan(coll, queries[0])
     assert "HNSW_INDEX_SCAN" in plan
     assert "HASH_JOIN" not in plan, "late materialization joins the top k to a full scan"
-    coll.set_search_params({"ef": 1000})
+    coll.set_search_params(HnswSearch(ef=1000))
     res = coll.search(queries, 10)
     truth = GroundTruth.compute(docs.ids, docs.vectors, queries, 20, metric)
     assert recall_at_k(res.ids, truth, 10).mean() >= 0.95
@@ -57,7 +58,7 @@ def test_filtered_search_is_exact_after_index_and_writes(store):
     docs = make_docs(3000)
     coll = store.create_collection("sb_f", docs.schema(indexed=("tags.i",)))
     coll.insert(docs)
-    coll.build_index({"m": 8, "ef_construct": 32})
+    coll.build_index(HnswIndex(m=8, ef_construct=32))
     coll.update(DocBatch(docs.ids[:100], {"tags.i": np.full(100, 1, np.int64)}, docs.vectors[:100]))
     coll.delete(docs.ids[100:200])
     tags = docs.fields["tags.i"].copy()
@@ -77,8 +78,8 @@ def test_ef_reaches_every_thread(store):
     docs = make_docs(500)
     coll = store.create_collection("sb_t", docs.schema())
     coll.insert(docs)
-    coll.build_index({})
-    coll.set_search_params({"ef": 77})
+    coll.build_index(HnswIndex())
+    coll.set_search_params(HnswSearch(ef=77))
     seen = []
 
     def probe():

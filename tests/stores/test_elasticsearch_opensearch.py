@@ -153,7 +153,7 @@ def test_ef_reaches_the_knn_request_under_the_engines_name(engine):
 
 @pytest.mark.parametrize("metric", ["l2", "ip", "cosine"])
 def test_hnsw_index_reaches_the_recall_with_exact_distances(engine, metric):
-    assert S.check_ann(J.spec(engine), J.INDEX, 200, metric) >= 0.95
+    assert S.check_ann(J.spec(engine), J.INDEX.given(), 200, metric) >= 0.95
 
 
 def test_unknown_options_and_bad_urls_are_user_errors_before_any_connection(engine):
@@ -222,7 +222,7 @@ def test_opensearch_has_the_knn_plugin_installed_without_painless():
 def test_elasticsearch_vector_mapping_is_full_float_hnsw_with_the_given_parameters():
     store = J.spec(_use("elasticsearch")).open()
     try:
-        coll = store.create_collection("sb_mapping", J.make_docs(5).schema("cosine"))
+        coll = store.create_collection("sb_mapping", J.make_docs(5).schema("cosine"), J.INDEX)
         m = store._request("GET", "/sb_mapping/_mapping")["sb_mapping"]["mappings"]
         assert m["properties"]["sb_vec"] == {
             "type": "dense_vector",
@@ -240,7 +240,7 @@ def test_elasticsearch_vector_mapping_is_full_float_hnsw_with_the_given_paramete
 def test_opensearch_vector_mapping_is_lucene_hnsw_with_the_given_parameters():
     store = J.spec(_use("opensearch")).open()
     try:
-        coll = store.create_collection("sb_mapping", J.make_docs(5).schema("ip"))
+        coll = store.create_collection("sb_mapping", J.make_docs(5).schema("ip"), J.INDEX)
         m = store._request("GET", "/sb_mapping/_mapping")["sb_mapping"]["mappings"]
         vec = m["properties"]["sb_vec"]
         assert vec["type"] == "knn_vector" and vec["dimension"] == 16

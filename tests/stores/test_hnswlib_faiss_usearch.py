@@ -7,21 +7,31 @@ import threading
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from storebench.data.batch import DocBatch
 from storebench.data.truth import GroundTruth, distances, recall_at_k
 from storebench.errors import NotSupported, UserError
 from storebench.stores import filters as F
 from storebench.stores.base import Capability, StoreSpec
+from storebench.stores.params import HnswIndex, HnswSearch
 from tests.conftest import make_docs
 
 LIBS = ["hnswlib", "faiss", "usearch"]
-GENEROUS = {"index": {"m": 16, "ef_construct": 200}, "search": {"ef": 400}}
+GENEROUS = HnswIndex(m=16, ef_construct=200), HnswSearch(ef=400)
 
 
 def _open(engine: str, **kw):
     pytest.importorskip({"faiss": "faiss", "hnswlib": "hnswlib", "usearch": "usearch"}[engine])
-    return StoreSpec(engine, **(GENEROUS | kw)).open()
+    return StoreSpec(engine, **kw).open()
+
+
+def _coll(store, name, schema, index=GENEROUS[0], search=GENEROUS[1]):
+    """A collection as a run makes it: index parameters at creation (the
+    index grows with the inserts), then the run's search setting."""
+    coll = store.create_collection(name, schema, index)
+    coll.set_search_params(search)
+    return coll
 
 
 @pytest.fixture(params=LIBS)
@@ -34,7 +44,7 @@ def test_distances_are_the_metrics_own(engine, metric):
     docs = make_docs(800, dim=12, seed=1)
     queries = make_docs(15, dim=12, seed=2).vectors
     store = _open(engine)
-    coll = store.create_collection("m", docs.schema(metric))
+    coll = _coll(store, "m", docs.schema(metric))
     coll.insert(docs)
     truth = GroundTruth.compute(docs.ids, docs.vectors, queries, 10, metric)
     for where in (None, F.Cmp("tags.i", "lt", 10)):
@@ -55,8 +65,8 @@ def test_distances_are_the_metrics_own(engine, metric):
 
 def test_neutral_parameters_reach_the_library(engine):
     docs = make_docs(300)
-    store = _open(engine, index={"m": 12, "ef_construct": 99}, search={"ef": 77})
-    coll = store.create_collection("p", docs.schema())
+    store = _open(engine)
+    coll = _coll(store, "p", docs.schema(), HnswIndex(m=12, ef_construct=99), HnswSearch(ef=77))
     coll.insert(docs)
     ix = coll._ix
     if engine == "hnswlib":
@@ -66,16 +76,16 @@ def test_neutral_parameters_reach_the_library(engine):
         assert coll._ef == 77
     else:
         assert (ix.connectivity, ix.expansion_add, ix.expansion_search) == (12, 99, 77)
-    coll.set_search_params({"ef": 150})
+    coll.set_search_params(HnswSearch(ef=150))
     if engine == "hnswlib":
         assert ix.ef == 150
     elif engine == "usearch":
         assert ix.expansion_search == 150
     # same parameters: the incrementally built index is kept
-    coll.build_index({"m": 12, "ef_construct": 99})
+    coll.build_index(HnswIndex(m=12, ef_construct=99))
     assert coll._ix is ix
     # other parameters: rebuilt from the stored vectors, same answers
-    coll.build_index({"m": 24, "ef_construct": 150})
+    coll.build_index(HnswIndex(m=24, ef_construct=150))
     assert coll._ix is not ix
     res = coll.search(docs.vectors[:20], 1)
     assert (res.ids[:, 0] == docs.ids[:20]).mean() >= 0.95
@@ -83,22 +93,24 @@ def test_neutral_parameters_reach_the_library(engine):
 
 
 def test_bad_parameters_are_user_errors(engine):
-    for kw in ({"index": {"m": 0}}, {"search": {"ef": "big"}}, {"url": "/tmp/x"}):
-        with pytest.raises(UserError):
-            _open(engine, **kw)
+    # index and search parameters: refused by the plan (tests/unit/test_scenario.py)
+    # as by the store's models, before any store opens
+    store = _open(engine)
+    store.close()
+    bad = [(store.Index, {"m": 0}), (store.Search, {"ef": "big"}), (store.Index, {"m": -3})]
+    for model, given in bad:
+        with pytest.raises(ValidationError):
+            model.model_validate(given)
+    with pytest.raises(UserError):
+        _open(engine, url="/tmp/x")
     with pytest.raises(UserError):
         StoreSpec(engine, options={"threads": 2}).open()
-    store = _open(engine)
-    coll = store.create_collection("b", make_docs(10).schema())
-    with pytest.raises(UserError):
-        coll.build_index({"m": -3})
-    store.close()
 
 
 def test_replace_update_and_delete_reach_the_graph(engine):
     docs = make_docs(400)
     store = _open(engine)
-    coll = store.create_collection("u", docs.schema())
+    coll = _coll(store, "u", docs.schema())
     coll.insert(docs)
     far = np.full((1, 16), 50.0, np.float32)
     again = DocBatch(docs.ids[5:6], {k: v[5:6] for k, v in docs.fields.items()}, far)
@@ -137,7 +149,7 @@ def test_ids_repeated_in_one_batch_keep_the_last(engine):
     docs = make_docs(4)
     batch = DocBatch(np.array([1, 2, 1], np.int64), {}, docs.vectors[:3])
     store = _open(engine)
-    coll = store.create_collection("r", batch.schema())
+    coll = _coll(store, "r", batch.schema())
     if engine == "faiss":
         with pytest.raises(UserError):
             coll.insert(batch)
@@ -152,7 +164,7 @@ def test_ids_repeated_in_one_batch_keep_the_last(engine):
 def test_selective_filters(engine):
     docs = make_docs(1000, seed=3)
     store = _open(engine)
-    coll = store.create_collection("f", docs.schema())
+    coll = _coll(store, "f", docs.schema())
     coll.insert(docs)
     q = make_docs(5, seed=4).vectors
     for where, n in (
@@ -172,7 +184,7 @@ def test_selective_filters(engine):
 def test_searches_run_beside_inserts(engine):
     docs = make_docs(4000, seed=5)
     store = _open(engine)
-    coll = store.create_collection("t", docs.schema())
+    coll = _coll(store, "t", docs.schema())
     coll.insert(docs.slice(0, 1000))
     errors: list[BaseException] = []
 
@@ -199,7 +211,7 @@ def test_searches_run_beside_inserts(engine):
 def test_size_counts_the_index(engine):
     docs = make_docs(500)
     store = _open(engine)
-    coll = store.create_collection("s", docs.schema())
+    coll = _coll(store, "s", docs.schema())
     coll.insert(docs)
     assert coll.size_bytes() > coll._c.nbytes() + 500 * 16 * 4 // 2
     store.close()

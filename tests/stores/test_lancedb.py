@@ -13,13 +13,14 @@ from storebench.data.batch import DocBatch  # noqa: E402
 from storebench.data.truth import GroundTruth, distances, recall_at_k  # noqa: E402
 from storebench.stores import filters as F  # noqa: E402
 from storebench.stores.base import StoreSpec  # noqa: E402
+from storebench.stores.params import HnswIndex, HnswSearch  # noqa: E402
 from storebench.stores.lancedb_store import column_name, compile_filter  # noqa: E402
 from tests.conftest import make_docs  # noqa: E402
 
 
 @pytest.fixture
 def store(tmp_path: Path):
-    s = StoreSpec("lancedb", str(tmp_path / "db"), index={"m": 16, "ef_construct": 200}).open()
+    s = StoreSpec("lancedb", str(tmp_path / "db")).open()
     yield s
     s.close()
 
@@ -29,8 +30,8 @@ def test_indexed_search_recall_and_distances(store, metric):
     docs = make_docs(2000)
     coll = store.create_collection("sb_idx", docs.schema(metric, indexed=("tags.i",)))
     coll.insert(docs)
-    coll.build_index(store.spec.index)
-    coll.set_search_params({"ef": 200})
+    coll.build_index(HnswIndex(m=16, ef_construct=200))
+    coll.set_search_params(HnswSearch(ef=200))
     queries = make_docs(30, seed=5).vectors
     truth = GroundTruth.compute(docs.ids, docs.vectors, queries, 20, metric)
     res = coll.search(queries, 10)
@@ -44,8 +45,8 @@ def test_prefiltered_search_after_index_and_writes(store):
     docs = make_docs(3000)
     coll = store.create_collection("sb_filt", docs.schema(indexed=("tags.i",)))
     coll.insert(docs)
-    coll.build_index({"m": 16, "ef_construct": 200})
-    coll.set_search_params({"ef": 200})
+    coll.build_index(HnswIndex(m=16, ef_construct=200))
+    coll.set_search_params(HnswSearch(ef=200))
     # writes after the index: new rows are searched too (unindexed part)
     coll.update(DocBatch(docs.ids[:100], {"tags.i": np.full(100, 1, np.int64)}))
     coll.delete(docs.ids[100:200])

@@ -8,6 +8,7 @@ from pymilvus import DataType, MilvusClient
 
 from storebench.stores import filters as F
 from storebench.stores.base import StoreSpec
+from storebench.stores.params import HnswIndex, HnswSearch
 from storebench.stores.milvus import GRPC_OPTIONS, to_expr
 from storebench.stores.opening import open_store
 from tests.conftest import make_docs
@@ -49,7 +50,7 @@ def test_build_index_flushes_and_builds_hnsw_over_every_row():
     try:
         coll = store.create_collection("sb_hnsw", docs.schema())
         coll.insert(docs)
-        coll.build_index({"m": 8, "ef_construct": 64})
+        coll.build_index(HnswIndex(m=8, ef_construct=64))
         d = store.client.describe_index("sb_hnsw", "v")
         assert d["index_type"] == "HNSW"
         assert int(d["indexed_rows"]) == 2000 and int(d["pending_index_rows"]) == 0

@@ -9,6 +9,7 @@ import pytest
 from storebench.data.batch import DocBatch
 from storebench.stores.base import StoreSpec
 from storebench.stores.opening import open_store
+from storebench.stores.params import HnswSearch
 from storebench.stores.pgvector import copy_binary
 from tests.conftest import make_docs
 from tests.stores import servers as S
@@ -106,14 +107,15 @@ def test_foreign_data_survives_a_full_run(tmp_path):
 
 
 def test_search_params_reach_every_connection():
-    store = StoreSpec("pgvector", S.shared_url("pgvector"), search={"ef": 77}).open()
+    store = StoreSpec("pgvector", S.shared_url("pgvector")).open()
     try:
         docs = make_docs(20)
         coll = store.create_collection("sb_ef", docs.schema())
         coll.insert(docs)
+        coll.set_search_params(HnswSearch(ef=77))  # before this connection's first search
         coll.search(docs.vectors[:1], 3)
         assert store.connection().execute("SHOW hnsw.ef_search").fetchone()[0] == "77"
-        coll.set_search_params({"ef": 123})
+        coll.set_search_params(HnswSearch(ef=123))
         coll.search(docs.vectors[:1], 3)
         assert store.connection().execute("SHOW hnsw.ef_search").fetchone()[0] == "123"
         coll.drop()

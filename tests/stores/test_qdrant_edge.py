@@ -16,12 +16,20 @@ from storebench.data.truth import GroundTruth, distances, recall_at_k  # noqa: E
 from storebench.errors import UserError  # noqa: E402
 from storebench.stores import filters as F  # noqa: E402
 from storebench.stores.base import StoreSpec  # noqa: E402
+from storebench.stores.params import HnswIndex, HnswSearch  # noqa: E402
 from tests.conftest import make_docs  # noqa: E402
 
 
 def _spec(tmp_path, **kw):
-    base = {"index": {"m": 16, "ef_construct": 200}, "search": {"ef": 200}}
-    return StoreSpec("qdrant-edge", str(tmp_path / "q"), **(base | kw))
+    return StoreSpec("qdrant-edge", str(tmp_path / "q"), **kw)
+
+
+def _coll(store, name, schema, index=HnswIndex(m=16, ef_construct=200), ef=200):
+    """A collection as a run makes it: the shard's HNSW config from the
+    index parameters at creation, then the run's search setting."""
+    coll = store.create_collection(name, schema, index)
+    coll.set_search_params(HnswSearch(ef=ef))
+    return coll
 
 
 def _config(coll) -> dict:
@@ -31,8 +39,8 @@ def _config(coll) -> dict:
 
 def test_build_index_builds_hnsw_with_the_given_parameters(tmp_path):
     docs = make_docs(2000, dim=32, seed=1)
-    store = _spec(tmp_path, index={"m": 12, "ef_construct": 90}).open()
-    coll = store.create_collection("c", docs.schema(indexed=("tags.i",)))
+    store = _spec(tmp_path).open()
+    coll = _coll(store, "c", docs.schema(indexed=("tags.i",)), HnswIndex(m=12, ef_construct=90))
     coll.insert(docs)
     assert coll._shard.info().indexed_vectors_count == 0
     queries = make_docs(20, dim=32, seed=2).vectors
@@ -41,13 +49,13 @@ def test_build_index_builds_hnsw_with_the_given_parameters(tmp_path):
     assert recall_at_k(before.ids, truth, 10).mean() == 1.0
     np.testing.assert_allclose(before.distances, truth.distances, rtol=1e-4, atol=1e-4)
 
-    coll.build_index({"m": 12, "ef_construct": 90})
+    coll.build_index(HnswIndex(m=12, ef_construct=90))
     assert coll._shard.info().indexed_vectors_count == 2000
     hnsw = _config(coll)["hnsw_config"]
     assert (hnsw["m"], hnsw["ef_construct"]) == (12, 90)
     assert recall_at_k(coll.search(queries, 10).ids, truth, 10).mean() >= 0.95
 
-    coll.build_index({"m": 24, "ef_construct": 150})  # other parameters: shard reopened
+    coll.build_index(HnswIndex(m=24, ef_construct=150))  # other parameters: shard reopened
     hnsw = _config(coll)["hnsw_config"]
     assert (hnsw["m"], hnsw["ef_construct"]) == (24, 150)
     assert coll.count() == 2000
@@ -60,15 +68,13 @@ def test_graph_is_walked_when_the_planner_allows_it(tmp_path):
     docs = make_docs(3000, dim=32, seed=3)
     queries = make_docs(50, dim=32, seed=4).vectors
     truth = GroundTruth.compute(docs.ids, docs.vectors, queries, 10, "l2")
-    store = _spec(
-        tmp_path, index={"m": 4, "ef_construct": 8}, options={"full_scan_threshold_kb": 1}
-    ).open()
-    coll = store.create_collection("g", docs.schema())
+    store = _spec(tmp_path, options={"full_scan_threshold_kb": 1}).open()
+    coll = _coll(store, "g", docs.schema(), HnswIndex(m=4, ef_construct=8))
     coll.insert(docs)
-    coll.build_index({"m": 4, "ef_construct": 8})
-    coll.set_search_params({"ef": 1})
+    coll.build_index(HnswIndex(m=4, ef_construct=8))
+    coll.set_search_params(HnswSearch(ef=1))
     low = recall_at_k(coll.search(queries, 10).ids, truth, 10).mean()
-    coll.set_search_params({"ef": 500})
+    coll.set_search_params(HnswSearch(ef=500))
     high = recall_at_k(coll.search(queries, 10).ids, truth, 10).mean()
     assert low < high
     store.close()
@@ -78,7 +84,7 @@ def test_graph_is_walked_when_the_planner_allows_it(tmp_path):
 def test_distances_are_the_metrics_own(tmp_path, metric):
     docs = make_docs(300, seed=5)
     store = _spec(tmp_path).open()
-    coll = store.create_collection("d", docs.schema(metric))
+    coll = _coll(store, "d", docs.schema(metric))
     coll.insert(docs)
     queries = make_docs(5, seed=6).vectors
     res = coll.search(queries, 5)
@@ -103,7 +109,7 @@ def test_negative_ids_and_bool_fields(tmp_path):
         rng.normal(size=(n, 8)).astype(np.float32),
     )
     store = _spec(tmp_path).open()
-    coll = store.create_collection("n", docs.schema(indexed=("flag",)))
+    coll = _coll(store, "n", docs.schema(indexed=("flag",)))
     coll.insert(docs)
     got = coll.get(docs.ids[:5]).sorted_by_id()
     np.testing.assert_array_equal(got.ids, docs.ids[:5])
@@ -127,7 +133,7 @@ def test_negative_ids_and_bool_fields(tmp_path):
 def test_find_orders_natively_on_an_indexed_field_and_by_sorting_otherwise(tmp_path):
     docs = make_docs(500, seed=7)
     store = _spec(tmp_path).open()
-    coll = store.create_collection("o", docs.schema(indexed=("tags.i",)))
+    coll = _coll(store, "o", docs.schema(indexed=("tags.i",)))
     coll.insert(docs)
     where = F.Cmp("score", "gt", 0.5)
     mask = F.evaluate(where, docs.fields)
@@ -144,7 +150,7 @@ def test_find_orders_natively_on_an_indexed_field_and_by_sorting_otherwise(tmp_p
 def test_updates_of_missing_ids_are_ignored(tmp_path):
     docs = make_docs(20)
     store = _spec(tmp_path).open()
-    coll = store.create_collection("u", docs.schema())
+    coll = _coll(store, "u", docs.schema())
     coll.insert(docs)
     ids = np.array([3, 999], np.int64)
     coll.update(DocBatch(ids, {"tags.i": np.array([-7, -8])}))  # partial: per document
@@ -162,9 +168,9 @@ def test_the_shard_persists_and_drop_removes_its_directory(tmp_path):
     docs = make_docs(100)
     spec = _spec(tmp_path)
     store = spec.open()
-    coll = store.create_collection("p", docs.schema(indexed=("tags.i",)))
+    coll = _coll(store, "p", docs.schema(indexed=("tags.i",)))
     coll.insert(docs)
-    coll.build_index({})
+    coll.build_index(HnswIndex())
     assert coll.size_bytes() > 0
     store.close()
 
@@ -177,7 +183,7 @@ def test_the_shard_persists_and_drop_removes_its_directory(tmp_path):
     again.close()
 
     third = spec.open()
-    mine = third.create_collection("mine", docs.schema())
+    mine = _coll(third, "mine", docs.schema())
     mine.insert(docs.slice(0, 5))
     path = mine._path
     mine.drop()
@@ -195,14 +201,14 @@ def test_options_and_names_are_checked(tmp_path):
         StoreSpec("qdrant-edge", str(tmp_path / "no" / "such")).open()
     store = _spec(tmp_path).open()
     with pytest.raises(UserError):
-        store.create_collection("../escape", make_docs(2).schema())
+        _coll(store, "../escape", make_docs(2).schema())
     store.close()
 
 
 def test_temporary_directory_is_removed_on_close():
     store = StoreSpec("qdrant-edge").open()
     path = store.spec.url
-    store.create_collection("t", make_docs(3).schema()).insert(make_docs(3))
+    _coll(store, "t", make_docs(3).schema()).insert(make_docs(3))
     assert os.path.isdir(path)
     store.close()
     assert not os.path.exists(path)
@@ -213,7 +219,7 @@ def test_searches_and_writes_from_several_threads(tmp_path):
 
     docs = make_docs(3000, seed=8)
     store = _spec(tmp_path).open()
-    coll = store.create_collection("t", docs.schema(indexed=("tags.i",)))
+    coll = _coll(store, "t", docs.schema(indexed=("tags.i",)))
     coll.insert(docs.slice(0, 1000))
     errors: list[BaseException] = []
 
@@ -234,6 +240,6 @@ def test_searches_and_writes_from_several_threads(tmp_path):
         t.join()
     assert not errors
     assert coll.count() == 2990
-    coll.build_index({})
+    coll.build_index(HnswIndex())
     assert coll.search(docs.vectors[2999:3000], 1).ids[0, 0] == 2999
     store.close()

@@ -9,6 +9,7 @@ import redis
 from storebench.stores import filters as F
 from storebench.stores.base import StoreSpec
 from storebench.stores.opening import open_store
+from storebench.stores.params import HnswIndex, HnswSearch
 from storebench.stores.redis_store import to_query
 from tests.conftest import make_docs
 from tests.stores import servers as S
@@ -188,7 +189,7 @@ def test_build_index_waits_until_the_engine_has_indexed_everything():
         coll = store.create_collection("sb_wait", docs.schema())
         for b in docs.batches(1000):
             coll.insert(b)
-        coll.build_index({"m": 16, "ef_construct": 200})
+        coll.build_index(HnswIndex(m=16, ef_construct=200))
         info = coll._info()
         assert int(info["indexing"]) == 0 and float(info["percent_indexed"]) == 1.0
         assert int(info["num_docs"]) == 3000

@@ -72,6 +72,55 @@ def test_overrides_and_grid_expand_into_runs(tmp_path):
         Scenario.load(str(p), sets=["k=0"])
 
 
+HNSW = """\
+name: t
+workload: search
+stores:
+  - engine: hnswlib
+    index: {m: 12}
+    search: {ef: 40}
+params: {n: 100, dim: 8, queries: 5, clients: [1]}
+grid:
+  index.ef_construct: [32, 64]
+  search.ef: [16, 64]
+"""
+
+
+@pytest.mark.parametrize("bad", ['"abc"', "true", "0", "1.5"])
+def test_bad_engine_parameters_are_refused_by_the_plan_with_their_key(tmp_path, bad):
+    # a grid value: named by its grid key and line, before any store opens
+    p = write(tmp_path, HNSW.replace("search.ef: [16, 64]", f"search.ef: [16, {bad}]"))
+    with pytest.raises(UserError, match=rf"{p}:10: grid.search.ef: "):
+        Scenario.load(str(p))
+    with pytest.raises(UserError, match=r"^--set grid.search.ef: .*got"):
+        Scenario.load(str(write(tmp_path, HNSW)), sets=[f"grid.search.ef=[{bad}]"])
+    p = write(tmp_path, HNSW.replace("ef_construct: [32, 64]", f"ef_construct: [{bad}]"))
+    with pytest.raises(UserError, match=rf"{p}:9: grid.index.ef_construct: "):
+        Scenario.load(str(p))
+    # a store entry's own value: named by the entry's key
+    p = write(tmp_path, HNSW.replace("index: {m: 12}", f"index: {{m: {bad}}}"))
+    with pytest.raises(UserError, match=rf"{p}:5: stores.0.index.m: "):
+        Scenario.load(str(p))
+    p = write(tmp_path, HNSW.replace("search: {ef: 40}", "search: {nprobe: 4}"))
+    with pytest.raises(UserError, match=r"stores.0.search.nprobe: unknown search parameter"):
+        Scenario.load(str(p))
+
+
+def test_runs_carry_the_typed_parameters_resolved(tmp_path):
+    runs = Scenario.load(str(write(tmp_path, HNSW))).plan()
+    assert [r.index.given() for r in runs] == [
+        {"m": 12, "ef_construct": 32},
+        {"m": 12, "ef_construct": 64},
+    ]
+    # the sweep's product over the entry's fixed values, in each run
+    assert [s.given() for s in runs[0].settings] == [{"ef": 16}, {"ef": 64}]
+    assert runs[0].search.given() == {"ef": 40} and runs[0].sweep == {"ef": [16, 64]}
+    assert runs[0].grid_point == {"index.ef_construct": 32}
+    # the record's store shows the values given, never a default filled in
+    assert runs[0].store_info()["index"] == {"m": 12, "ef_construct": 32}
+    assert runs[0].store_info()["search"] == {"ef": 40}
+
+
 def test_records_append_whole_lines_and_bad_lines_are_reported(tmp_path):
     path = tmp_path / "r.jsonl"
     results.append(path, {"run_id": "a", "x": 1})

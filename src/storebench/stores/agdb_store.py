@@ -84,6 +84,7 @@ from storebench.servers.agdb import (
 from storebench.stores.base import Capability, Collection, MiB, Store, StoreSpec, redact_url
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
+from storebench.stores.params import IndexParams
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -736,7 +737,7 @@ class AgdbStore(Store):
         db = self.db_for(name)
         return db in self._dbs() and name in self._aliases(db)
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         db = self.db_for(name)
         for field, target in schema.refs.items():
             if self.db_for(target) != db:
@@ -771,7 +772,9 @@ class AgdbStore(Store):
         return AgdbCollection(self, name, schema, db, self._root_of(name, db))
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         if spec.url is not None:
             return 0, 0  # a server of yours: not counted
         # the managed agdb keeps its database in memory; vectors as f64

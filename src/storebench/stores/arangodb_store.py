@@ -78,6 +78,7 @@ from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, Store, StoreSpec, redact_url
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import Cmp, Filter, In, Range, boolean_text
+from storebench.stores.params import IndexParams
 
 URL_FORM = "http://user:pass@host:8529/dbname"
 
@@ -429,7 +430,7 @@ class ArangoStore(Store):
     def has_collection(self, name: str) -> bool:
         return bool(self.db().has_collection(name))
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         if not _NAME.fullmatch(name):
             raise UserError(
                 f"collection name {name!r} is not an ArangoDB name (a letter, then up to "
@@ -456,7 +457,9 @@ class ArangoStore(Store):
         return ArangoCollection(self, name, schema)
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         # only by URL: a server of yours, not counted
         return 0, 0
 

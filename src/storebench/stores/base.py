@@ -1,13 +1,16 @@
 """The store contract: what every engine adapter implements.
 
-A picklable ``StoreSpec`` names an engine, how to reach it and its index and
-search parameters; ``spec.open()`` gives a live ``Store`` (one per process,
+A picklable ``StoreSpec`` names an engine and how to reach it (its URL and
+options); ``spec.open()`` gives a live ``Store`` (one per process,
 shared by that process's client threads); a store creates and opens
 ``Collection``s. A store never starts a server: it declares the one it can
 be managed with (``Store.managed_server``) and ``stores.opening`` starts it
-and hands the store its URL. Adapters declare their capabilities; every method they do not
-implement raises ``NotSupported``. Adapters never touch clocks: all timing is
-the driver's.
+and hands the store its URL. Adapters declare their capabilities; every
+method they do not implement raises ``NotSupported``. Index and search
+parameters are not part of the spec: the run hands them, typed
+(``stores.params``), to ``create_collection``, ``build_index`` and
+``set_search_params``. Adapters never touch clocks: all timing is the
+driver's.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from storebench.redaction import (
 )
 from storebench.stores.config import StoreOptions, UrlForm, check_options, check_url
 from storebench.stores.filters import Filter
+from storebench.stores.params import IndexParams, SearchParams
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -89,22 +93,14 @@ def hnsw_bytes(dim: int, m: int) -> int:
     return 4 * dim + 8 * m + 128
 
 
-def int_param(params: Mapping[str, Any], key: str, default: int) -> int:
-    """An integer parameter for an estimate; the default where it is
-    missing or not an integer (the store refuses it when it opens)."""
-    v = params.get(key)
-    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else default
-
-
 @dataclass(frozen=True)
 class StoreSpec:
-    """Everything needed to open a store, in any process."""
+    """Everything needed to open a store, in any process: how to reach it,
+    never what to build or search with (the run carries those)."""
 
     engine: str
     url: str | None = None  # a path for embedded engines, a URL for servers
     options: Mapping[str, Any] = field(default_factory=dict)
-    index: Mapping[str, Any] = field(default_factory=dict)  # build parameters
-    search: Mapping[str, Any] = field(default_factory=dict)  # search parameters
     # ``options`` as the store's ``Options`` model, once checked (by the plan,
     # or by the store as it opens): client processes get it with the spec
     checked_options: StoreOptions | None = field(default=None, compare=False, repr=False)
@@ -153,7 +149,8 @@ class StoreSpec:
         return replace(self, **changes)
 
     def describe(self) -> dict[str, Any]:
-        """For result records (and the run's key): no credentials."""
+        """For result records (and the run's key, with the run's index and
+        search parameters: ``Run.store_info``): no credentials."""
         return {
             "engine": self.engine,
             "url": redact_url(self.url),
@@ -161,8 +158,6 @@ class StoreSpec:
                 k: (MASK if is_secret_key(str(k)) else redact_obj(v))
                 for k, v in self.options.items()
             },
-            "index": dict(self.index),
-            "search": dict(self.search),
         }
 
 
@@ -221,7 +216,7 @@ class Collection:
         """Live documents, as the engine itself counts them."""
         raise NotImplementedError
 
-    def build_index(self, params: Mapping[str, Any]) -> bool | None:
+    def build_index(self, params: IndexParams) -> bool | None:
         """Build the vector index and return once the engine says it is ready.
 
         An engine that indexes documents as they are inserted, and finds its
@@ -230,7 +225,9 @@ class Collection:
         the upload (no build time, no build rate), never a build of 0 s."""
         raise self._unsupported(Capability.INDEX)
 
-    def set_search_params(self, params: Mapping[str, Any]) -> None:
+    def set_search_params(self, params: SearchParams) -> None:
+        """Search with these from now on, on every connection of the store;
+        a parameter left None keeps the value in force."""
         raise self._unsupported(Capability.SEARCH_PARAMS)
 
     def size_bytes(self) -> int:
@@ -256,8 +253,10 @@ class Store:
     capabilities: ClassVar[frozenset[Capability]]
     client_mode: ClassVar[ClientMode] = "threads"  # the driver's default for this engine
     exact: ClassVar[bool] = False  # search is exhaustive: recall must be 1.0
-    index_params: ClassVar[tuple[str, ...]] = ()
-    search_params: ClassVar[tuple[str, ...]] = ()
+    # the index and search parameters it takes (``stores.params``; the
+    # defaults: none)
+    Index: ClassVar[type[IndexParams]] = IndexParams
+    Search: ClassVar[type[SearchParams]] = SearchParams
     # StoreSpec.options, typed (the default: none)
     Options: ClassVar[type[StoreOptions]] = StoreOptions
     # the URLs it takes (None: none); checked before a run starts
@@ -303,8 +302,6 @@ class Store:
         self._created: set[str] = set()
         # A private temporary directory (``private_dir``); removed on close.
         self._private_dir: str | None = None
-        self._check_params("index", spec.index, self.index_params)
-        self._check_params("search", spec.search, self.search_params)
 
     def fill_option(self, name: str, value: Any) -> None:
         """Set an option the store chose itself (a generated name), in the
@@ -313,15 +310,6 @@ class Store:
         self.spec = self.spec.with_(
             options={**self.spec.options, name: value}, checked_options=self.options
         )
-
-    def _check_params(self, kind: str, given: Mapping[str, Any], known: tuple[str, ...]) -> None:
-        unknown = sorted(set(given) - set(known))
-        if unknown:
-            hint = ", ".join(known) if known else "none"
-            raise UserError(
-                f"unknown {kind} parameter {unknown[0]!r} for store {self.engine} (known: {hint})",
-                where=f"store.{kind}",
-            )
 
     def supports(self, cap: Capability) -> bool:
         return cap in self.capabilities
@@ -355,15 +343,19 @@ class Store:
         return list(units.values())
 
     # --- collections -------------------------------------------------------
-    def create_collection(self, name: str, schema: Schema) -> Collection:
-        """Create a new collection; refuses a name that already exists."""
+    def create_collection(
+        self, name: str, schema: Schema, index: IndexParams | None = None
+    ) -> Collection:
+        """Create a new collection; refuses a name that already exists.
+        ``index``: the run's index parameters, for an engine that indexes
+        as documents arrive (None: the engine's defaults)."""
         if self.has_collection(name):
             raise ForeignDataError(
                 f"collection {name!r} already exists in {self.engine} "
                 f"({redact_url(self.spec.url) or 'default location'}); storebench "
                 "does not write into data it did not create: choose another name"
             )
-        coll = self._create(name, schema)
+        coll = self._create(name, schema, self.Index() if index is None else index)
         self._created.add(name)
         return coll
 
@@ -380,7 +372,7 @@ class Store:
     def has_collection(self, name: str) -> bool:
         raise NotImplementedError
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         raise NotImplementedError
 
     def _open(self, name: str, schema: Schema) -> Collection:
@@ -403,12 +395,15 @@ class Store:
         return None
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         """(bytes per document, fixed bytes) of RAM this engine takes on this
-        machine for a spec, for documents of a ``dim``-vector (0: none) and
-        about ``field_bytes`` of scalar fields: the plan's memory estimate
-        (``storebench.memory``). In-process engines count what they keep in
-        this process, a managed server what it keeps in its own; a server
+        machine for a spec and index parameters (its ``Index``), for
+        documents of a ``dim``-vector (0: none) and about ``field_bytes`` of
+        scalar fields: the plan's memory estimate (``storebench.memory``).
+        In-process engines count what they keep in this process, a managed
+        server what it keeps in its own; a server
         reached by URL counts nothing (it may be elsewhere). Rough by
         design: it is to refuse runs that cannot fit, not to size a
         machine. The default: one copy of each document in RAM."""

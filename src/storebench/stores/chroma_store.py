@@ -11,7 +11,7 @@ Parameters (neutral -> Chroma ``configuration['hnsw']``): index ``m`` ->
 ``ef_search`` (Chroma's defaults: 16, 100, 100). Chroma fixes the graph
 parameters when the collection is created and indexes during inserts: there
 is no separate build step, so the store declares no ``index`` capability and
-applies ``StoreSpec.index`` at creation. A changed ``ef_search`` only takes
+applies the index parameters at creation (``create_collection``). A changed ``ef_search`` only takes
 effect once the collection's segment is loaded again, so
 ``set_search_params`` modifies the collection, then closes and reopens its
 client.
@@ -50,10 +50,10 @@ from storebench.stores.base import (
     Store,
     StoreSpec,
     hnsw_bytes,
-    int_param,
 )
 from storebench.stores.config import DIRECTORY
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
+from storebench.stores.params import HnswIndex, HnswSearch
 
 _SPACE = {"l2": "l2", "cosine": "cosine", "ip": "ip"}
 _NAME = "storebench"  # the one Chroma collection inside each collection directory
@@ -268,13 +268,13 @@ class ChromaCollection(Collection):
     def count(self) -> int:
         return int(self._c.count())
 
-    def set_search_params(self, params: Mapping[str, Any]) -> None:
-        if "ef" not in params:
+    def set_search_params(self, params: HnswSearch) -> None:
+        if params.ef is None:
             return
         with self._lock:
             with warnings.catch_warnings():  # "legacy embedding function config": none is used
                 warnings.simplefilter("ignore", DeprecationWarning)
-                self._c.modify(configuration={"hnsw": {"ef_search": int(params["ef"])}})
+                self._c.modify(configuration={"hnsw": {"ef_search": params.ef}})
             # The loaded HNSW segment keeps its ef until it is loaded again.
             self._client.close()
             self._client = self.store.client(self.path)
@@ -305,8 +305,8 @@ class ChromaStore(Store):
         Capability.SHARED_ACROSS_PROCESSES,
         Capability.PIPELINE,
     }
-    index_params = ("m", "ef_construct")
-    search_params = ("ef",)
+    Index = HnswIndex
+    Search = HnswSearch
     extra = "chroma"
     url_form = DIRECTORY
 
@@ -327,16 +327,14 @@ class ChromaStore(Store):
     def has_collection(self, name: str) -> bool:
         return os.path.exists(os.path.join(self._dir(name), "chroma.sqlite3"))
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: HnswIndex) -> Collection:
         path = self._dir(name)
         os.makedirs(path, exist_ok=True)
         hnsw: dict[str, Any] = {"space": _SPACE[schema.metric]}
-        if "m" in self.spec.index:
-            hnsw["max_neighbors"] = int(self.spec.index["m"])
-        if "ef_construct" in self.spec.index:
-            hnsw["ef_construction"] = int(self.spec.index["ef_construct"])
-        if "ef" in self.spec.search:
-            hnsw["ef_search"] = int(self.spec.search["ef"])
+        if index.m is not None:
+            hnsw["max_neighbors"] = index.m
+        if index.ef_construct is not None:
+            hnsw["ef_construction"] = index.ef_construct
         client = self.client(path)
         try:
             client.create_collection(
@@ -356,9 +354,11 @@ class ChromaStore(Store):
         return self._opened[name]
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         # Chroma's hnswlib index in this process, metadata in SQLite files
-        return hnsw_bytes(dim, int_param(spec.index, "m", 16)) + 2 * field_bytes + 64, 0
+        return hnsw_bytes(dim, index.m or 16) + 2 * field_bytes + 64, 0
 
     def versions(self) -> dict[str, str]:
         return {"engine": f"chroma {chromadb.__version__}", "client": "chromadb (in-process)"}

@@ -39,7 +39,6 @@ import contextlib
 import itertools
 import os
 import threading
-from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
@@ -56,10 +55,10 @@ from storebench.stores.base import (
     Store,
     StoreSpec,
     hnsw_bytes,
-    int_param,
 )
 from storebench.stores.config import DIRECTORY
 from storebench.stores.filters import Filter, to_sql
+from storebench.stores.params import HnswIndex, HnswSearch, IndexParams
 
 _SQL_TYPE = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR"}
 _ARROW_TYPE = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}
@@ -261,15 +260,15 @@ class DuckDBCollection(Collection):
     def _index(self) -> str:
         return quote(self.name + "__hnsw")
 
-    def build_index(self, params: Mapping[str, Any]) -> None:
+    def build_index(self, params: HnswIndex) -> None:
         """CREATE INDEX ... USING HNSW: the statement returns with the graph built."""
         if self._dim is None:
             return
         opts = [f"metric = '{_HNSW_METRIC[self.schema.metric]}'"]
-        if "m" in params:
-            opts.append(f"M = {int(params['m'])}")
-        if "ef_construct" in params:
-            opts.append(f"ef_construction = {int(params['ef_construct'])}")
+        if params.m is not None:
+            opts.append(f"M = {params.m}")
+        if params.ef_construct is not None:
+            opts.append(f"ef_construction = {params.ef_construct}")
         db = self._db
         db.execute(f"DROP INDEX IF EXISTS {self._index}")
         db.execute(
@@ -277,9 +276,9 @@ class DuckDBCollection(Collection):
             f"WITH ({', '.join(opts)})"
         )
 
-    def set_search_params(self, params: Mapping[str, Any]) -> None:
-        if "ef" in params:
-            self._ef = int(params["ef"])  # each thread's connection applies it on next use
+    def set_search_params(self, params: HnswSearch) -> None:
+        if params.ef is not None:
+            self._ef = params.ef  # each thread's connection applies it on next use
 
     def size_bytes(self) -> int:
         total = 0
@@ -318,8 +317,8 @@ class DuckDBCollection(Collection):
 class DuckDBStore(Store):
     engine = "duckdb"
     capabilities = frozenset(Capability) - {Capability.SHARED_ACROSS_PROCESSES, Capability.PIPELINE}
-    index_params = ("m", "ef_construct")
-    search_params = ("ef",)
+    Index = HnswIndex
+    Search = HnswSearch
     extra = "duckdb"
     url_form = DIRECTORY
 
@@ -350,7 +349,7 @@ class DuckDBStore(Store):
     def has_collection(self, name: str) -> bool:
         return os.path.exists(self._file(name))
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         cols = ["id BIGINT PRIMARY KEY"] + [
             f"{quote(f)} {_SQL_TYPE[k]}" for f, k in schema.fields.items()
         ]
@@ -373,9 +372,11 @@ class DuckDBStore(Store):
         return self._opened[name]
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         # the table in DuckDB's buffer pool, and vss's HNSW index (in memory)
-        m = int_param(spec.index, "m", 16)
+        m = index.m or 16
         return 4 * dim + field_bytes + 64 + hnsw_bytes(dim, m), 0
 
     def versions(self) -> dict[str, str]:

@@ -25,6 +25,7 @@ from elasticsearch.serializer import OrjsonSerializer
 
 from storebench.servers.elastic import ElasticsearchServer
 from storebench.stores.lucene_common import VECTOR_FIELD, LuceneOptions, LuceneStore
+from storebench.stores.params import HnswIndex
 
 _SIMILARITY = {"l2": "l2_norm", "cosine": "cosine", "ip": "max_inner_product"}
 
@@ -70,12 +71,12 @@ class ElasticsearchStore(LuceneStore):
     def _exists(self, name: str) -> bool:
         return bool(self.client.indices.exists(index=name))
 
-    def _vector_mapping(self, dim: int, metric: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    def _vector_mapping(self, dim: int, metric: str, params: HnswIndex) -> dict[str, Any]:
         opts: dict[str, Any] = {"type": "hnsw"}
-        if "m" in params:
-            opts["m"] = int(params["m"])
-        if "ef_construct" in params:
-            opts["ef_construction"] = int(params["ef_construct"])
+        if params.m is not None:
+            opts["m"] = params.m
+        if params.ef_construct is not None:
+            opts["ef_construction"] = params.ef_construct
         return {
             "type": "dense_vector",
             "dims": dim,

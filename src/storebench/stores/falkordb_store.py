@@ -61,6 +61,7 @@ from storebench.stores.columns import batch_from_rows
 from storebench.stores.config import StoreOptions
 from storebench.stores.cypher import ID, VEC, MissingReference, anchors, last_per_id, to_cypher
 from storebench.stores.filters import Filter, fields_of
+from storebench.stores.params import IndexParams
 from storebench.stores.redis_store import REDIS_URL
 
 if TYPE_CHECKING:
@@ -341,7 +342,7 @@ class FalkorDBStore(Store):
             return False
         return bool(self.read(f"MATCH (n:{ident(name)}) RETURN 1 LIMIT 1", {}))
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         coll = FalkorDBCollection(self, name, schema)
         indexes = self._indexes()
         for f, target in schema.refs.items():
@@ -375,7 +376,9 @@ class FalkorDBStore(Store):
             self.graph.delete()
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         if spec.url is not None:
             return 0, 0  # a server of yours: not counted
         # the managed FalkorDB keeps the graph in RAM; vectors as lists of doubles

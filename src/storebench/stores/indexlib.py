@@ -9,7 +9,7 @@ in the column store is its label in the index, so the id map is the column
 store's id->row dict one way and its ``ids`` array the other.
 
 Indexing is incremental, the way these libraries are used: the first insert
-creates the index with the store's ``index`` parameters and every insert
+creates the index with the collection's index parameters (``create_collection``) and every insert
 adds its batch to it, so ``create`` includes graph construction (as it did
 in the DocArray study) and ``build_index`` with the same parameters has
 nothing left to do. ``build_index`` with other parameters rebuilds the index
@@ -26,9 +26,9 @@ Neutral parameters: index ``m``, ``ef_construct``; search ``ef``. Defaults
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -41,27 +41,18 @@ from storebench.stores.base import (
     Store,
     StoreSpec,
     hnsw_bytes,
-    int_param,
 )
 from storebench.stores.columns import Columns
 from storebench.stores.filters import Filter
+from storebench.stores.params import HnswIndex, HnswSearch
 
 DEFAULT_INDEX: dict[str, int] = {"m": 16, "ef_construct": 128}
 DEFAULT_SEARCH: dict[str, int] = {"ef": 64}
 
 
-def int_params(
-    given: Mapping[str, Any], defaults: Mapping[str, int], engine: str, kind: str
-) -> dict[str, int]:
-    """The defaults overridden by ``given``; every value a positive int."""
-    out = dict(defaults)
-    for key, value in given.items():
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise UserError(
-                f"{key} must be a positive integer, got {value!r}", where=f"{engine} {kind}.{key}"
-            )
-        out[key] = int(value)
-    return out
+def index_values(params: HnswIndex) -> dict[str, int]:
+    """The index parameters with the defaults filled in (None: default)."""
+    return {k: v if v is not None else DEFAULT_INDEX[k] for k, v in params}
 
 
 class RWLock:
@@ -110,15 +101,15 @@ class LibraryCollection(Collection):
     store: LibraryStore
     can_remove: ClassVar[bool] = True  # the library can drop a label from its index
 
-    def __init__(self, store: LibraryStore, name: str, schema: Schema):
+    def __init__(self, store: LibraryStore, name: str, schema: Schema, index: HnswIndex):
         super().__init__(store, name, schema)
         if not schema.dim:
             raise UserError(f"{store.engine} stores need vectors (schema has no dim)")
         self._dim: int = schema.dim
         self._c = Columns(schema)
         self._lock = RWLock()
-        self._params = int_params(store.spec.index, DEFAULT_INDEX, store.engine, "index")
-        self._ef = int_params(store.spec.search, DEFAULT_SEARCH, store.engine, "search")["ef"]
+        self._params = index_values(index)  # the index the inserts build
+        self._ef = DEFAULT_SEARCH["ef"]
         self._built = False  # the library's index exists
 
     # --- hooks -----------------------------------------------------------------
@@ -241,9 +232,9 @@ class LibraryCollection(Collection):
     def count(self) -> int:
         return self._c.count()
 
-    def build_index(self, params: Mapping[str, Any]) -> bool:
+    def build_index(self, params: HnswIndex) -> bool:
         """False (nothing built) when the inserts built it with these parameters."""
-        wanted = int_params(params, DEFAULT_INDEX, self.store.engine, "index")
+        wanted = index_values(params)
         with self._lock.exclusive():
             if self._built and wanted == self._params:
                 return False  # built incrementally with these parameters: ready
@@ -255,8 +246,10 @@ class LibraryCollection(Collection):
                 self._index_add(rows, self._c.vecs[rows])
         return True
 
-    def set_search_params(self, params: Mapping[str, Any]) -> None:
-        ef = int_params(params, {"ef": self._ef}, self.store.engine, "search")["ef"]
+    def set_search_params(self, params: HnswSearch) -> None:
+        if params.ef is None:
+            return
+        ef = params.ef
         with self._lock.exclusive():
             self._ef = ef
             if self._built:
@@ -279,25 +272,25 @@ class LibraryStore(Store):
 
     collection_class: ClassVar[type[LibraryCollection]]
     client_mode = "threads"
-    index_params = ("m", "ef_construct")
-    search_params = ("ef",)
+    Index = HnswIndex
+    Search = HnswSearch
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)  # no url_form, no Options: it takes neither
-        int_params(spec.index, DEFAULT_INDEX, self.engine, "index")  # fail before the run
-        int_params(spec.search, DEFAULT_SEARCH, self.engine, "search")
         self._collections: dict[str, LibraryCollection] = {}
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
-        m = int_param(spec.index, "m", DEFAULT_INDEX["m"])
+    def memory_use(
+        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
+        m = index.m or DEFAULT_INDEX["m"]
         return Columns.bytes_per_row(dim, field_bytes) + hnsw_bytes(dim, m), 0
 
     def has_collection(self, name: str) -> bool:
         return name in self._collections
 
-    def _create(self, name: str, schema: Schema) -> Collection:
-        coll = self.collection_class(self, name, schema)
+    def _create(self, name: str, schema: Schema, index: HnswIndex) -> Collection:
+        coll = self.collection_class(self, name, schema, index)
         self._collections[name] = coll
         return coll
 

@@ -65,6 +65,7 @@ from storebench.stores.columns import DTYPES
 from storebench.stores.config import FILE, InMemoryMode
 from storebench.stores.cypher import ID, VEC, MissingReference, anchors, last_per_id
 from storebench.stores.filters import Filter, fields_of
+from storebench.stores.params import IndexParams
 
 _KUZU_TYPE = {"int": "INT64", "float": "DOUBLE", "bool": "BOOLEAN", "str": "STRING"}
 PAGE_SIZE = 4096  # Kuzu's page size (storage_info counts pages)
@@ -447,7 +448,7 @@ class KuzuStore(Store):
     def has_collection(self, name: str) -> bool:
         return self._tables().get(name) == "NODE"
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         coll = KuzuCollection(self, name, schema)  # checks the names
         tables = self._tables()
         for f, target in schema.refs.items():

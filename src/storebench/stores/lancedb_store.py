@@ -45,10 +45,10 @@ from storebench.stores.base import (
     Store,
     StoreSpec,
     hnsw_bytes,
-    int_param,
 )
 from storebench.stores.config import DIRECTORY
 from storebench.stores.filters import Filter, to_sql
+from storebench.stores.params import HnswIndex, HnswSearch, IndexParams
 
 _LANCE_METRIC = {"l2": "l2", "cosine": "cosine", "ip": "dot"}
 _ARROW_TYPE = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}
@@ -217,16 +217,16 @@ class LanceCollection(Collection):
     def count(self) -> int:
         return int(self._t.count_rows())
 
-    def build_index(self, params: Mapping[str, Any]) -> None:
+    def build_index(self, params: HnswIndex) -> None:
         """IVF_HNSW_FLAT on the vectors plus B-trees on id and the indexed
         fields; returns once Lance reports every row indexed."""
         names = []
         if self.schema.dim is not None:
             cfg: dict[str, Any] = {"distance_type": self._metric}
-            if "m" in params:
-                cfg["m"] = int(params["m"])
-            if "ef_construct" in params:
-                cfg["ef_construction"] = int(params["ef_construct"])
+            if params.m is not None:
+                cfg["m"] = params.m
+            if params.ef_construct is not None:
+                cfg["ef_construction"] = params.ef_construct
             self._t.create_index(_VEC, config=IvfHnswFlat(**cfg), replace=True)
             names.append(f"{_VEC}_idx")
         for col in [_ID, *(self._cols[f] for f in self.schema.indexed)]:
@@ -234,9 +234,9 @@ class LanceCollection(Collection):
             names.append(f"{col}_idx")
         self._t.wait_for_index(names, timeout=_WAIT)
 
-    def set_search_params(self, params: Mapping[str, Any]) -> None:
-        if "ef" in params:
-            self._ef = int(params["ef"])
+    def set_search_params(self, params: HnswSearch) -> None:
+        if params.ef is not None:
+            self._ef = params.ef
 
     def size_bytes(self) -> int:
         return _tree_size(self.store.table_path(self.name))
@@ -264,8 +264,8 @@ def _tree_size(path: str) -> int:
 class LanceStore(Store):
     engine = "lancedb"
     capabilities = frozenset(Capability) - {Capability.SHARED_ACROSS_PROCESSES, Capability.PIPELINE}
-    index_params = ("m", "ef_construct")
-    search_params = ("ef",)
+    Index = HnswIndex
+    Search = HnswSearch
     extra = "lancedb"
     url_form = DIRECTORY
 
@@ -294,7 +294,7 @@ class LanceStore(Store):
             fields.append(pa.field(_VEC, pa.list_(pa.float32(), schema.dim)))
         return pa.schema(fields)
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         table = self.db.create_table(name, schema=self._arrow_schema(schema), mode="create")
         return LanceCollection(self, name, schema, table)
 
@@ -304,9 +304,11 @@ class LanceStore(Store):
         return LanceCollection(self, name, schema, self.db.open_table(name))
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         # the data is in Lance files; the loaded IVF_HNSW_FLAT index is in RAM
-        return hnsw_bytes(dim, int_param(spec.index, "m", 20)) + field_bytes, 0
+        return hnsw_bytes(dim, index.m or 20) + field_bytes, 0
 
     def versions(self) -> dict[str, str]:
         return {"engine": f"lance (lancedb {lancedb.__version__})", "client": _dist("lancedb")}

@@ -61,6 +61,7 @@ from storebench.stores.base import (
 )
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
+from storebench.stores.params import HnswIndex, HnswSearch
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -173,14 +174,17 @@ def float32_exact(values: Any) -> np.ndarray:
 class LuceneCollection(Collection):
     store: LuceneStore
 
-    def __init__(self, store: LuceneStore, name: str, schema: Schema):
+    def __init__(
+        self, store: LuceneStore, name: str, schema: Schema, index: HnswIndex | None = None
+    ):
         super().__init__(store, name, schema)
         if VECTOR_FIELD in schema.fields:
             raise UserError(f"field name {VECTOR_FIELD!r} is reserved for the vector", "schema")
         self._kinds = dict(schema.fields)
         self._path = "/" + name
-        self._ef: int | None = None
-        self._apply_search_params(store.spec.search)
+        self._ef: int | None = None  # set_search_params; None: the engine's
+        # the index parameters the mapping fixed (None: opened, not created here)
+        self._index = index
 
     # --- writes ------------------------------------------------------------------
     def _bulk(self, lines: Sequence[bytes], ignore: tuple[str, ...] = ()) -> None:
@@ -353,17 +357,16 @@ class LuceneCollection(Collection):
         )
 
     # --- index, parameters, size ---------------------------------------------------------
-    def build_index(self, params: Mapping[str, Any]) -> None:
+    def build_index(self, params: HnswIndex) -> None:
         """The HNSW graph is built as documents arrive (index parameters are
         fixed in the mapping at creation); this makes the index searchable and,
         with ``force_merge``, merges it into one segment (one graph), returning
         when the engine says the merge is done and the index is allocated."""
-        fixed = self.store.spec.index
-        changed = {k: v for k, v in params.items() if fixed.get(k) != v}
-        if changed:
+        if self._index is not None and params != self._index:
+            changed = sorted(k for k, v in params if getattr(self._index, k) != v)
             raise UserError(
                 f"{self.store.engine} fixes index parameters when the index is created; "
-                f"give {sorted(changed)} in the store's index parameters",
+                f"give {changed} in the store's index parameters",
                 where="store.index",
             )
         self.store._refresh(self.name)
@@ -385,16 +388,9 @@ class LuceneCollection(Collection):
         )
         self.store._refresh(self.name)
 
-    def _apply_search_params(self, params: Mapping[str, Any]) -> None:
-        self.store._check_params("search", params, self.store.search_params)
-        if "ef" in params:
-            ef = int(params["ef"])
-            if ef < 1:
-                raise UserError(f"ef must be >= 1 (got {ef})", where="store.search")
-            self._ef = ef
-
-    def set_search_params(self, params: Mapping[str, Any]) -> None:
-        self._apply_search_params(params)
+    def set_search_params(self, params: HnswSearch) -> None:
+        if params.ef is not None:
+            self._ef = params.ef
 
     def size_bytes(self) -> int:
         res = self.store._request(
@@ -461,8 +457,8 @@ class LuceneStore(Store):
     # no PIPELINE: the official clients send one HTTP/1.1 request at a time per
     # connection (no HTTP pipelining); in-flight requests are lanes
     capabilities = frozenset(Capability) - {Capability.PIPELINE}
-    index_params = ("m", "ef_construct")
-    search_params = ("ef",)
+    Index = HnswIndex
+    Search = HnswSearch
     url_form = UrlForm("http(s)://[user:password@]host:port", schemes=("http", "https"))
     Options = LuceneOptions
     server_class: ClassVar[type[LuceneServer]]
@@ -480,9 +476,6 @@ class LuceneStore(Store):
         self.shards = opts.shards
         self.replicas = opts.replicas
         self.timeout = opts.request_timeout
-        for k in ("m", "ef_construct"):
-            if k in spec.index and int(spec.index[k]) < 1:
-                raise UserError(f"{k} must be >= 1", where="store.index")
         self._dirty: set[str] = set()  # written since the last refresh (auto)
         self.client: Any = None
         try:
@@ -530,7 +523,7 @@ class LuceneStore(Store):
         """An index, alias or data stream of this exact name exists."""
         raise NotImplementedError
 
-    def _vector_mapping(self, dim: int, metric: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    def _vector_mapping(self, dim: int, metric: str, params: HnswIndex) -> dict[str, Any]:
         raise NotImplementedError
 
     def _index_settings(self) -> dict[str, Any]:
@@ -589,11 +582,11 @@ class LuceneStore(Store):
         self._check_name(name)  # never a pattern: a wildcard would match others' indices
         return self._exists(name)
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: HnswIndex) -> Collection:
         self._check_name(name)
         props: dict[str, Any] = {f: {"type": _MAPPING[k]} for f, k in schema.fields.items()}
         if schema.dim is not None:
-            props[VECTOR_FIELD] = self._vector_mapping(schema.dim, schema.metric, self.spec.index)
+            props[VECTOR_FIELD] = self._vector_mapping(schema.dim, schema.metric, index)
         body = {
             "settings": {
                 "index": {
@@ -616,7 +609,7 @@ class LuceneStore(Store):
             if self._status(exc) is not None:
                 raise EngineError(f"{self.engine}: creating index {name!r}: {exc}") from None
             raise
-        return LuceneCollection(self, name, schema)
+        return LuceneCollection(self, name, schema, index)
 
     def _open(self, name: str, schema: Schema) -> Collection:
         if not self.has_collection(name):
@@ -651,7 +644,9 @@ class LuceneStore(Store):
         return out
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         if spec.url is not None:
             return 0, 0  # a server of yours: not counted
         # the managed node's JVM heap (-Xmx) and native memory; vectors and

@@ -49,6 +49,7 @@ from storebench.stores.base import Capability, Collection, MiB, Store, StoreSpec
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import Filter, to_sql
+from storebench.stores.params import IndexParams
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -288,7 +289,7 @@ class MariaDBStore(Store):
             )
             return cur.fetchone() is not None
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         if len(name) > _MAX_IDENT:
             raise UserError(
                 f"collection name {name!r} is longer than MariaDB's {_MAX_IDENT} characters",
@@ -316,7 +317,9 @@ class MariaDBStore(Store):
         return MariaDBCollection(self, name, schema)
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         if spec.url is not None:
             return 0, 0  # a server of yours: not counted
         # the managed MariaDB keeps data on disk; its buffer pool is fixed

@@ -16,6 +16,7 @@ from storebench.data.truth import distances, top_k
 from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
 from storebench.stores.columns import Columns
 from storebench.stores.filters import Filter
+from storebench.stores.params import IndexParams
 
 
 class MemoryCollection(Collection):
@@ -92,13 +93,15 @@ class MemoryStore(Store):
         self._collections: dict[str, MemoryCollection] = {}
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         return Columns.bytes_per_row(dim, field_bytes), 0
 
     def has_collection(self, name: str) -> bool:
         return name in self._collections
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         coll = MemoryCollection(self, name, schema)
         self._collections[name] = coll
         return coll

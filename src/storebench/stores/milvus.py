@@ -54,11 +54,11 @@ from storebench.stores.base import (
     Store,
     StoreSpec,
     hnsw_bytes,
-    int_param,
     redact_url,
 )
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
+from storebench.stores.params import HnswIndex, HnswSearch, IndexParams
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -236,7 +236,7 @@ class MilvusCollection(Collection):
         params: dict[str, Any] = {"metric_type": self._metric}
         ef = self.store.ef
         if ef and self.store._index_type.get(self.name) == "HNSW":
-            params["params"] = {"ef": max(int(ef), int(k))}
+            params["params"] = {"ef": max(ef, int(k))}
         res = self._c.search(
             self.name,
             data=list(np.asarray(vectors, np.float32)),
@@ -267,9 +267,9 @@ class MilvusCollection(Collection):
         res = self._c.query(self.name, filter="", output_fields=["count(*)"], **self._kw)
         return int(res[0]["count(*)"])
 
-    def build_index(self, params: Mapping[str, Any]) -> None:
+    def build_index(self, params: HnswIndex) -> None:
         names = {"m": "M", "ef_construct": "efConstruction"}
-        hnsw = {names[k]: int(v) for k, v in params.items() if k in names}
+        hnsw = {names[k]: v for k, v in params.given().items()}
         c = self._c
         c.release_collection(self.name, **self._kw)
         c.drop_index(self.name, "v", **self._kw)
@@ -277,9 +277,9 @@ class MilvusCollection(Collection):
         self._create_index("HNSW", hnsw)
         c.load_collection(self.name, **self._kw)
 
-    def set_search_params(self, params: Mapping[str, Any]) -> None:
-        if "ef" in params:
-            self.store.ef = int(params["ef"])
+    def set_search_params(self, params: HnswSearch) -> None:
+        if params.ef is not None:
+            self.store.ef = params.ef
 
     def compact(self) -> None:
         """Merges segments and drops deleted rows; waits for the engine."""
@@ -306,8 +306,8 @@ URL_FORM = UrlForm(
 class MilvusStore(Store):
     engine = "milvus"
     capabilities = frozenset(Capability) - {Capability.ORDER, Capability.SIZE, Capability.PIPELINE}
-    index_params = ("m", "ef_construct")
-    search_params = ("ef",)
+    Index = HnswIndex
+    Search = HnswSearch
     extra = "milvus"
     url_form = URL_FORM
 
@@ -322,7 +322,7 @@ class MilvusStore(Store):
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        self.ef: int | None = int(spec.search["ef"]) if "ef" in spec.search else None
+        self.ef: int | None = None  # set_search_params; None: the engine's
         self._index_type: dict[str, str] = {}
         self._kw: dict[str, Any] = {"retry_times": _RETRIES}
         self._lite_path: str | None = None
@@ -367,7 +367,7 @@ class MilvusStore(Store):
     def has_collection(self, name: str) -> bool:
         return bool(self.client.has_collection(name, **self._kw))
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         if not name.replace("_", "a").isalnum() or not name.isascii() or name[0].isdigit():
             raise UserError(
                 f"collection name {name!r}: Milvus allows letters, digits and _ only",
@@ -407,11 +407,13 @@ class MilvusStore(Store):
         return coll
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         if spec.url is not None and "://" in spec.url:
             return 0, 0  # a server of yours: not counted
         # Milvus Lite (managed, or in this process): the loaded segments and index
-        m = int_param(spec.index, "m", 16)
+        m = index.m or 16
         return 4 * dim + field_bytes + 64 + hnsw_bytes(dim, m), 256 * MiB
 
     def versions(self) -> dict[str, str]:

@@ -46,6 +46,7 @@ from storebench.stores.base import Capability, Collection, Store, StoreSpec
 from storebench.stores.config import DIRECTORY, InMemoryMode
 from storebench.stores.filters import Filter
 from storebench.stores.mongoquery import conjunctions, key
+from storebench.stores.params import IndexParams
 
 _NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
 VEC = "_vector"
@@ -215,7 +216,7 @@ class MongitaStore(Store):
         with self.lock:
             return name in self.db.list_collection_names()
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         coll = self._cls(self, name, schema)
         # Mongita makes a collection on its first write: a delete of nothing
         # makes it now, so other clients can open it before any insert
@@ -231,7 +232,9 @@ class MongitaStore(Store):
         return self._cls(self, name, schema)
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         # a Python dict per document, in this process (the disk engine caches them)
         return 4 * dim + 2 * field_bytes + 1024, 0
 

@@ -5,14 +5,14 @@ the ceiling no real engine can be measured above."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
 from storebench.stores.filters import Filter
+from storebench.stores.params import HnswIndex, HnswSearch, IndexParams
 
 
 class NullCollection(Collection):
@@ -55,10 +55,10 @@ class NullCollection(Collection):
     def count(self) -> int:
         return 0
 
-    def build_index(self, params: Mapping[str, Any]) -> None:
+    def build_index(self, params: HnswIndex) -> None:
         pass
 
-    def set_search_params(self, params: Mapping[str, Any]) -> None:
+    def set_search_params(self, params: HnswSearch) -> None:
         pass
 
     def size_bytes(self) -> int:
@@ -74,19 +74,22 @@ class NullCollection(Collection):
 class NullStore(Store):
     engine = "null"
     capabilities = frozenset(Capability)
-    index_params = ("m", "ef_construct")
-    search_params = ("ef",)
+    Index = HnswIndex
+    Search = HnswSearch
 
     def has_collection(self, name: str) -> bool:
         return False
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         return NullCollection(self, name, schema)
 
-    _open = _create
+    def _open(self, name: str, schema: Schema) -> Collection:
+        return NullCollection(self, name, schema)
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         # keeps nothing
         return 0, 0
 

@@ -26,6 +26,7 @@ from opensearchpy.serializer import JSONSerializer
 
 from storebench.servers.elastic import OpenSearchServer
 from storebench.stores.lucene_common import VECTOR_FIELD, LuceneOptions, LuceneStore
+from storebench.stores.params import HnswIndex
 
 _SPACE = {"l2": "l2", "cosine": "cosinesimil", "ip": "innerproduct"}
 
@@ -80,12 +81,12 @@ class OpenSearchStore(LuceneStore):
     def _index_settings(self) -> dict[str, Any]:
         return {"knn": True}
 
-    def _vector_mapping(self, dim: int, metric: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    def _vector_mapping(self, dim: int, metric: str, params: HnswIndex) -> dict[str, Any]:
         hnsw: dict[str, Any] = {}
-        if "m" in params:
-            hnsw["m"] = int(params["m"])
-        if "ef_construct" in params:
-            hnsw["ef_construction"] = int(params["ef_construct"])
+        if params.m is not None:
+            hnsw["m"] = params.m
+        if params.ef_construct is not None:
+            hnsw["ef_construction"] = params.ef_construct
         return {
             "type": "knn_vector",
             "dimension": dim,

@@ -58,6 +58,7 @@ from storebench.stores.base import (
 )
 from storebench.stores.config import StoreOptions, UrlForm, check_port
 from storebench.stores.filters import Filter, to_sql
+from storebench.stores.params import HnswIndex, HnswSearch, IndexParams
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -368,9 +369,9 @@ class PgVectorCollection(Collection):
             cur.execute(f"SELECT count(*) FROM {self._t}")
             return int(cur.fetchone()[0])  # type: ignore[index]
 
-    def build_index(self, params: Any) -> None:
+    def build_index(self, params: HnswIndex) -> None:
         names = {"m": "m", "ef_construct": "ef_construction"}
-        given = [f"{names[k]} = {int(params[k])}" for k in names if k in params]
+        given = [f"{names[k]} = {v}" for k, v in params.given().items()]
         with_ = f" WITH ({', '.join(given)})" if given else ""  # else the engine's defaults
         conn = self.store.connection()
         mem = self.store.options.maintenance_work_mem
@@ -383,7 +384,7 @@ class PgVectorCollection(Collection):
         )
         conn.execute(f"ANALYZE {self._t}")
 
-    def set_search_params(self, params: Any) -> None:
+    def set_search_params(self, params: HnswSearch) -> None:
         self.store._set_search(params)
 
     def size_bytes(self) -> int:
@@ -415,8 +416,8 @@ def _libpq(url: str, parts: SplitResult | None) -> dict[str, Any]:
 class PgVectorStore(Store):
     engine = "pgvector"
     capabilities = frozenset(Capability)
-    index_params = ("m", "ef_construct")
-    search_params = ("ef",)
+    Index = HnswIndex
+    Search = HnswSearch
     extra = "pgvector"
     url_form = UrlForm(
         "postgresql://user[:password]@host:port/dbname or host=... port=... dbname=...",
@@ -455,7 +456,6 @@ class PgVectorStore(Store):
         self._lock = threading.Lock()
         self._settings: dict[str, str] = {}
         self._generation = 0
-        self._set_search(spec.search)
         try:
             conn = self.connection()  # fail now, not in the first timed operation
             self._vector_ready(conn)
@@ -530,9 +530,9 @@ class PgVectorStore(Store):
             self._local.writer = cur
         return cur
 
-    def _set_search(self, params: Any) -> None:
-        if "ef" in params:
-            self._settings["hnsw.ef_search"] = str(int(params["ef"]))
+    def _set_search(self, params: HnswSearch) -> None:
+        if params.ef is not None:
+            self._settings["hnsw.ef_search"] = str(params.ef)
             self._generation += 1
 
     def _apply_settings(self) -> None:
@@ -562,7 +562,7 @@ class PgVectorStore(Store):
                 where="store pgvector",
             )
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         self._check_name(name, schema)
         cols = ["id bigint PRIMARY KEY"] + [
             f"{quote(f)} {_SQL_TYPE[k]}" for f, k in schema.fields.items()
@@ -584,7 +584,9 @@ class PgVectorStore(Store):
         return PgVectorCollection(self, name, schema)
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         if spec.url is not None:
             return 0, 0  # a server of yours: not counted
         # the managed PostgreSQL keeps data on disk: shared buffers and

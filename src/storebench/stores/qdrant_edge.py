@@ -50,7 +50,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
@@ -68,11 +67,11 @@ from storebench.stores.base import (
     Store,
     StoreSpec,
     hnsw_bytes,
-    int_param,
 )
 from storebench.stores.columns import DTYPES
 from storebench.stores.config import DIRECTORY, StoreOptions
-from storebench.stores.indexlib import DEFAULT_INDEX, DEFAULT_SEARCH, RWLock, int_params
+from storebench.stores.indexlib import DEFAULT_SEARCH, RWLock, index_values
+from storebench.stores.params import HnswIndex, HnswSearch
 
 _DISTANCE = {"l2": qe.Distance.Euclid, "ip": qe.Distance.Dot, "cosine": qe.Distance.Cosine}
 _INDEX_TYPE = {
@@ -101,14 +100,22 @@ def _plain(v: Any) -> Any:
 class QdrantEdgeCollection(Collection):
     store: QdrantEdgeStore
 
-    def __init__(self, store: QdrantEdgeStore, name: str, schema: Schema, shard: Any, path: str):
+    def __init__(
+        self,
+        store: QdrantEdgeStore,
+        name: str,
+        schema: Schema,
+        shard: Any,
+        path: str,
+        params: dict[str, int],
+    ):
         super().__init__(store, name, schema)
         self._shard = shard
         self._path = path
         self._lock = RWLock()  # exclusive only while the shard is reopened or dropped
         self._fields = list(schema.fields)
-        self._params = int_params(store.spec.index, DEFAULT_INDEX, store.engine, "index")
-        self._ef = int_params(store.spec.search, DEFAULT_SEARCH, store.engine, "search")["ef"]
+        self._params = params  # the shard's HNSW config
+        self._ef = DEFAULT_SEARCH["ef"]
         self._sign = {"l2": 1.0, "ip": -1.0, "cosine": -1.0}[schema.metric]
         self._shift = 1.0 if schema.metric == "cosine" else 0.0  # distance = shift + sign * score
 
@@ -327,8 +334,8 @@ class QdrantEdgeCollection(Collection):
         with self._lock.shared():
             return self._count()
 
-    def build_index(self, params: Mapping[str, Any]) -> None:
-        wanted = int_params(params, DEFAULT_INDEX, self.store.engine, "index")
+    def build_index(self, params: HnswIndex) -> None:
+        wanted = index_values(params)
         with self._lock.exclusive():
             if wanted != self._params:  # the HNSW config lives in the shard's config
                 self._shard.flush()
@@ -337,8 +344,9 @@ class QdrantEdgeCollection(Collection):
                 self._shard = qe.EdgeShard.load(self._path, self.store._config(self.schema, wanted))
             self._shard.optimize()  # blocks until the optimizers are done
 
-    def set_search_params(self, params: Mapping[str, Any]) -> None:
-        self._ef = int_params(params, {"ef": self._ef}, self.store.engine, "search")["ef"]
+    def set_search_params(self, params: HnswSearch) -> None:
+        if params.ef is not None:
+            self._ef = params.ef
 
     def size_bytes(self) -> int:
         """Disk blocks of the shard's directory (its files are sparse: the
@@ -372,8 +380,8 @@ class QdrantEdgeStore(Store):
     extra = "qdrant-edge"
     capabilities = frozenset(Capability) - {Capability.SHARED_ACROSS_PROCESSES, Capability.PIPELINE}
     client_mode = "threads"
-    index_params = ("m", "ef_construct")
-    search_params = ("ef",)
+    Index = HnswIndex
+    Search = HnswSearch
     url_form = DIRECTORY
 
     class Options(StoreOptions):
@@ -383,8 +391,6 @@ class QdrantEdgeStore(Store):
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        int_params(spec.index, DEFAULT_INDEX, self.engine, "index")
-        int_params(spec.search, DEFAULT_SEARCH, self.engine, "search")
         self.local_path(mkdir=True)
         self._collections: dict[str, QdrantEdgeCollection] = {}
 
@@ -412,16 +418,16 @@ class QdrantEdgeStore(Store):
     def has_collection(self, name: str) -> bool:
         return name in self._collections or os.path.exists(self._path(name))
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: HnswIndex) -> Collection:
         if not schema.dim:
             raise UserError("qdrant-edge collections need vectors (schema has no dim)")
         path = self._path(name)
-        params = int_params(self.spec.index, DEFAULT_INDEX, self.engine, "index")
+        params = index_values(index)
         shard = qe.EdgeShard.create(path, self._config(schema, params))
         for f in schema.indexed:
             key = QdrantEdgeCollection._key(f)
             shard.update(qe.UpdateOperation.create_field_index(key, _INDEX_TYPE[schema.fields[f]]))
-        coll = QdrantEdgeCollection(self, name, schema, shard, path)
+        coll = QdrantEdgeCollection(self, name, schema, shard, path, params)
         self._collections[name] = coll
         return coll
 
@@ -431,14 +437,17 @@ class QdrantEdgeStore(Store):
         path = self._path(name)
         if not os.path.exists(os.path.join(path, "edge_config.json")):
             raise UserError(f"no qdrant-edge shard {name!r} in {self.spec.url}")
-        coll = QdrantEdgeCollection(self, name, schema, qe.EdgeShard.load(path), path)
+        shard = qe.EdgeShard.load(path)
+        coll = QdrantEdgeCollection(self, name, schema, shard, path, index_values(HnswIndex()))
         self._collections[name] = coll
         return coll
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         # the shard's vectors and HNSW graph, and its payload, in this process
-        return hnsw_bytes(dim, int_param(spec.index, "m", 16)) + 2 * field_bytes + 64, 0
+        return hnsw_bytes(dim, index.m or 16) + 2 * field_bytes + 64, 0
 
     def versions(self) -> dict[str, str]:
         v = metadata.version("qdrant-edge-py")

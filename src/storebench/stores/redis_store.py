@@ -61,11 +61,11 @@ from storebench.stores.base import (
     Store,
     StoreSpec,
     hnsw_bytes,
-    int_param,
     redact_url,
 )
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
+from storebench.stores.params import HnswIndex, HnswSearch
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -210,7 +210,7 @@ class RedisCollection(Collection):
         return int(key[len(self._bprefix) :])
 
     # --- the index definition ---------------------------------------------
-    def _schema_args(self, algorithm: str, params: Mapping[str, Any]) -> list[Any]:
+    def _schema_args(self, algorithm: str, params: HnswIndex) -> list[Any]:
         args: list[Any] = ["SCHEMA", _ID, "NUMERIC"]
         for f in self._fields:
             kind = self._kinds[f]
@@ -228,14 +228,14 @@ class RedisCollection(Collection):
                 _METRIC[self.schema.metric],
             ]
             if algorithm == "HNSW":  # the engine's defaults for what is not given
-                if "m" in params:
-                    attrs += ["M", int(params["m"])]
-                if "ef_construct" in params:
-                    attrs += ["EF_CONSTRUCTION", int(params["ef_construct"])]
+                if params.m is not None:
+                    attrs += ["M", params.m]
+                if params.ef_construct is not None:
+                    attrs += ["EF_CONSTRUCTION", params.ef_construct]
             args += ["v", "AS", "v", "VECTOR", algorithm, len(attrs), *attrs]
         return args
 
-    def _create_index(self, algorithm: str, params: Mapping[str, Any]) -> None:
+    def _create_index(self, algorithm: str, params: HnswIndex) -> None:
         self._r.execute_command(
             "FT.CREATE",
             self.name,
@@ -442,15 +442,15 @@ class RedisCollection(Collection):
         res = self._r.execute_command("FT.SEARCH", self.name, "*", "LIMIT", 0, 0, "DIALECT", 2)
         return int(res[0])
 
-    def build_index(self, params: Mapping[str, Any]) -> None:
+    def build_index(self, params: HnswIndex) -> None:
         """HNSW over the documents already loaded; returns when indexed."""
         self._r.execute_command("FT.DROPINDEX", self.name)  # keeps the documents
         self._create_index("HNSW", params)
         self._wait_indexed()
 
-    def set_search_params(self, params: Mapping[str, Any]) -> None:
-        if "ef" in params:
-            self.store.ef = int(params["ef"])
+    def set_search_params(self, params: HnswSearch) -> None:
+        if params.ef is not None:
+            self.store.ef = params.ef
 
     def size_bytes(self) -> int:
         """The collection's keys (MEMORY USAGE each) plus its index's memory."""
@@ -472,8 +472,8 @@ class RedisCollection(Collection):
 class RedisStore(Store):
     engine = "redis"
     capabilities = frozenset(Capability) - {Capability.COMPACT}
-    index_params = ("m", "ef_construct")
-    search_params = ("ef",)
+    Index = HnswIndex
+    Search = HnswSearch
     extra = "redis"
     url_form = REDIS_URL
 
@@ -494,7 +494,7 @@ class RedisStore(Store):
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        self.ef: int | None = int(spec.search["ef"]) if "ef" in spec.search else None
+        self.ef: int | None = None  # EF_RUNTIME (set_search_params); None: the engine's
         self._algorithm: dict[str, str] = {}
         # the write path's own connections (``_send``): made on demand, one
         # per concurrent writer, reused through a free list
@@ -610,9 +610,9 @@ class RedisStore(Store):
             return True
         return next(iter(self._own_keys(f"{name}:")), None) is not None
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: HnswIndex) -> Collection:
         coll = RedisCollection(self, name, schema)
-        coll._create_index("FLAT", {})
+        coll._create_index("FLAT", HnswIndex())
         return coll
 
     def _open(self, name: str, schema: Schema) -> Collection:
@@ -641,11 +641,13 @@ class RedisStore(Store):
         return out
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         if spec.url is not None:
             return 0, 0  # a server of yours: not counted
         # the managed Redis keeps the hashes and the vector index in RAM
-        m = int_param(spec.index, "m", 16)
+        m = index.m or 16
         return 4 * dim + field_bytes + 256 + hnsw_bytes(dim, m), 16 * MiB
 
     def versions(self) -> dict[str, str]:

@@ -28,6 +28,7 @@ from storebench.stores.base import Capability, Collection, SearchResult, Store, 
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.config import FILE, InMemoryMode, StoreOptions
 from storebench.stores.filters import Filter, to_sql
+from storebench.stores.params import IndexParams
 
 SQL_TYPE = {"int": "INTEGER", "float": "REAL", "bool": "INTEGER", "str": "TEXT"}
 _MAX_PARAMS = 900  # ids per IN (...) list, below every SQLite build's variable limit
@@ -307,7 +308,7 @@ class SQLiteStore(Store):
             return self.spec.url
         return coll.name
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         with self.connection() as db:
             create_table(db, name, schema, ["vec BLOB"] if schema.dim is not None else [])
         return SQLiteCollection(self, name, schema)
@@ -318,7 +319,9 @@ class SQLiteStore(Store):
         return SQLiteCollection(self, name, schema)
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         # the data is in the file (page cache); a search reads every vector
         # into Python at once; mode memory keeps the database in RAM too
         per_doc = 8 * dim + 128

@@ -37,6 +37,7 @@ from storebench.stores.base import Capability, Collection, SearchResult, Store, 
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.config import FILE
 from storebench.stores.filters import Filter
+from storebench.stores.params import IndexParams
 from storebench.stores.sqlite import (
     PerThread,
     Synchronous,
@@ -237,7 +238,7 @@ class SQLiteVecStore(Store):
     def has_collection(self, name: str) -> bool:
         return has_table(self.connection(), name)
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         if schema.dim is not None and schema.metric not in _VEC_METRIC:
             raise NotSupported(self.engine, f"metric {schema.metric} (vec0 has l2 and cosine)")
         db = self.connection()
@@ -257,7 +258,9 @@ class SQLiteVecStore(Store):
         return SQLiteVecCollection(self, name, schema)
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         # vectors stay in the file (page cache): vec0 scans them chunk by chunk
         return 0, 0
 

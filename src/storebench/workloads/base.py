@@ -11,7 +11,6 @@ fails or is interrupted part-way."""
 from __future__ import annotations
 
 import contextlib
-import itertools
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -33,6 +32,7 @@ from storebench.records import SettingResult, TaskRecord
 from storebench.resources import ResourceSampler
 from storebench.stores.base import Capability, Collection, Store
 from storebench.stores.config import NoBoolNumbers
+from storebench.stores.params import IndexParams, SearchParams
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -93,13 +93,18 @@ class Workload:
 
 @dataclass
 class RunContext:
-    """What a workload sees during one run."""
+    """What a workload sees during one run. The index and search parameters
+    are the run's (``scenario.Run``), typed: the workload hands them to the
+    collection as they are (not given: the store's defaults)."""
 
     run_id: str
     store: Store
     driver: Driver
     mode: str = "default"
-    sweep: dict[str, list[Any]] = field(default_factory=dict)  # search params to sweep
+    index: IndexParams = None  # type: ignore[assignment]  # the index the run builds
+    search: SearchParams = None  # type: ignore[assignment]  # the entry's fixed search params
+    # each search setting to measure: the sweep's product over ``search``
+    searches: tuple[SearchParams, ...] = None  # type: ignore[assignment]
     tasks: list[TaskRecord] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)  # run-level (shared by settings)
     settings: list[SettingResult] = field(default_factory=list)  # per search setting
@@ -109,6 +114,14 @@ class RunContext:
     # beside each task; None for an embedded engine or one given by URL
     server: Server | None = None
     _workdir: Path | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.index is None:
+            self.index = self.store.Index()
+        if self.search is None:
+            self.search = self.store.Search()
+        if self.searches is None:
+            self.searches = (self.search,)
 
     @property
     def workdir(self) -> Path:
@@ -125,21 +138,16 @@ class RunContext:
 
     def collection(self, name: str, schema: Schema) -> Collection:
         """A new collection whose name marks it as this run's own."""
-        coll = self.store.create_collection(f"storebench_{self.run_id[-8:]}_{name}", schema)
+        coll = self.store.create_collection(
+            f"storebench_{self.run_id[-8:]}_{name}", schema, self.index
+        )
         self.collections.append(coll)
         return coll
 
-    def search_settings(self) -> list[dict[str, Any]]:
-        """Each search-parameter setting to measure: the sweep's cartesian
-        product over the store's fixed search params ([{}] if none)."""
-        base = dict(self.store.spec.search)
-        if not self.sweep:
-            return [base] if base else [{}]
-        keys = list(self.sweep)
-        return [
-            base | dict(zip(keys, combo, strict=True))
-            for combo in itertools.product(*self.sweep.values())
-        ]
+    def search_settings(self) -> list[SearchParams]:
+        """Each search-parameter setting to measure (the plan resolved them:
+        the sweep's cartesian product over the fixed ones)."""
+        return list(self.searches)
 
     def share(self, name: str, array: np.ndarray) -> Shared:
         return Shared(array, self.workdir / f"{name}.npy")
@@ -242,12 +250,12 @@ class RunContext:
         self.tasks.append(TaskRecord(name=task, unsupported=str(exc)))
 
     def setting_done(
-        self, setting: Mapping[str, Any], headline: str | None, metrics: Mapping[str, Any]
+        self, setting: SearchParams, headline: str | None, metrics: Mapping[str, Any]
     ) -> None:
         """One search setting measured: its own metrics (recall@k, ...) and
         the task that ranks runs at it (``records.SettingResult``)."""
         self.settings.append(
-            SettingResult(search=dict(setting), headline=headline, metrics=dict(metrics))
+            SettingResult(search=setting.given(), headline=headline, metrics=dict(metrics))
         )
 
     def run_metrics(self) -> dict[str, Any]:

@@ -147,7 +147,7 @@ class CrudWorkload(Workload):
         if ctx.store.supports(Capability.INDEX):
             ctx.once(
                 "build_index",
-                lambda: coll.build_index(ctx.store.spec.index),
+                lambda: coll.build_index(ctx.index),
                 items=n,
                 derive=index_fields,
                 phase="index",
@@ -199,9 +199,9 @@ class CrudWorkload(Workload):
             return {rkey: s.recall}
 
         for setting in ctx.search_settings():
-            if setting:
+            if setting.given():
                 coll.set_search_params(setting)
-            extra: dict[str, Any] = {"search": setting} if setting else {}
+            extra: dict[str, Any] = {"search": setting.given()} if setting.given() else {}
             if compat:  # one timed query, then recall over the whole query set
                 ctx.measure(
                     Task("find_by_vector", SearchFactory(shared_q, p.k, setting=setting), ops=1),

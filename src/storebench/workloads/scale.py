@@ -72,7 +72,7 @@ class ScaleWorkload(TuneWorkload):
                 setting, found = tune_setting(ctx, r, p)
                 step["tune"] = found
             else:
-                setting = dict(ctx.store.spec.search)
+                setting = ctx.search
                 r.apply(setting)
-            step["search"] = setting
+            step["search"] = setting.given()
             measure_curve(r, setting, p.client_counts(), f"n={size}", n=size)

@@ -22,6 +22,7 @@ from pydantic import Field, field_validator
 
 from storebench.errors import UserError
 from storebench.stores.base import Capability
+from storebench.stores.params import SearchParams
 from storebench.workloads.base import MemoryNeed, RunContext, Workload
 from storebench.workloads.vector_common import (
     SearchRun,
@@ -62,12 +63,12 @@ class TuneParams(VectorParams):
         return max(self.client_counts())
 
 
-def tune_setting(ctx: RunContext, r: SearchRun, p: TuneParams) -> tuple[dict[str, Any], Any]:
+def tune_setting(ctx: RunContext, r: SearchRun, p: TuneParams) -> tuple[SearchParams, Any]:
     """The setting to measure at, and what tuning found (recorded)."""
-    base = dict(ctx.store.spec.search)
+    base = ctx.search
     if (
         not ctx.store.supports(Capability.SEARCH_PARAMS)
-        or p.tune_param not in ctx.store.search_params
+        or p.tune_param not in ctx.store.Search.names()
     ):
         recall = r.recall_at(base)
         return base, {
@@ -81,20 +82,20 @@ def tune_setting(ctx: RunContext, r: SearchRun, p: TuneParams) -> tuple[dict[str
     if start > p.tune_max:
         raise UserError(f"tune_start {start} is above tune_max {p.tune_max}", where="tune_max")
     t = tune(
-        lambda v: r.recall_at(base | {p.tune_param: v}),
+        lambda v: r.recall_at(base.with_(**{p.tune_param: v})),
         p.target_recall,
         start,
         p.tune_max,
         p.tune_param,
         p.tune_tolerance,
     )
-    setting = base | {p.tune_param: t.best}
+    setting = base.with_(**{p.tune_param: t.best})
     r.apply(setting)
     return setting, t.record()
 
 
 def measure_curve(
-    r: SearchRun, setting: dict[str, Any], clients: list[int], prefix: str = "", **extra: Any
+    r: SearchRun, setting: SearchParams, clients: list[int], prefix: str = "", **extra: Any
 ) -> None:
     """Latency and throughput at each concurrency, then filtered search."""
     label = " ".join(x for x in (prefix, setting_label(setting)) if x)

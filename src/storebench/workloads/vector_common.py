@@ -35,6 +35,7 @@ from storebench.errors import NotSupported, TaskFailed, UserError
 from storebench.records import TaskRecord
 from storebench.stores.base import Capability, Collection
 from storebench.stores.filters import Cmp, Filter
+from storebench.stores.params import SearchParams
 from storebench.workloads.base import MemoryNeed, Params, RunContext
 
 TAG = "tags.i"
@@ -273,12 +274,12 @@ class _Searches(Op):
         queries: Shared,
         k: int,
         where: Filter | None,
-        setting: Mapping[str, Any] | None,
+        setting: SearchParams | None,
         owner: int,
     ):
         # a process client opened its own store from the spec: the search
         # setting the parent applied must be applied here too
-        if setting and os.getpid() != owner:
+        if setting is not None and setting.given() and os.getpid() != owner:
             coll.set_search_params(setting)
         self.search = coll.search
         self.q = np.ascontiguousarray(queries.array)
@@ -308,12 +309,12 @@ class SearchFactory:
         queries: Shared,
         k: int,
         where: Filter | None = None,
-        setting: Mapping[str, Any] | None = None,
+        setting: SearchParams | None = None,
     ):
         self.queries = queries
         self.k = k
         self.where = where
-        self.setting = dict(setting) if setting else None
+        self.setting = setting  # typed, frozen: pickled as it is to process clients
         self.owner = os.getpid()
 
     def __call__(self, coll: Collection, c: int, clients: int) -> Op:
@@ -538,8 +539,8 @@ def check_dataset(p: VectorParams) -> None:
             )
 
 
-def setting_label(setting: Mapping[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in setting.items())
+def setting_label(setting: SearchParams) -> str:
+    return setting.label()
 
 
 def task_name(kind: str, *parts: str) -> str:
@@ -858,7 +859,7 @@ class SearchRun:
             return None
         ctx.once(
             name,
-            lambda: self.coll.build_index(ctx.store.spec.index),
+            lambda: self.coll.build_index(ctx.index),
             items=self.loaded,
             derive=index_fields,
             phase="index",
@@ -891,14 +892,14 @@ class SearchRun:
         self.lives.clear()
 
     # --- search
-    def apply(self, setting: Mapping[str, Any]) -> None:
-        if setting:
+    def apply(self, setting: SearchParams) -> None:
+        if setting.given():  # else the engine's defaults
             self.coll.set_search_params(setting)
 
     def measure(
         self,
         name: str,
-        setting: Mapping[str, Any],
+        setting: SearchParams,
         clients: int,
         label: str | None = None,
         setting_key: str = "search",
@@ -930,7 +931,7 @@ class SearchRun:
             executor=self.executor(clients),
         )
         executor = self.executor_name(task)
-        extra = {"phase": "search", setting_key: dict(setting), "executor": executor} | extra
+        extra = {"phase": "search", setting_key: setting.given(), "executor": executor} | extra
         if label is not None:
             extra |= {"filter": label, "selectivity": self.data.selectivity[label]}
         if p.rate is not None:
@@ -955,7 +956,7 @@ class SearchRun:
         ctx.measure(task, self.coll, scored, **extra)
         return ctx.tasks[-1]
 
-    def recall_at(self, setting: Mapping[str, Any], label: str | None = None) -> float:
+    def recall_at(self, setting: SearchParams, label: str | None = None) -> float:
         """Recall@k at a setting, untimed (for tuning): every query, in
         batches, through the same search call."""
         self.apply(setting)
@@ -973,7 +974,7 @@ class SearchRun:
         return 0.0 if r is None else r
 
     def filtered(
-        self, setting: Mapping[str, Any], suffix: str, setting_key: str = "search", **extra: Any
+        self, setting: SearchParams, suffix: str, setting_key: str = "search", **extra: Any
     ) -> None:
         """Filtered search at each selectivity (recall against filtered truth)."""
         for label, s in self.data.selectivity.items():
