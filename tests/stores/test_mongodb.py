@@ -11,6 +11,7 @@ from storebench.stores import filters as F
 from storebench.stores.base import StoreSpec
 from storebench.stores.mongodb_store import MongoStore
 from storebench.stores.mongoquery import to_mongodb
+from storebench.stores.opening import open_store
 from tests.conftest import make_docs
 from tests.stores import servers as S
 
@@ -18,9 +19,9 @@ pytestmark = pytest.mark.skipif(S.skipped("mongodb"), reason="STOREBENCH_SKIP_EN
 
 
 def test_managed_ferretdb_starts_serves_and_stops():
-    store = StoreSpec("mongodb").open()
+    opened = open_store(StoreSpec("mongodb"))
+    store, server = opened.store, opened.server
     try:
-        server = store.managed
         assert server is not None and server.alive()
         pid, datadir = server.proc.pid, server.dir  # type: ignore[union-attr]
         assert store.spec.url == server.url
@@ -32,8 +33,8 @@ def test_managed_ferretdb_starts_serves_and_stops():
         assert coll.get(docs.ids[:3]).ids.tolist() == docs.ids[:3].tolist()
         pids = [p.pid for p in server.processes()]
     finally:
-        store.close()
-    assert store.managed is None
+        opened.close()
+    assert opened.server is None
     assert all(S.gone(p) for p in [pid, *pids])
     assert not datadir.exists()
 

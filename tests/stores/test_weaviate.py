@@ -8,6 +8,7 @@ import pytest
 
 from storebench.errors import UserError
 from storebench.stores.base import StoreSpec
+from storebench.stores.params import HnswIndex, HnswSearch
 from storebench.stores.weaviate_store import WeaviateStore, from_uuid, to_uuid
 from tests.conftest import make_docs
 from tests.stores import servers as S
@@ -26,17 +27,19 @@ def test_hnsw_reaches_the_recall_with_exact_distances(metric):
 
 
 def test_index_parameters_reach_the_collection_and_other_ones_rebuild_it():
-    spec = StoreSpec("weaviate", S.shared_url("weaviate"), index={"m": 8, "ef_construct": 32})
+    spec = StoreSpec("weaviate", S.shared_url("weaviate"))
     store = spec.open()
     try:
         docs = make_docs(300)
-        coll = store.create_collection("sb_params", docs.schema())
+        coll = store.create_collection(
+            "sb_params", docs.schema(), HnswIndex(m=8, ef_construct=32)
+        )
         coll.insert(docs)
         assert coll.hnsw()["m"] == 8 and coll.hnsw()["ef_construct"] == 32  # type: ignore[attr-defined]
-        assert coll.build_index({"m": 8, "ef_construct": 32}) is False  # built during the upload
-        assert coll.build_index({"m": 24, "ef_construct": 100}) is True
+        assert coll.build_index(HnswIndex(m=8, ef_construct=32)) is False  # built during the upload
+        assert coll.build_index(HnswIndex(m=24, ef_construct=100)) is True
         assert coll.hnsw()["m"] == 24 and coll.count() == 300  # type: ignore[attr-defined]
-        coll.set_search_params({"ef": 77})
+        coll.set_search_params(HnswSearch(ef=77))
         assert coll.hnsw()["ef"] == 77  # type: ignore[attr-defined]
         res = coll.search(docs.vectors[:3], 1)
         assert res.ids[:, 0].tolist() == [0, 1, 2]

@@ -20,9 +20,9 @@ defaults to ``storebench``). Without one, a FerretDB server is started on
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult
 
 import numpy as np
@@ -36,6 +36,10 @@ from storebench.stores.base import Capability, Collection, Store, StoreSpec, red
 from storebench.stores.config import UrlForm
 from storebench.stores.filters import Filter
 from storebench.stores.mongoquery import key, to_mongodb
+from storebench.stores.params import IndexParams
+
+if TYPE_CHECKING:
+    from storebench.servers.base import Server
 
 _NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
 VEC = "_vector"
@@ -161,16 +165,14 @@ class MongoStore(Store):
     extra = "mongodb"
     url_form = URL_FORM
 
+    @classmethod
+    def managed_server(cls, options: Any) -> Callable[[], Server]:
+        from storebench.servers.ferretdb import FerretDBServer
+
+        return FerretDBServer
+
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        # --- the managed server: started here until the runner starts servers
-        # (one place: when no URL is given, a FerretDB on 127.0.0.1) -----------
-        if spec.url is None:
-            from storebench.servers.ferretdb import FerretDBServer
-
-            self.managed = FerretDBServer().start()
-            self.spec = self.spec.with_(url=self.managed.url)
-        # ---------------------------------------------------------------------------
         url = self.spec.url
         assert url is not None
         self.client: Any = pymongo.MongoClient(url, serverSelectionTimeoutMS=10_000)
@@ -187,7 +189,7 @@ class MongoStore(Store):
     def has_collection(self, name: str) -> bool:
         return name in self.db.list_collection_names()
 
-    def _create(self, name: str, schema: Schema) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         coll = MongoCollection(self, name, schema)
         self.db.create_collection(name)  # now, so other clients can open it before any insert
         for f in schema.indexed:
@@ -202,7 +204,9 @@ class MongoStore(Store):
         return MongoCollection(self, name, schema)
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         if spec.url is not None:
             return 0, 0  # a server reached by URL may be elsewhere
         return 4 * dim + 2 * field_bytes + 256, 64 << 20  # FerretDB on SQLite: pages cached

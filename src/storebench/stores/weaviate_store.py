@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qs
 
 import numpy as np
@@ -55,11 +55,14 @@ from storebench.stores.base import (
     Store,
     StoreSpec,
     hnsw_bytes,
-    int_param,
     redact_url,
 )
 from storebench.stores.config import UrlForm
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
+from storebench.stores.params import HnswIndex, HnswSearch
+
+if TYPE_CHECKING:
+    from storebench.servers.base import Server
 
 _TYPES = {
     "int": DataType.INT,
@@ -76,6 +79,11 @@ _METRIC = {
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
 VECTOR = "default"
 DEFAULTS = {"m": 16, "ef_construct": 128}
+
+
+def _hnsw(index: HnswIndex) -> dict[str, int]:
+    """maxConnections and efConstruction: the run's, else Weaviate's defaults."""
+    return {k: getattr(index, k) or v for k, v in DEFAULTS.items()}
 _BATCH = 1000
 _U128 = 1 << 128
 
@@ -270,8 +278,8 @@ class WeaviateCollection(Collection):
         cfg = self.c.config.get().vector_config[VECTOR].vector_index_config
         return {"m": cfg.max_connections, "ef_construct": cfg.ef_construction, "ef": cfg.ef}
 
-    def build_index(self, params: Mapping[str, Any]) -> bool | None:
-        want = {k: int_param(params, k, DEFAULTS[k]) for k in DEFAULTS}
+    def build_index(self, params: HnswIndex) -> bool | None:
+        want = _hnsw(params)
         have = self.hnsw()
         if all(have[k] == v for k, v in want.items()):
             return False  # built as the objects were imported
@@ -284,12 +292,12 @@ class WeaviateCollection(Collection):
         self.insert(batch)
         return True
 
-    def set_search_params(self, params: Mapping[str, Any]) -> None:
-        if "ef" in params:
+    def set_search_params(self, params: HnswSearch) -> None:
+        if params.ef is not None:
             self.c.config.update(
                 vector_config=Reconfigure.Vectors.update(
                     name=VECTOR,
-                    vector_index_config=Reconfigure.VectorIndex.hnsw(ef=int(params["ef"])),
+                    vector_index_config=Reconfigure.VectorIndex.hnsw(ef=params.ef),
                 )
             )
 
@@ -304,21 +312,19 @@ class WeaviateStore(Store):
         Capability.COMPACT,
         Capability.PIPELINE,
     }
-    index_params = ("m", "ef_construct")
-    search_params = ("ef",)
+    Index = HnswIndex
+    Search = HnswSearch
     extra = "weaviate"
     url_form = URL_FORM
 
+    @classmethod
+    def managed_server(cls, options: Any) -> Callable[[], Server]:
+        from storebench.servers.weaviate import WeaviateServer
+
+        return WeaviateServer
+
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        # --- the managed server: started here until the runner starts servers
-        # (one place: when no URL is given, a Weaviate on 127.0.0.1) -----------
-        if spec.url is None:
-            from storebench.servers.weaviate import WeaviateServer
-
-            self.managed = WeaviateServer().start()
-            self.spec = self.spec.with_(url=self.managed.url)
-        # ---------------------------------------------------------------------------
         host, port, grpc = self.check_url(self.spec.url)
         try:
             self.client = weaviate.connect_to_custom(
@@ -366,10 +372,9 @@ class WeaviateStore(Store):
             ),
         )
 
-    def _create(self, name: str, schema: Schema) -> Collection:
-        hnsw = {k: int_param(self.spec.index, k, v) for k, v in DEFAULTS.items()}
-        ef = int(self.spec.search["ef"]) if "ef" in self.spec.search else None
-        self.make_collection(self.class_name(name), schema, hnsw, ef)
+    def _create(self, name: str, schema: Schema, index: HnswIndex) -> Collection:
+        # ef is set by set_search_params before any search (the run's settings)
+        self.make_collection(self.class_name(name), schema, _hnsw(index), None)
         return WeaviateCollection(self, name, schema)
 
     def _open(self, name: str, schema: Schema) -> Collection:
@@ -378,10 +383,12 @@ class WeaviateStore(Store):
         return WeaviateCollection(self, name, schema)
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         if spec.url is not None:
             return 0, 0  # a server reached by URL may be elsewhere
-        m = int_param(spec.index, "m", DEFAULTS["m"])
+        m = index.m or DEFAULTS["m"]
         return hnsw_bytes(dim, m) + 2 * field_bytes + 512, 256 << 20
 
     def versions(self) -> dict[str, str]:
