@@ -28,6 +28,7 @@ from typing import Any
 from storebench import interrupts, memory, noise, outputs, records, results
 from storebench.driver import Driver, Interrupted
 from storebench.driver.executors import Executor, executors_released, setup_executor
+from storebench.metrics import DEFAULT_INTERVAL_S
 from storebench.errors import StorebenchError, signal_name
 from storebench.progress import NoProgress
 from storebench.records import RECORD_VERSION, RunRecord, StoreInfo
@@ -174,7 +175,12 @@ def execute(
             )
             executor = setup_executor(run.executor or store.client_mode, run.driver)
             server = store.managed
-            driver = Driver(progress, run.executor, server.processes if server else None)
+            driver = Driver(
+                progress,
+                run.executor,
+                server.processes if server else None,
+                run.driver.get("interval_s", DEFAULT_INTERVAL_S),
+            )
             ctx = recorder.ctx = RunContext(run_id, store, driver, run.mode, run.sweep)
             workload_class(run.workload)().run(ctx, run.params)
             record.status = "ok"

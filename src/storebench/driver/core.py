@@ -9,6 +9,7 @@ processes, or a plug-in), then merges the clients' histograms exactly.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -23,7 +24,7 @@ import numpy as np
 from storebench import noise
 from storebench.driver import loops
 from storebench.errors import NotCounted, StorebenchError, TaskFailed
-from storebench.metrics import Histogram, TaskStats
+from storebench.metrics import DEFAULT_INTERVAL_S, Histogram, Series, TaskStats
 from storebench.stores.base import Collection
 
 log = logging.getLogger("storebench")
@@ -90,6 +91,7 @@ class Task:
     # each with its own connection, so a client has W requests outstanding
     inflight: int = 1
     max_errors: int = 0  # failed ops tolerated before the task fails
+    interval_s: float | None = None  # the per-interval series' interval; None: the driver's
 
     def __post_init__(self) -> None:
         if self.clients < 1 or self.inflight < 1:
@@ -98,6 +100,12 @@ class Task:
             raise ValueError(f"task {self.name}: give exactly one of ops or duration_s")
         if self.rate is not None and (self.rate <= 0 or self.think_s or self.think_per_client):
             raise ValueError(f"task {self.name}: rate must be > 0 and excludes think time")
+        if self.interval_s is not None and not self.interval_s > 0:
+            raise ValueError(f"task {self.name}: interval_s must be > 0")
+
+    @property
+    def interval_ns(self) -> int:
+        return int((self.interval_s or DEFAULT_INTERVAL_S) * 1e9)
 
     @property
     def lanes(self) -> int:
@@ -132,6 +140,7 @@ class ClientResult:
     payload: Any = None
     error: str | None = None  # set when the client failed outright
     driver_clock: bool = True  # start/end are on the driver's monotonic clock
+    series: Series | None = None  # per interval from start_ns
 
 
 @dataclass
@@ -145,15 +154,17 @@ class Controls:
 
 def _measure(
     task: Task, op: Callable[[int], Any], c: int, ctl: Controls, start_ns: int, slot: int
-) -> tuple[np.ndarray, np.ndarray | None, Counter[str], Counter[str], bool]:
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, Counter[str], Counter[str], bool]:
     """Runs client c's measured ops (progress in ``ctl.progress[slot]``);
-    returns (latencies, service times, errors, skipped, complete)."""
+    returns (latencies, service times, end times, errors, skipped, complete)."""
     step = task.lanes
     n = task.client_ops(c)
     deadline = start_ns + int(task.duration_s * 1e9) if task.duration_s is not None else 1 << 62
     size = n if n is not None else DURATION_CHUNK
     lat = np.zeros(size, np.int64)
     svc = np.zeros(size, np.int64) if task.rate is not None else None
+    ends = np.zeros(size, np.int64)  # written by the thinking loop only
+    marks: list[tuple[int, int]] = []  # the closed loop's (first slot, start) per call
     interval = task.lanes * 1e9 / task.rate if task.rate else 0.0
     origin = start_ns + int(c * interval / task.lanes)
     errors: Counter[str] = Counter()
@@ -179,10 +190,12 @@ def _measure(
                 )
             elif think:
                 used = loops.thinking(
-                    op, c, step, lat, used, deadline, ctl.stop, ctl.progress, slot, think
+                    op, c, step, lat, used, deadline, ctl.stop, ctl.progress, slot, think, ends
                 )
             else:
-                used = loops.closed(op, c, step, lat, used, deadline, ctl.stop, ctl.progress, slot)
+                used = loops.closed(
+                    op, c, step, lat, used, deadline, ctl.stop, ctl.progress, slot, marks
+                )
         except NotCounted as exc:  # nothing to do yet (e.g. a read before any write)
             failed = int(ctl.progress[slot])
             lat[failed] = -1
@@ -201,10 +214,18 @@ def _measure(
             break
         if used == len(lat):  # duration mode: more room
             lat = np.concatenate([lat, np.zeros(DURATION_CHUNK, np.int64)])
+            if think:
+                ends = np.concatenate([ends, np.zeros(DURATION_CHUNK, np.int64)])
             if svc is not None:
                 svc = np.concatenate([svc, np.zeros(DURATION_CHUNK, np.int64)])
     complete = not ctl.stop[0] and (n is None or used >= n)
-    return lat[:used], (svc[:used] if svc is not None else None), errors, skipped, complete
+    lat = lat[:used]
+    if task.rate is not None:
+        ends = loops.open_ends(lat, origin, interval)
+    elif not think:
+        ends = loops.closed_ends(lat, marks)
+    svc = svc[:used] if svc is not None else None
+    return lat, svc, ends[:used], errors, skipped, complete
 
 
 def run_client(
@@ -237,19 +258,30 @@ def run_client(
     start = loops.clock()
     if task.client_offset_s and c:
         time.sleep(c * task.client_offset_s)
-    lat, svc, errors, skipped, complete = _measure(task, op, c, ctl, start, slot)
+    lat, svc, ends, errors, skipped, complete = _measure(task, op, c, ctl, start, slot)
     end = loops.clock()
     cpu = time.process_time() - cpu0
     ok = lat >= 0
     hist = Histogram()
     hist.record(lat[ok])
+    series = Series.of(lat[ok], ends[ok], start, task.interval_ns)
     shist = None
     if svc is not None:
         shist = Histogram()
         shist.record(svc[ok])
     payload = ops.finish()
     return ClientResult(
-        hist, shist, int(ok.sum()), dict(errors), dict(skipped), start, end, cpu, complete, payload
+        hist,
+        shist,
+        int(ok.sum()),
+        dict(errors),
+        dict(skipped),
+        start,
+        end,
+        cpu,
+        complete,
+        payload,
+        series=series,
     )
 
 
@@ -269,8 +301,11 @@ def merge(task: Task, results: list[ClientResult]) -> TaskStats:
         stats.extra["inflight"] = task.inflight
     if task.rate is not None:
         stats.service = Histogram()
+    stats.series = Series(task.interval_ns)
     for r in results:
         stats.latency.merge(r.latency)
+        if r.series is not None:
+            stats.series.merge(r.series)
         if stats.service is not None and r.service is not None:
             stats.service.merge(r.service)
         stats.ops += r.ops
@@ -284,6 +319,8 @@ def merge(task: Task, results: list[ClientResult]) -> TaskStats:
         stats.elapsed_ns = max(r.end_ns for r in results) - min(r.start_ns for r in results)
         if all(r.driver_clock for r in results):
             stats.end_ns = max(r.end_ns for r in results)
+            stats.start_unix = unix_time(min(r.start_ns for r in results))
+        stats.series.fit(stats.elapsed_ns)
     stats.items = stats.ops * task.items_per_op
     return stats
 
@@ -317,24 +354,32 @@ def first_failure(tasks: list[Task], per_task: list[list[ClientResult]]) -> str 
     return msg
 
 
+def unix_time(clock_ns: int) -> float:
+    """A time of the driver's monotonic clock in seconds since the epoch."""
+    return (time.time_ns() - loops.clock() + clock_ns) / 1e9
+
+
 class Driver:
     """Runs tasks on a store through an executor and returns merged stats.
     Each task's stats carry ``machine_load``: how busy the machine was
     meanwhile (``storebench.noise``, sampled outside the timed window);
     ``processes`` are those the run owns beyond this process tree (a
-    managed server's), whose CPU is not counted as other processes'."""
+    managed server's), whose CPU is not counted as other processes'.
+    ``interval_s``: the per-interval series' interval of tasks that set none."""
 
     def __init__(
         self,
         progress: Any = None,
         executor: str | None = None,
         processes: noise.Processes | None = None,
+        interval_s: float = DEFAULT_INTERVAL_S,
     ):
         from storebench.progress import NoProgress
 
         self.progress = progress or NoProgress()
         self.executor = executor  # overrides the store's preference for every task
         self.processes = processes
+        self.interval_s = interval_s
 
     def run(self, task: Task, coll: Collection) -> tuple[TaskStats, list[Any]]:
         """Time ``task`` on ``coll``; returns the stats and each client's payload."""
@@ -345,6 +390,9 @@ class Driver:
         writers and readers of a social network; stats come back per task."""
         from storebench.driver.executors import get_executor
 
+        tasks = [
+            t if t.interval_s else dataclasses.replace(t, interval_s=self.interval_s) for t in tasks
+        ]
         names = {t.executor or self.executor or coll.store.client_mode for t in tasks}
         if len(names) > 1:
             raise ValueError(f"tasks run together must share one executor, got {sorted(names)}")
@@ -400,6 +448,7 @@ class Driver:
         if since_ns is not None and since_ns <= t0:
             t0 = since_ns
         stats = TaskStats(name, ops=1, items=items, elapsed_ns=t1 - t0, cpu_s=cpu_s)
+        stats.start_unix = unix_time(t0)
         stats.extra["machine_load"] = load
         stats.latency.record(np.array([t1 - t0]))
         if since_ns is not None:
