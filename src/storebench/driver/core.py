@@ -154,9 +154,12 @@ class Controls:
 
 def _measure(
     task: Task, op: Callable[[int], Any], c: int, ctl: Controls, start_ns: int, slot: int
-) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, Counter[str], Counter[str], bool]:
+) -> tuple[
+    np.ndarray, np.ndarray | None, Callable[[], np.ndarray], Counter[str], Counter[str], bool
+]:
     """Runs client c's measured ops (progress in ``ctl.progress[slot]``);
-    returns (latencies, service times, end times, errors, skipped, complete)."""
+    returns (latencies, service times, their end times to compute once the
+    clock has stopped, errors, skipped, complete)."""
     step = task.lanes
     n = task.client_ops(c)
     deadline = start_ns + int(task.duration_s * 1e9) if task.duration_s is not None else 1 << 62
@@ -220,12 +223,14 @@ def _measure(
                 svc = np.concatenate([svc, np.zeros(DURATION_CHUNK, np.int64)])
     complete = not ctl.stop[0] and (n is None or used >= n)
     lat = lat[:used]
-    if task.rate is not None:
-        ends = loops.open_ends(lat, origin, interval)
-    elif not think:
-        ends = loops.closed_ends(lat, marks)
+
+    def end_times() -> np.ndarray:
+        if task.rate is not None:
+            return loops.open_ends(lat, origin, interval)
+        return ends[:used] if think else loops.closed_ends(lat, marks)
+
     svc = svc[:used] if svc is not None else None
-    return lat, svc, ends[:used], errors, skipped, complete
+    return lat, svc, end_times, errors, skipped, complete
 
 
 def run_client(
@@ -264,7 +269,7 @@ def run_client(
     ok = lat >= 0
     hist = Histogram()
     hist.record(lat[ok])
-    series = Series.of(lat[ok], ends[ok], start, task.interval_ns)
+    series = Series.of(lat[ok], ends()[ok], start, task.interval_ns)
     shist = None
     if svc is not None:
         shist = Histogram()
