@@ -208,9 +208,15 @@ class Series:
         if (k[1:] < k[:-1]).any():
             order = np.argsort(k, kind="stable")
             k, v = k[order], v[order]
-        s.keys, s.counts = np.unique(k * BUCKETS + bucket_index(v), return_counts=True)
-        s.counts = s.counts.astype(np.int64)
         first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+        idx = bucket_index(v)
+        keys, counts = [], []
+        for a, b in zip(first, np.r_[first[1:], len(v)], strict=True):
+            c = np.bincount(idx[a:b])  # one interval: linear, no sort
+            nz = np.flatnonzero(c)
+            keys.append(k[a] * BUCKETS + nz)
+            counts.append(c[nz])
+        s.keys, s.counts = np.concatenate(keys), np.concatenate(counts).astype(np.int64)
         s._size(int(k[-1]) + 1)
         ks = k[first]
         s.mins[ks] = np.minimum.reduceat(v, first)
@@ -319,9 +325,12 @@ class Series:
         }
 
     def histogram(self, first: int = 0, end: int | None = None) -> Histogram:
-        """The exact histogram of intervals [first, end) (all by default)."""
+        """The exact histogram of intervals [first, end) (all by default:
+        the whole task's, as ``Histogram.record`` of every value makes it)."""
         end = len(self) if end is None else end
         h = Histogram()
+        if first == 0 and end >= len(self):
+            h.clamped = self.clamped
         k = self.keys // BUCKETS
         sel = (k >= first) & (k < end)
         np.add.at(h._counts, self.keys[sel] % BUCKETS, self.counts[sel].astype(np.uint64))

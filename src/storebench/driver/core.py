@@ -267,9 +267,8 @@ def run_client(
     end = loops.clock()
     cpu = time.process_time() - cpu0
     ok = lat >= 0
-    hist = Histogram()
-    hist.record(lat[ok])
     series = Series.of(lat[ok], ends()[ok], start, task.interval_ns)
+    hist = series.histogram()  # the whole task's: the intervals merged
     shist = None
     if svc is not None:
         shist = Histogram()
@@ -306,10 +305,12 @@ def merge(task: Task, results: list[ClientResult]) -> TaskStats:
         stats.extra["inflight"] = task.inflight
     if task.rate is not None:
         stats.service = Histogram()
-    stats.series = Series(task.interval_ns)
+    # a series only where every client kept one (a plug-in executor may not)
+    if all(r.series is not None for r in results):
+        stats.series = Series(task.interval_ns)
     for r in results:
         stats.latency.merge(r.latency)
-        if r.series is not None:
+        if stats.series is not None and r.series is not None:
             stats.series.merge(r.series)
         if stats.service is not None and r.service is not None:
             stats.service.merge(r.service)
@@ -325,7 +326,8 @@ def merge(task: Task, results: list[ClientResult]) -> TaskStats:
         if all(r.driver_clock for r in results):
             stats.end_ns = max(r.end_ns for r in results)
             stats.start_unix = unix_time(min(r.start_ns for r in results))
-        stats.series.fit(stats.elapsed_ns)
+        if stats.series is not None:
+            stats.series.fit(stats.elapsed_ns)
     stats.items = stats.ops * task.items_per_op
     return stats
 
