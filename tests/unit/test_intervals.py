@@ -282,3 +282,34 @@ def test_hdr_export_of_an_older_record_is_one_interval(tmp_path):
     reader = HistogramLogReader(str(tmp_path / "old.get.hlog"), Histogram().hdr)
     got = reader.get_next_interval_histogram()
     assert got.total_count == 3 and reader.get_next_interval_histogram() is None
+
+
+def test_over_time_views_read_series_and_skip_older_records(virtual_clock, coll):
+    pytest.importorskip("matplotlib")
+    from storebench.report.timeline import layout, spark, sparklines, timeline_view
+    from storebench.report.views import ViewInput
+
+    stats, _ = Driver().run(Task("get", StallAtSecond3(virtual_clock), duration_s=6.0), coll)
+    build, _ = Driver().once("index", lambda: virtual_clock.spend(2 * S), since_ns=None)
+    rec = RunRecord(
+        run_id="r1",
+        workload="crud",
+        status="ok",
+        tasks=[TaskRecord.of(stats), TaskRecord.of(build)],
+    )
+    spans = layout(rec)
+    assert [s.timed for s in spans] == [True, False]
+    # (the virtual clock maps to the epoch through the real one: only lengths hold)
+    assert spans[1].end - spans[1].start == pytest.approx(2.0)
+    ((name, rate, p99),) = sparklines(rec)
+    assert name == "get" and p99.startswith("▁▁▁█▁▁")
+    blocks = timeline_view(ViewInput("crud", [rec]))
+    assert blocks[0].name == "crud-timeline" and blocks[0].png
+    (row,) = blocks[1].rows
+    assert row[1:3] == ["get", "6"] and row[-1] == "3-4 s"
+    assert spark([1, 1, 1, 9], 2, worst=True) == "▁█"
+    old = rec.model_dump()
+    for t in old["tasks"]:
+        t.pop("series", None)
+    assert timeline_view(ViewInput("crud", [old])) == []
+    assert sparklines(old) == []

@@ -137,7 +137,7 @@ def timeline_view(v: ViewInput) -> list[Block]:
 
 
 def _draw(run: RunRecord, rate_ax: Any, lat_ax: Any) -> None:
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import LogLocator
 
     spans = layout(run)
     for k, span in enumerate(spans):
@@ -156,15 +156,33 @@ def _draw(run: RunRecord, rate_ax: Any, lat_ax: Any) -> None:
             continue
         color = plots.style(k)["color"]
         xs, ys = points(span, "ops_per_s")
-        rate_ax.plot(xs, ys, color=color, lw=1.2, label=plots.plain(span.task.name))
+        rate_ax.plot(
+            [x for x, y in zip(xs, ys, strict=True) if y > 0],
+            [y for y in ys if y > 0],
+            color=color,
+            lw=1.2,
+            label=plots.plain(span.task.name),
+        )
+        # intervals where nothing completed: marked on the axis (a log scale has no 0)
+        stalled = [x for x, y in zip(xs, ys, strict=True) if y <= 0]
+        if stalled:
+            rate_ax.plot(
+                stalled,
+                [0.0] * len(stalled),
+                "x",
+                color=color,
+                transform=rate_ax.get_xaxis_transform(),
+                clip_on=False,
+            )
         xs, ys = points(span, "p99")
         lat_ax.plot(xs, ys, color=color, lw=1.2)
         xs, ys = points(span, "p50")
         lat_ax.plot(xs, ys, color=color, lw=0.9, ls="--")
-    rate_ax.set_ylim(bottom=0)
-    rate_ax.yaxis.set_major_formatter(FuncFormatter(lambda x, _: plots.fmt_count(x)))
-    rate_ax.set_ylabel("ops/s")
+    plots.rate_axis(rate_ax, "y")
+    rate_ax.set_ylabel("ops/s (x: none ended)")
     plots.fmt_ns_axis(lat_ax, "y")
+    for ax in (rate_ax, lat_ax):  # decades only: a run's tasks span many
+        ax.yaxis.set_major_locator(LogLocator(base=10))
     lat_ax.set_ylabel("p99 (solid), p50 (dashed)")
     lat_ax.set_xlabel("seconds from the run's first task")
     for ax in (rate_ax, lat_ax):
@@ -185,7 +203,7 @@ def _rows(label: str, run: RunRecord) -> list[list[str]]:
             continue
         s = span.task.series or {}
         ops = s.get("ops") or []
-        rates = [float(r) for r in s.get("ops_per_s") or []]
+        rates = [float(r) for r in s.get("ops_per_s") or []] or [0.0]
         p99 = (s.get("latency_ns") or {}).get("p99") or []
         busy = [(x, k) for k, x in enumerate(p99) if ops[k]]
         worst, at = max(busy) if busy else (0, 0)
@@ -195,9 +213,7 @@ def _rows(label: str, run: RunRecord) -> list[list[str]]:
                 label,
                 span.task.name,
                 str(len(ops)),
-                fmt_rate(min(rates, default=None)),
-                fmt_rate(_median(rates)),
-                fmt_rate(max(rates, default=None)),
+                *(fmt_rate(x) if x else "0" for x in (min(rates), _median(rates), max(rates))),
                 fmt_ns(_median([x for x, _ in busy])),
                 fmt_ns(worst),
                 f"{at * step:g}-{(at + 1) * step:g} s",
@@ -241,11 +257,15 @@ def sparklines(run: RunRecord | dict[str, Any], width: int = 48) -> list[tuple[s
         out.append(
             (
                 span.task.name,
-                f"{spark(rates, width)} {fmt_rate(min(rates))}..{fmt_rate(max(rates))}",
+                f"{spark(rates, width)} {_rate(min(rates))}..{_rate(max(rates))}",
                 f"{spark(p99, width, worst=True)} {fmt_ns(lo)}..{fmt_ns(hi)}",
             )
         )
     return out
+
+
+def _rate(x: float) -> str:
+    return fmt_rate(x) if x else "0"
 
 
 def print_sparklines(recs: Iterable[RunRecord | dict[str, Any]], console: Any = None) -> None:
