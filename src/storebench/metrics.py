@@ -173,9 +173,12 @@ DEFAULT_INTERVAL_S = 1.0
 # the interval before it instead of showing as a noisy sliver
 TAIL_FRACTION = 0.1
 SERIES_PERCENTILES = (50.0, 99.0)  # kept per interval in the record
-# HDR histograms the record keeps per task: a longer task's are of several
-# intervals each (merged exactly), so an hour at 1 s stays a few hundred KB
+# The encoded HDR histograms a task's record keeps: one per interval while
+# they fit in HDR_BYTES_MAX (a 60 s task of a wide latency spread at up to
+# ~50k ops/s), else each of 2, 4, 8 ... intervals, merged exactly; at most
+# HDR_INTERVALS_MAX of them. So an hour at 1 s stays under ~400 KB in all.
 HDR_INTERVALS_MAX = 120
+HDR_BYTES_MAX = 256 * 1024
 
 
 class Series:
@@ -308,10 +311,14 @@ class Series:
         lengths[-1] = max(elapsed_ns / 1e9 - (n - 1) * step_s, 1e-9)
         pct = self.percentiles(SERIES_PERCENTILES)
         group = -(-n // HDR_INTERVALS_MAX)
-        hdr = []
-        for i in range(0, n, group):
-            h = self.histogram(i, min(i + group, n))
-            hdr.append(h.encode() if h.count else None)
+        while True:
+            hdr = []
+            for i in range(0, n, group):
+                h = self.histogram(i, min(i + group, n))
+                hdr.append(h.encode() if h.count else None)
+            if group >= n or sum(len(x or "") for x in hdr) <= HDR_BYTES_MAX:
+                break
+            group *= 2
         return {
             "interval_s": step_s,
             "ops": ops.tolist(),
@@ -331,10 +338,9 @@ class Series:
         h = Histogram()
         if first == 0 and end >= len(self):
             h.clamped = self.clamped
-        k = self.keys // BUCKETS
-        sel = (k >= first) & (k < end)
-        np.add.at(h._counts, self.keys[sel] % BUCKETS, self.counts[sel].astype(np.uint64))
-        total = int(self.counts[sel].sum())
+        lo, hi = np.searchsorted(self.keys, [first * BUCKETS, end * BUCKETS])
+        np.add.at(h._counts, self.keys[lo:hi] % BUCKETS, self.counts[lo:hi].astype(np.uint64))
+        total = int(self.counts[lo:hi].sum())
         if total:
             h.hdr.total_count = total
             h.hdr.min_value = int(self.mins[first:end].min())
