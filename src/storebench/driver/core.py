@@ -29,7 +29,7 @@ from storebench.stores.base import Collection
 
 log = logging.getLogger("storebench")
 
-DURATION_CHUNK = 1 << 16  # latency slots allocated at a time in duration mode
+DURATION_CHUNK = 1 << 16  # latency slots first allocated in duration mode (then doubled)
 
 
 class Op:
@@ -215,12 +215,13 @@ def _measure(
                 ) from exc
         if ctl.stop[0] or loops.clock() >= deadline or (n is not None and used >= n):
             break
-        if used == len(lat):  # duration mode: more room
-            lat = np.concatenate([lat, np.zeros(DURATION_CHUNK, np.int64)])
+        if used == len(lat):  # duration mode: more room, doubled so copies stay O(ops)
+            more = np.zeros(len(lat), np.int64)
+            lat = np.concatenate([lat, more])
             if think:
-                ends = np.concatenate([ends, np.zeros(DURATION_CHUNK, np.int64)])
+                ends = np.concatenate([ends, more])
             if svc is not None:
-                svc = np.concatenate([svc, np.zeros(DURATION_CHUNK, np.int64)])
+                svc = np.concatenate([svc, more])
     complete = not ctl.stop[0] and (n is None or used >= n)
     lat = lat[:used]
 
