@@ -13,7 +13,7 @@ from hdrh.log import HistogramLogReader
 from storebench.data.batch import Schema
 from storebench.driver import Driver, FnOp, Task
 from storebench.driver import loops as loops_mod
-from storebench.metrics import BUCKETS, HIGHEST_NS, Histogram, Series
+from storebench.metrics import BUCKETS, HIGHEST_NS, Histogram, Series, bucket_top
 from storebench.records import RunRecord, TaskRecord
 from storebench.report.export import hdr_intervals, write_hdr
 from storebench.stores.base import StoreSpec
@@ -136,7 +136,9 @@ def test_failed_operations_keep_the_others_in_their_intervals(virtual_clock, col
 
 def test_stall_on_a_real_clock_with_clients_merged(coll):
     """Two thread clients on a store that stalls every caller for 200 ms at
-    3.3 s: only interval 3 shows it, whatever else the machine does."""
+    3.3 s: interval 3 shows it in both clients' operations, merged. (The
+    virtual-clock test above pins "interval 3 only" exactly; on a real clock
+    a machine busy enough to pause a thread for 200 ms elsewhere can.)"""
     lock = threading.Lock()
     state = {"t0": None, "stalled": False}
 
@@ -160,9 +162,16 @@ def test_stall_on_a_real_clock_with_clients_merged(coll):
     assert len(series) == 6
     top = series.maxs
     assert top[3] >= 200 * MS
-    assert [k for k in range(6) if top[k] >= 150 * MS] == [3]
+    # each client had an op of ~200 ms in interval 3 (one slept, one waited)
+    assert count_at_least(series.histogram(3, 4), 190 * MS) >= 2
     assert series.ops().sum() == stats.ops
     same_histogram(series.histogram(), stats.latency)
+
+
+def count_at_least(h: Histogram, ns: int) -> int:
+    """How many values of ``h`` are in buckets reaching ``ns`` or more."""
+    idx = np.flatnonzero(h._counts)
+    return int(h._counts[idx][bucket_top(idx) >= ns].sum())
 
 
 def test_open_and_thinking_loops_have_series(coll):
