@@ -242,16 +242,22 @@ class Series:
         self.counts = np.zeros(len(self.keys), np.int64)
         np.add.at(self.counts, inv, counts)
 
-    def merge(self, other: Series) -> None:
-        if other.interval_ns != self.interval_ns:
+    def merge(self, *others: Series) -> None:
+        """Add other series (of the same interval) in; many at once cost one
+        pass over their counts, not one per series."""
+        if any(o.interval_ns != self.interval_ns for o in others):
             raise ValueError("series of different intervals do not merge")
-        self._set_counts(np.r_[self.keys, other.keys], np.r_[self.counts, other.counts])
-        n = len(other.mins)
-        self._size(n)
-        self.mins[:n] = np.minimum(self.mins[:n], other.mins)
-        self.maxs[:n] = np.maximum(self.maxs[:n], other.maxs)
-        self.sums[:n] += other.sums
-        self.clamped += other.clamped
+        self._set_counts(
+            np.concatenate([self.keys, *(o.keys for o in others)]),
+            np.concatenate([self.counts, *(o.counts for o in others)]),
+        )
+        for other in others:
+            n = len(other.mins)
+            self._size(n)
+            self.mins[:n] = np.minimum(self.mins[:n], other.mins)
+            self.maxs[:n] = np.maximum(self.maxs[:n], other.maxs)
+            self.sums[:n] += other.sums
+            self.clamped += other.clamped
 
     def fit(self, elapsed_ns: int) -> None:
         """Span exactly the intervals of a task of ``elapsed_ns``: its last

@@ -307,12 +307,12 @@ def merge(task: Task, results: list[ClientResult]) -> TaskStats:
     if task.rate is not None:
         stats.service = Histogram()
     # a series only where every client kept one (a plug-in executor may not)
-    if all(r.series is not None for r in results):
+    series = [r.series for r in results if r.series is not None]
+    if len(series) == len(results):
         stats.series = Series(task.interval_ns)
+        stats.series.merge(*series)
     for r in results:
         stats.latency.merge(r.latency)
-        if stats.series is not None and r.series is not None:
-            stats.series.merge(r.series)
         if stats.service is not None and r.service is not None:
             stats.service.merge(r.service)
         stats.ops += r.ops
