@@ -76,9 +76,16 @@ def points(span: Span, key: str) -> tuple[list[float], list[float]]:
     return xs, ys
 
 
+def run_label(run: RunRecord) -> str:
+    """The store and the run's grid point, its swept search settings left
+    out: they are tasks on the run's time line."""
+    point = [f"{k}={v}" for k, v in run.grid_point.items() if not k.startswith("search.")]
+    return " ".join([store_label(run), *point])
+
+
 def chosen_runs(v: ViewInput) -> list[tuple[str, RunRecord]]:
-    """(configuration label, whole run) of each configuration's chosen run,
-    each run once (a sweep's settings are one run on one clock)."""
+    """(label, whole run) of each configuration's chosen run, each run once
+    (a sweep's settings are one run on one clock)."""
     full = {r.run_id: r for r in ok_runs(v.records)}
     out: list[tuple[str, RunRecord]] = []
     seen: set[str] = set()
@@ -87,7 +94,7 @@ def chosen_runs(v: ViewInput) -> list[tuple[str, RunRecord]]:
         if run is None or run.run_id in seen or not any(s.timed for s in layout(run)):
             continue
         seen.add(run.run_id)
-        out.append((c.label, run))
+        out.append((run_label(run), run))
     return out
 
 
@@ -161,6 +168,8 @@ def _draw(run: RunRecord, rate_ax: Any, lat_ax: Any) -> None:
             [y for y in ys if y > 0],
             color=color,
             lw=1.2,
+            marker=".",
+            ms=3,
             label=plots.plain(span.task.name),
         )
         # intervals where nothing completed: marked on the axis (a log scale has no 0)
@@ -175,9 +184,9 @@ def _draw(run: RunRecord, rate_ax: Any, lat_ax: Any) -> None:
                 clip_on=False,
             )
         xs, ys = points(span, "p99")
-        lat_ax.plot(xs, ys, color=color, lw=1.2)
+        lat_ax.plot(xs, ys, color=color, lw=1.2, marker=".", ms=3)
         xs, ys = points(span, "p50")
-        lat_ax.plot(xs, ys, color=color, lw=0.9, ls="--")
+        lat_ax.plot(xs, ys, color=color, lw=0.9, ls="--", marker=".", ms=2)
     plots.rate_axis(rate_ax, "y")
     rate_ax.set_ylabel("ops/s (x: none ended)")
     plots.fmt_ns_axis(lat_ax, "y")
