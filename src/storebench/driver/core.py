@@ -29,7 +29,14 @@ from storebench.stores.base import Collection
 
 log = logging.getLogger("storebench")
 
-DURATION_CHUNK = 1 << 16  # latency slots first allocated in duration mode (then doubled)
+# Latency slots a client of a duration task starts with: 1 GiB of address
+# space, which costs memory only as operations fill it (the kernel hands out
+# zeroed pages on first touch), so no task short of 134 M operations per client
+# stops to copy its buffer; past that it doubles. (Growing by small chunks
+# copied everything measured so far at each step: the copies grew with the
+# task and ate its throughput, as its per-interval series showed.)
+DURATION_SLOTS = 1 << 27
+DURATION_CHUNK = 1 << 16  # where that much address space is refused
 
 
 class Op:
@@ -163,16 +170,22 @@ def _measure(
     step = task.lanes
     n = task.client_ops(c)
     deadline = start_ns + int(task.duration_s * 1e9) if task.duration_s is not None else 1 << 62
-    size = n if n is not None else DURATION_CHUNK
-    lat = np.zeros(size, np.int64)
+    think = task.think(c)
+    size = n if n is not None else DURATION_SLOTS
+    try:
+        lat = np.zeros(size, np.int64)
+    except MemoryError:
+        if n is not None:
+            raise
+        size = DURATION_CHUNK  # strict overcommit: start small, double as needed
+        lat = np.zeros(size, np.int64)
     svc = np.zeros(size, np.int64) if task.rate is not None else None
-    ends = np.zeros(size, np.int64)  # written by the thinking loop only
+    ends = np.zeros(size if think else 0, np.int64)  # written by the thinking loop only
     marks: list[tuple[int, int]] = []  # the closed loop's (first slot, start) per call
     interval = task.lanes * 1e9 / task.rate if task.rate else 0.0
     origin = start_ns + int(c * interval / task.lanes)
     errors: Counter[str] = Counter()
     skipped: Counter[str] = Counter()
-    think = task.think(c)
     used = 0
     while True:
         try:
