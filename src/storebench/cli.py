@@ -199,7 +199,10 @@ def list_(what: str) -> None:
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--last", type=int, default=None, help="Only the last N records.")
-def show(paths: tuple[str, ...], last: int | None) -> None:
+@click.option(
+    "--over-time", is_flag=True, help="Also each task's ops/s and p99 per interval (sparklines)."
+)
+def show(paths: tuple[str, ...], last: int | None, over_time: bool) -> None:
     """Print result records (files or directories of *.jsonl) as tables."""
     from storebench import records as rec
     from storebench.report.terminal import print_records
@@ -208,6 +211,10 @@ def show(paths: tuple[str, ...], last: int | None) -> None:
     if last is not None:
         records = records[-last:]
     print_records(records)
+    if over_time:
+        from storebench.report.timeline import print_sparklines
+
+        print_sparklines(records)
 
 
 from storebench.cli_report import compare, export, report  # noqa: E402

@@ -216,20 +216,29 @@ def _interval(metric: str, iv: object) -> str:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["csv", "parquet"]),
+    type=click.Choice(["csv", "parquet", "hdr"]),
     default=None,
-    help="Default: from the --out suffix (.csv or .parquet).",
+    help="Default: from the --out suffix (.csv or .parquet). hdr: one HdrHistogram "
+    "interval log per run x task in the directory --out.",
 )
 @click.option(
     "--out", "out", required=True, type=click.Path(), help="Output file (its directory must exist)."
 )
 def export(paths: tuple[str, ...], fmt: str | None, out: str) -> None:
-    """One row per run x task of the result files, as CSV or Parquet."""
-    from storebench.outputs import check_file
+    """One row per run x task of the result files, as CSV or Parquet; or
+    HdrHistogram interval logs (--format hdr)."""
+    from storebench.outputs import check_dir, check_file
     from storebench.report.data import load_nonempty
-    from storebench.report.export import write_csv, write_parquet
+    from storebench.report.export import write_csv, write_hdr, write_parquet
 
     path = Path(out)
+    if fmt == "hdr":
+        check_dir(path, f"--out {out}")
+        recs = load_nonempty(paths)
+        n = write_hdr(recs, path)
+        click.echo(f"{path}")
+        click.echo(f"storebench: {n} HdrHistogram log(s) from {len(recs)} run(s)", err=True)
+        return
     if fmt is None:
         fmt = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}.get(path.suffix.lower())
         if fmt is None:

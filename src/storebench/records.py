@@ -116,6 +116,11 @@ class TaskRecord(Fields):
     client_cpu_ceiling: float | None = None
     client_saturated: bool | None = None
     server_cpu_per_s: float | None = None
+    start_unix: float | None = None  # the measured start, seconds since the epoch
+    # a timed task, per interval (``metrics.Series.to_record``): interval_s,
+    # ops, ops_per_s, latency_ns {p50, p99, max}, hdr_interval_s, hdr (encoded
+    # HDR histograms); absent in records before it and in one-shot phases
+    series: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, stats: TaskStats, **fields: Any) -> TaskRecord:
@@ -139,6 +144,10 @@ class TaskRecord(Fields):
             rec["service_ns"] = stats.service.summary()
         if stats.latency.clamped:
             rec["clamped_over_1h"] = stats.latency.clamped
+        if stats.start_unix is not None:
+            rec["start_unix"] = round(stats.start_unix, 6)
+        if stats.series is not None and len(stats.series) and stats.latency.count:
+            rec["series"] = stats.series.to_record(stats.elapsed_ns)
         rec.update(stats.extra)
         rec.update(fields)
         wall = rec["elapsed_s"]

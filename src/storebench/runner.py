@@ -33,6 +33,7 @@ from storebench.driver.executors import (
     executors_released,
     setup_executor,
 )
+from storebench.metrics import DEFAULT_INTERVAL_S
 from storebench.errors import StorebenchError, signal_name
 from storebench.progress import NoProgress
 from storebench.records import RECORD_VERSION, RunRecord, StoreInfo
@@ -184,7 +185,12 @@ def execute(
                 | {"url_given": run.spec.url is not None}
             )
             executor = setup_executor(choose_executor(store, run.executor), run.driver)
-            driver = Driver(progress, run.executor, server.processes if server else None)
+            driver = Driver(
+                progress,
+                run.executor,
+                server.processes if server else None,
+                run.driver.get("interval_s", DEFAULT_INTERVAL_S),
+            )
             ctx = recorder.ctx = RunContext(
                 run_id, store, driver, run.mode, run.index, run.search, run.settings, server=server
             )

@@ -55,6 +55,8 @@ class DriverConfig(BaseModel):
     # "auto" or HOST:PORT joins a running cluster (docs/ray.md)
     ray_address: str = "local"
     ray_timeout_s: float = Field(default=60.0, gt=0)  # limit on every wait for a Ray client
+    # the per-interval latency and throughput series of every timed task
+    interval_s: float = Field(default=1.0, gt=0)
     # refuse a plan whose largest run needs more memory than is available
     # (storebench.memory, before any run); not an executor setting
     memory_check: bool = True

@@ -66,8 +66,21 @@ def report(results, tmp_path_factory):
     return out
 
 
-CHARTS = ("crud-recall-qps-find_by_vector", "crud-percentiles", "crud-concurrency", "footprint")
-VIEWS = ("crud-crud_latency", "crud-crud_rates", "crud-tasks", "crud-percentiles", "crud-spread")
+CHARTS = (
+    "crud-recall-qps-find_by_vector",
+    "crud-percentiles",
+    "crud-concurrency",
+    "crud-timeline",
+    "footprint",
+)
+VIEWS = (
+    "crud-crud_latency",
+    "crud-crud_rates",
+    "crud-tasks",
+    "crud-percentiles",
+    "crud-spread",
+    "crud-timeline",
+)
 
 
 def test_report_writes_markdown_plots_and_one_html_page(report):

@@ -11,6 +11,7 @@ neither: executors and the driver build on it, not the other way round.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -24,12 +25,19 @@ import numpy as np
 
 from storebench.driver import loops
 from storebench.errors import NotCounted, StorebenchError, TaskFailed
-from storebench.metrics import Histogram, TaskStats
+from storebench.metrics import DEFAULT_INTERVAL_S, Histogram, Series, TaskStats
 from storebench.stores.base import Collection
 
 log = logging.getLogger("storebench")
 
-DURATION_CHUNK = 1 << 16  # latency slots allocated at a time in duration mode
+# Latency slots a client of a duration task starts with: 1 GiB of address
+# space, which costs memory only as operations fill it (the kernel hands out
+# zeroed pages on first touch), so no task short of 134 M operations per client
+# stops to copy its buffer; past that it doubles. (Growing by small chunks
+# copied everything measured so far at each step: the copies grew with the
+# task and ate its throughput, as its per-interval series showed.)
+DURATION_SLOTS = 1 << 27
+DURATION_CHUNK = 1 << 16  # where that much address space is refused
 
 
 class Op:
@@ -91,6 +99,7 @@ class Task:
     # each with its own connection, so a client has W requests outstanding
     inflight: int = 1
     max_errors: int = 0  # failed ops tolerated before the task fails
+    interval_s: float | None = None  # the per-interval series' interval; None: the driver's
 
     def __post_init__(self) -> None:
         if self.clients < 1 or self.inflight < 1:
@@ -99,6 +108,12 @@ class Task:
             raise ValueError(f"task {self.name}: give exactly one of ops or duration_s")
         if self.rate is not None and (self.rate <= 0 or self.think_s or self.think_per_client):
             raise ValueError(f"task {self.name}: rate must be > 0 and excludes think time")
+        if self.interval_s is not None and not self.interval_s > 0:
+            raise ValueError(f"task {self.name}: interval_s must be > 0")
+
+    @property
+    def interval_ns(self) -> int:
+        return int((self.interval_s or DEFAULT_INTERVAL_S) * 1e9)
 
     @property
     def lanes(self) -> int:
@@ -133,6 +148,7 @@ class ClientResult:
     payload: Any = None
     error: str | None = None  # set when the client failed outright
     driver_clock: bool = True  # start/end are on the driver's monotonic clock
+    series: Series | None = None  # per interval from start_ns
 
 
 @dataclass
@@ -146,20 +162,31 @@ class Controls:
 
 def _measure(
     task: Task, op: Callable[[int], Any], c: int, ctl: Controls, start_ns: int, slot: int
-) -> tuple[np.ndarray, np.ndarray | None, Counter[str], Counter[str], bool]:
+) -> tuple[
+    np.ndarray, np.ndarray | None, Callable[[], np.ndarray], Counter[str], Counter[str], bool
+]:
     """Runs client c's measured ops (progress in ``ctl.progress[slot]``);
-    returns (latencies, service times, errors, skipped, complete)."""
+    returns (latencies, service times, their end times to compute once the
+    clock has stopped, errors, skipped, complete)."""
     step = task.lanes
     n = task.client_ops(c)
     deadline = start_ns + int(task.duration_s * 1e9) if task.duration_s is not None else 1 << 62
-    size = n if n is not None else DURATION_CHUNK
-    lat = np.zeros(size, np.int64)
+    think = task.think(c)
+    size = n if n is not None else DURATION_SLOTS
+    try:
+        lat = np.zeros(size, np.int64)
+    except MemoryError:
+        if n is not None:
+            raise
+        size = DURATION_CHUNK  # strict overcommit: start small, double as needed
+        lat = np.zeros(size, np.int64)
     svc = np.zeros(size, np.int64) if task.rate is not None else None
+    ends = np.zeros(size if think else 0, np.int64)  # written by the thinking loop only
+    marks: list[tuple[int, int]] = []  # the closed loop's (first slot, start) per call
     interval = task.lanes * 1e9 / task.rate if task.rate else 0.0
     origin = start_ns + int(c * interval / task.lanes)
     errors: Counter[str] = Counter()
     skipped: Counter[str] = Counter()
-    think = task.think(c)
     used = 0
     while True:
         try:
@@ -180,10 +207,12 @@ def _measure(
                 )
             elif think:
                 used = loops.thinking(
-                    op, c, step, lat, used, deadline, ctl.stop, ctl.progress, slot, think
+                    op, c, step, lat, used, deadline, ctl.stop, ctl.progress, slot, think, ends
                 )
             else:
-                used = loops.closed(op, c, step, lat, used, deadline, ctl.stop, ctl.progress, slot)
+                used = loops.closed(
+                    op, c, step, lat, used, deadline, ctl.stop, ctl.progress, slot, marks
+                )
         except NotCounted as exc:  # nothing to do yet (e.g. a read before any write)
             failed = int(ctl.progress[slot])
             lat[failed] = -1
@@ -200,12 +229,23 @@ def _measure(
                 ) from exc
         if ctl.stop[0] or loops.clock() >= deadline or (n is not None and used >= n):
             break
-        if used == len(lat):  # duration mode: more room
-            lat = np.concatenate([lat, np.zeros(DURATION_CHUNK, np.int64)])
+        if used == len(lat):  # duration mode: more room, doubled so copies stay O(ops)
+            more = np.zeros(len(lat), np.int64)
+            lat = np.concatenate([lat, more])
+            if think:
+                ends = np.concatenate([ends, more])
             if svc is not None:
-                svc = np.concatenate([svc, np.zeros(DURATION_CHUNK, np.int64)])
+                svc = np.concatenate([svc, more])
     complete = not ctl.stop[0] and (n is None or used >= n)
-    return lat[:used], (svc[:used] if svc is not None else None), errors, skipped, complete
+    lat = lat[:used]
+
+    def end_times() -> np.ndarray:
+        if task.rate is not None:
+            return loops.open_ends(lat, origin, interval)
+        return ends[:used] if think else loops.closed_ends(lat, marks)
+
+    svc = svc[:used] if svc is not None else None
+    return lat, svc, end_times, errors, skipped, complete
 
 
 def run_client(
@@ -238,19 +278,29 @@ def run_client(
     start = loops.clock()
     if task.client_offset_s and c:
         time.sleep(c * task.client_offset_s)
-    lat, svc, errors, skipped, complete = _measure(task, op, c, ctl, start, slot)
+    lat, svc, ends, errors, skipped, complete = _measure(task, op, c, ctl, start, slot)
     end = loops.clock()
     cpu = time.process_time() - cpu0
     ok = lat >= 0
-    hist = Histogram()
-    hist.record(lat[ok])
+    series = Series.of(lat[ok], ends()[ok], start, task.interval_ns)
+    hist = series.histogram()  # the whole task's: the intervals merged
     shist = None
     if svc is not None:
         shist = Histogram()
         shist.record(svc[ok])
     payload = ops.finish()
     return ClientResult(
-        hist, shist, int(ok.sum()), dict(errors), dict(skipped), start, end, cpu, complete, payload
+        hist,
+        shist,
+        int(ok.sum()),
+        dict(errors),
+        dict(skipped),
+        start,
+        end,
+        cpu,
+        complete,
+        payload,
+        series=series,
     )
 
 
@@ -270,6 +320,11 @@ def merge(task: Task, results: list[ClientResult]) -> TaskStats:
         stats.extra["inflight"] = task.inflight
     if task.rate is not None:
         stats.service = Histogram()
+    # a series only where every client kept one (a plug-in executor may not)
+    series = [r.series for r in results if r.series is not None]
+    if len(series) == len(results):
+        stats.series = Series(task.interval_ns)
+        stats.series.merge(*series)
     for r in results:
         stats.latency.merge(r.latency)
         if stats.service is not None and r.service is not None:
@@ -285,8 +340,16 @@ def merge(task: Task, results: list[ClientResult]) -> TaskStats:
         stats.elapsed_ns = max(r.end_ns for r in results) - min(r.start_ns for r in results)
         if all(r.driver_clock for r in results):
             stats.end_ns = max(r.end_ns for r in results)
+            stats.start_unix = unix_time(min(r.start_ns for r in results))
+        if stats.series is not None:
+            stats.series.fit(stats.elapsed_ns)
     stats.items = stats.ops * task.items_per_op
     return stats
+
+
+def unix_time(clock_ns: int) -> float:
+    """A time of the driver's monotonic clock in seconds since the epoch."""
+    return (time.time_ns() - loops.clock() + clock_ns) / 1e9
 
 
 def cpu_count() -> int:

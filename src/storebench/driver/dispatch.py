@@ -6,6 +6,7 @@ core (tasks, the per-client run) <- executors <- dispatch, one way."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -15,10 +16,10 @@ import numpy as np
 
 from storebench import noise
 from storebench.driver import loops
-from storebench.driver.core import ClientResult, Interrupted, Task, merge
+from storebench.driver.core import ClientResult, Interrupted, Task, merge, unix_time
 from storebench.driver.executors import ABORTED, choose_executor, get_executor
 from storebench.errors import TaskFailed
-from storebench.metrics import TaskStats
+from storebench.metrics import DEFAULT_INTERVAL_S, TaskStats
 from storebench.stores.base import Collection
 
 log = logging.getLogger("storebench")
@@ -56,19 +57,22 @@ class Driver:
     Each task's stats carry ``machine_load``: how busy the machine was
     meanwhile (``storebench.noise``, sampled outside the timed window);
     ``processes`` are those the run owns beyond this process tree (a
-    managed server's), whose CPU is not counted as other processes'."""
+    managed server's), whose CPU is not counted as other processes'.
+    ``interval_s``: the per-interval series' interval of tasks that set none."""
 
     def __init__(
         self,
         progress: Any = None,
         executor: str | None = None,
         processes: noise.Processes | None = None,
+        interval_s: float = DEFAULT_INTERVAL_S,
     ):
         from storebench.progress import NoProgress
 
         self.progress = progress or NoProgress()
         self.executor = executor  # the run's: a task's own choice aside, every task's
         self.processes = processes
+        self.interval_s = interval_s
 
     def run(self, task: Task, coll: Collection) -> tuple[TaskStats, list[Any]]:
         """Time ``task`` on ``coll``; returns the stats and each client's payload."""
@@ -77,6 +81,9 @@ class Driver:
     def run_mix(self, tasks: list[Task], coll: Collection) -> list[tuple[TaskStats, list[Any]]]:
         """Run several tasks at once (their clients start together), e.g.
         writers and readers of a social network; stats come back per task."""
+        tasks = [
+            t if t.interval_s else dataclasses.replace(t, interval_s=self.interval_s) for t in tasks
+        ]
         names = {choose_executor(coll.store, self.executor, t.executor, t.lanes) for t in tasks}
         if len(names) > 1:
             raise ValueError(f"tasks run together must share one executor, got {sorted(names)}")
@@ -132,6 +139,7 @@ class Driver:
         if since_ns is not None and since_ns <= t0:
             t0 = since_ns
         stats = TaskStats(name, ops=1, items=items, elapsed_ns=t1 - t0, cpu_s=cpu_s)
+        stats.start_unix = unix_time(t0)
         stats.extra["machine_load"] = load
         stats.latency.record(np.array([t1 - t0]))
         if since_ns is not None:

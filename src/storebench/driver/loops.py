@@ -8,6 +8,13 @@ known by position, its latency marked -1 (not recorded) and the loop resumes.
 
 Op indices interleave over clients: client c of C runs c, c+C, c+2C, ...
 (warm-up runs -1-c, -1-c-C, ...), so ops never repeat across clients.
+
+When each operation ended (for the per-interval series) costs the loops
+nothing per operation where it follows from what they write: the closed loop
+times back to back, so its ends are its start (appended to ``marks`` once per
+call) plus the running sum of latencies (``closed_ends``); the open loop's
+are its schedule plus latency (``open_ends``). Only the thinking loop, which
+sleeps between operations anyway, writes its ends.
 """
 
 from __future__ import annotations
@@ -36,11 +43,13 @@ def closed(
     stop: Any,
     prog: Any,
     slot: int,
+    marks: list[tuple[int, int]],
 ) -> int:
     """Back-to-back operations; returns the number of buffer slots used."""
     buf = _slots(lat)
     i = first + start * step
     t = clock()
+    marks.append((start, t))
     for j in range(start, len(lat)):
         prog[slot] = j
         op(i)
@@ -64,9 +73,11 @@ def thinking(
     prog: Any,
     slot: int,
     think_s: float,
+    ends: np.ndarray,
 ) -> int:
     """Closed loop with a pause after each operation (not part of latency)."""
     buf = _slots(lat)
+    ebuf = _slots(ends)
     sleep = time.sleep
     i = first + start * step
     for j in range(start, len(lat)):
@@ -75,6 +86,7 @@ def thinking(
         op(i)
         t1 = clock()
         buf[j] = t1 - t0
+        ebuf[j] = t1
         i += step
         if t1 >= deadline or stop[0]:
             return j + 1
@@ -128,3 +140,20 @@ def open_(
         if t1 >= deadline or stop[0]:
             return j + 1
     return len(lat)
+
+
+def closed_ends(lat: np.ndarray, marks: list[tuple[int, int]]) -> np.ndarray:
+    """When each op of ``closed`` ended: each call's start plus the running
+    sum of its latencies (an op marked -1, which failed, ends its call)."""
+    ends = np.zeros(len(lat), np.int64)
+    bounds = [s for s, _ in marks[1:]] + [len(lat)]
+    for (s, t0), e in zip(marks, bounds, strict=True):
+        seg = lat[s:e]
+        ends[s:e] = t0 + np.cumsum(np.maximum(seg, 0))
+    return ends
+
+
+def open_ends(lat: np.ndarray, origin: int, interval: float) -> np.ndarray:
+    """When each op of ``open_`` ended: when it was due plus its latency."""
+    due = origin + (np.arange(len(lat)) * interval).astype(np.int64)
+    return due + lat

@@ -6,13 +6,20 @@ Run fields come first under dotted names (``store.engine``, ``params.n``,
 the task's own fields (``task``, ``ops_per_s``, ``latency_ns.p99``,
 ``errors.Timeout``, ``recall@10``, ``histogram``). A run with no tasks (it
 failed before measuring) is one row with an empty ``task``, so nothing is lost.
+A task's per-interval ``series`` is not a column (``write_hdr`` exports it).
+
+``write_hdr`` writes HdrHistogram interval logs instead, one per run x task,
+which HdrHistogram's own tools (HistogramLogProcessor, HdrHistogram
+Analyzer, the ``hdrhistogram`` package's log reader) read.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Iterable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +81,7 @@ def task_fields(task: TaskRecord, taken: set[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"task": task.name}
     flat: dict[str, Any] = {}
     for k, v in task.to_dict().items():
-        if k == "name":
+        if k in ("name", "series"):
             continue
         if isinstance(v, dict):  # latency_ns, service_ns, errors, skipped, search, ...
             _flatten(k, v, flat)
@@ -181,3 +188,81 @@ def write_parquet(recs: Iterable[Record | dict[str, Any]], out: Path) -> int:
                 df[c] = df[c].map(lambda x: None if x is None else str(x))
     df.to_parquet(out, index=False)
     return len(rs)
+
+
+# --- HdrHistogram interval logs ------------------------------------------------------
+
+
+def hdr_intervals(task: TaskRecord) -> list[tuple[float, float, str, int]]:
+    """(start s from the task's start, length s, encoded histogram, max ns)
+    per interval of the task's HDR series; a task recorded without one (an
+    older record, a one-shot phase) is one interval of its whole histogram."""
+    from storebench.metrics import Histogram
+
+    series = task.series or {}
+    hdr = series.get("hdr")
+    if not hdr:
+        if not task.histogram:
+            return []
+        h = Histogram.decode(task.histogram)
+        return [(0.0, task.elapsed_s, task.histogram, int(h.hdr.max_value))]
+    step = float(series["hdr_interval_s"])
+    per = max(1, round(step / float(series["interval_s"])))
+    maxs = series.get("latency_ns", {}).get("max") or []
+    empty = Histogram().encode()
+    out = []
+    for i, encoded in enumerate(hdr):
+        start = i * step
+        length = step if i < len(hdr) - 1 else max(task.elapsed_s - start, 0.0)
+        top = max(maxs[i * per : (i + 1) * per], default=0)
+        out.append((start, length, encoded or empty, int(top)))
+    return out
+
+
+def _hdr_name(rec: Record, task: TaskRecord, taken: set[str]) -> str:
+    stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{rec.run_id}.{task.name}")
+    name, k = f"{stem}.hlog", 2
+    while name in taken:  # a sweep measures a task name once per setting
+        name, k = f"{stem}-{k}.hlog", k + 1
+    taken.add(name)
+    return name
+
+
+def write_hdr(recs: Iterable[Record | dict[str, Any]], out: Path) -> int:
+    """One HdrHistogram interval log (``<run id>.<task>.hlog``, log format
+    1.2: timestamps relative to the task's start, latencies in ns, the max
+    column in ms as the standard tools expect) per run x task into the
+    directory ``out`` (made if missing); returns how many were written."""
+    from hdrh.log import HistogramLogWriter
+
+    out.mkdir(exist_ok=True)
+    written = 0
+    for rec in records.parse_all(recs):
+        taken: set[str] = set()
+        for t in rec.tasks:
+            intervals = hdr_intervals(t)
+            if not intervals:
+                continue
+            start = t.start_unix or _epoch(rec.started_at)
+            with open(out / _hdr_name(rec, t, taken), "w", encoding="utf-8") as f:
+                log = HistogramLogWriter(f)
+                log.output_comment(
+                    f"[storebench {safe_text(rec.scenario or '?')} run {rec.run_id} "
+                    f"{safe_text(rec.store.engine)} task {safe_text(t.name)}, values in ns]"
+                )
+                log.output_log_format_version()
+                when = datetime.fromtimestamp(start, timezone.utc).isoformat(" ")
+                f.write(f"#[StartTime: {start:.3f} (seconds since epoch), {when}]\n")
+                f.write(f"#[BaseTime: {start:.3f} (seconds since epoch)]\n")
+                log.output_legend()
+                for s, length, encoded, top in intervals:
+                    f.write(f"{s:.3f},{length:.3f},{top / 1e6:.3f},{encoded}\n")
+            written += 1
+    return written
+
+
+def _epoch(iso: str | None) -> float:
+    try:
+        return datetime.fromisoformat(iso).timestamp() if iso else 0.0
+    except ValueError:
+        return 0.0

@@ -48,6 +48,7 @@ BUILTIN_VIEW_MODULES: tuple[str, ...] = (
     "storebench.report.crud",
     "storebench.report.search",
     "storebench.report.generic",
+    "storebench.report.timeline",
 )
 
 

@@ -1,0 +1,301 @@
+"""Over time: each run's throughput and p50/p99 per interval, its tasks laid
+out on the run's clock with the one-shot phases (index build, settle, ...)
+marked, so a stall, a compaction or a throughput collapse inside a task is
+seen where the whole-task numbers average it away.
+
+Reads each task's ``series`` (``metrics.Series.to_record``); records without
+one (older records) have nothing to show here. ``sparklines`` is the
+terminal's form (``storebench show --over-time``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from storebench import records
+from storebench.records import RunRecord, TaskRecord
+from storebench.report import plots
+from storebench.report.data import ok_runs, short_run, store_label
+from storebench.report.terminal import fmt_ns, fmt_rate
+from storebench.report.views import ALL, Block, Table, ViewInput, register
+
+MAX_RUNS = 8  # charts per report section: the configurations' chosen runs, in order
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+@dataclass
+class Span:
+    """A task on its run's clock: seconds from the run's first task start."""
+
+    task: TaskRecord
+    start: float
+    end: float
+
+    @property
+    def timed(self) -> bool:
+        return bool(self.task.series and self.task.series.get("ops"))
+
+
+def layout(run: RunRecord) -> list[Span]:
+    """The run's measured tasks on one time line: by their recorded starts,
+    else (clients on other machines' clocks) one after the other."""
+    tasks = [t for t in run.tasks if t.measured and (t.series or t.elapsed_s)]
+    if not tasks:
+        return []
+    if all(t.start_unix for t in tasks):
+        t0 = min(t.start_unix or 0.0 for t in tasks)
+        return [
+            Span(t, (t.start_unix or 0.0) - t0, (t.start_unix or 0.0) - t0 + t.elapsed_s)
+            for t in tasks
+        ]
+    out, at = [], 0.0
+    for t in tasks:
+        out.append(Span(t, at, at + t.elapsed_s))
+        at += t.elapsed_s
+    return out
+
+
+def points(span: Span, key: str) -> tuple[list[float], list[float]]:
+    """(interval midpoints on the run's clock, values) of ``ops_per_s`` or a
+    latency percentile (``p50``, ``p99``, ``max``); empty intervals left out
+    of the latencies."""
+    s = span.task.series or {}
+    step = float(s.get("interval_s") or 1.0)
+    ops = s.get("ops") or []
+    values = s.get("ops_per_s") if key == "ops_per_s" else (s.get("latency_ns") or {}).get(key)
+    xs, ys = [], []
+    for k, v in enumerate(values or []):
+        if key != "ops_per_s" and not ops[k]:
+            continue
+        a = span.start + k * step
+        b = span.end if k == len(ops) - 1 else a + step  # the last runs to the task's end
+        xs.append((a + b) / 2)
+        ys.append(float(v))
+    return xs, ys
+
+
+def run_label(run: RunRecord) -> str:
+    """The store and the run's grid point, its swept search settings left
+    out: they are tasks on the run's time line."""
+    point = [f"{k}={v}" for k, v in run.grid_point.items() if not k.startswith("search.")]
+    return " ".join([store_label(run), *point])
+
+
+def chosen_runs(v: ViewInput) -> list[tuple[str, RunRecord]]:
+    """(label, whole run) of each configuration's chosen run, each run once
+    (a sweep's settings are one run on one clock)."""
+    full = {r.run_id: r for r in ok_runs(v.records)}
+    out: list[tuple[str, RunRecord]] = []
+    seen: set[str] = set()
+    for c in v.configs():
+        run = full.get(v.pick(c).run.run_id)
+        if run is None or run.run_id in seen or not any(s.timed for s in layout(run)):
+            continue
+        seen.add(run.run_id)
+        out.append((run_label(run), run))
+    return out
+
+
+@register(ALL, "timeline", "Throughput and latency over time", needs_plots=True)
+def timeline_view(v: ViewInput) -> list[Block]:
+    runs = chosen_runs(v)
+    if not runs:
+        return []
+    shown = runs[:MAX_RUNS]
+    fig = plots.new_figure(9.0, 3.6 * len(shown) + 0.4, 2 * len(shown), 1)
+    axs = plots.axes(fig)
+    rows = []
+    for i, (label, run) in enumerate(shown):
+        rate_ax, lat_ax = axs[2 * i], axs[2 * i + 1]
+        _draw(run, rate_ax, lat_ax)
+        rate_ax.set_title(
+            plots.plain(f"{label}  (run {short_run(run.run_id)})"), fontsize="medium", loc="left"
+        )
+        rows.extend(_rows(label, run))
+    fig.suptitle(plots.plain(f"{v.workload}: throughput and latency over time"))
+    caption = (
+        f"Per interval of each task (the {v.how} run of each configuration, each run once), "
+        "on the run's clock; shaded: one-shot phases. p99 and p50 of the operations that "
+        "ended in the interval, from the driver's per-interval HDR histograms."
+    )
+    if len(runs) > MAX_RUNS:
+        caption += f" The first {MAX_RUNS} of {len(runs)} runs are shown."
+    return [
+        plots.render(fig, v.name("timeline"), "Throughput and latency over time", caption),
+        Table(
+            "Intervals per task: steadiness and the worst interval",
+            [
+                "configuration",
+                "task",
+                "intervals",
+                "ops/s min",
+                "ops/s median",
+                "ops/s max",
+                "p99 median",
+                "p99 worst",
+                "worst at",
+            ],
+            rows,
+            align=["l", "l"] + ["r"] * 7,
+        ),
+    ]
+
+
+def _draw(run: RunRecord, rate_ax: Any, lat_ax: Any) -> None:
+    from matplotlib.ticker import LogLocator
+
+    spans = layout(run)
+    for k, span in enumerate(spans):
+        if not span.timed:
+            for ax in (rate_ax, lat_ax):
+                ax.axvspan(span.start, span.end, color="0.85", lw=0)
+            rate_ax.annotate(
+                plots.plain(span.task.name),
+                (span.start, 1.0),
+                xycoords=("data", "axes fraction"),
+                fontsize="x-small",
+                color="0.4",
+                va="top",
+                rotation=90,
+            )
+            continue
+        color = plots.style(k)["color"]
+        xs, ys = points(span, "ops_per_s")
+        rate_ax.plot(
+            [x for x, y in zip(xs, ys, strict=True) if y > 0],
+            [y for y in ys if y > 0],
+            color=color,
+            lw=1.2,
+            marker=".",
+            ms=3,
+            label=plots.plain(span.task.name),
+        )
+        # intervals where nothing completed: marked on the axis (a log scale has no 0)
+        stalled = [x for x, y in zip(xs, ys, strict=True) if y <= 0]
+        if stalled:
+            rate_ax.plot(
+                stalled,
+                [0.0] * len(stalled),
+                "x",
+                color=color,
+                transform=rate_ax.get_xaxis_transform(),
+                clip_on=False,
+            )
+        xs, ys = points(span, "p99")
+        lat_ax.plot(xs, ys, color=color, lw=1.2, marker=".", ms=3)
+        xs, ys = points(span, "p50")
+        lat_ax.plot(xs, ys, color=color, lw=0.9, ls="--", marker=".", ms=2)
+    plots.rate_axis(rate_ax, "y")
+    rate_ax.set_ylabel("ops/s (x: none ended)")
+    plots.fmt_ns_axis(lat_ax, "y")
+    for ax in (rate_ax, lat_ax):  # decades only: a run's tasks span many
+        ax.yaxis.set_major_locator(LogLocator(base=10))
+    lat_ax.set_ylabel("p99 (solid), p50 (dashed)")
+    lat_ax.set_xlabel("seconds from the run's first task")
+    for ax in (rate_ax, lat_ax):
+        ax.grid(True, alpha=0.3)
+    if rate_ax.get_legend_handles_labels()[0]:
+        rate_ax.legend(fontsize="x-small", loc="lower right")
+
+
+def _median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    return s[len(s) // 2] if s else 0.0
+
+
+def _rows(label: str, run: RunRecord) -> list[list[str]]:
+    rows = []
+    for span in layout(run):
+        if not span.timed:
+            continue
+        s = span.task.series or {}
+        ops = s.get("ops") or []
+        rates = [float(r) for r in s.get("ops_per_s") or []] or [0.0]
+        p99 = (s.get("latency_ns") or {}).get("p99") or []
+        busy = [(x, k) for k, x in enumerate(p99) if ops[k]]
+        worst, at = max(busy) if busy else (0, 0)
+        step = float(s.get("interval_s") or 1.0)
+        rows.append(
+            [
+                label,
+                span.task.name,
+                str(len(ops)),
+                *(fmt_rate(x) if x else "0" for x in (min(rates), _median(rates), max(rates))),
+                fmt_ns(_median([x for x, _ in busy])),
+                fmt_ns(worst),
+                f"{at * step:g}-{(at + 1) * step:g} s",
+            ]
+        )
+    return rows
+
+
+# --- the terminal ------------------------------------------------------------------
+
+
+def spark(values: Sequence[float], width: int, worst: bool = False) -> str:
+    """``values`` as at most ``width`` block characters, lowest to highest;
+    several values per character are averaged (``worst``: their max, so a
+    spike is never smoothed away)."""
+    if not values:
+        return ""
+    per = -(-len(values) // width)
+    groups = [values[i : i + per] for i in range(0, len(values), per)]
+    ys = [max(g) if worst else sum(g) / len(g) for g in groups]
+    lo, hi = min(ys), max(ys)
+    if hi <= lo:
+        return SPARK[3] * len(ys)
+    return "".join(SPARK[min(7, int((y - lo) / (hi - lo) * 8))] for y in ys)
+
+
+def sparklines(run: RunRecord | dict[str, Any], width: int = 48) -> list[tuple[str, ...]]:
+    """(task, throughput sparkline and range, p99 sparkline and range) per
+    timed task that has a series."""
+    run = records.parse(run)
+    out = []
+    for span in layout(run):
+        if not span.timed:
+            continue
+        s = span.task.series or {}
+        rates = [float(x) for x in s.get("ops_per_s") or []]
+        ops = s.get("ops") or []
+        given = (s.get("latency_ns") or {}).get("p99") or []
+        p99 = [float(x) for x, n in zip(given, ops, strict=False) if n]  # busy intervals
+        lo, hi = min(p99, default=0), max(p99, default=0)
+        out.append(
+            (
+                span.task.name,
+                f"{spark(rates, width)} {_rate(min(rates))}..{_rate(max(rates))}",
+                f"{spark(p99, width, worst=True)} {fmt_ns(lo)}..{fmt_ns(hi)}",
+            )
+        )
+    return out
+
+
+def _rate(x: float) -> str:
+    return fmt_rate(x) if x else "0"
+
+
+def print_sparklines(recs: Iterable[RunRecord | dict[str, Any]], console: Any = None) -> None:
+    """Each run's tasks over time, one line each: ops/s and p99 per interval."""
+    from rich.table import Table as RichTable
+
+    from storebench.report.terminal import make_console
+
+    console = console or make_console()
+    for rec in records.parse_all(recs):
+        lines = sparklines(rec)
+        if not lines:
+            continue
+        step = next((t.series.get("interval_s") for t in rec.tasks if t.series), 1.0)
+        t = RichTable(
+            title=f"{store_label(rec)} run {rec.run_id}: per {step:g} s interval",
+            title_justify="left",
+        )
+        for col in ("task", "ops/s over time (min..max)", "p99 over time (min..max)"):
+            t.add_column(col)
+        for line in lines:
+            t.add_row(*line)
+        console.print(t)
+        console.print()
