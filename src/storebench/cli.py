@@ -160,7 +160,7 @@ def run(
 
     redaction.remember(*(s.partition("=")[2] for s in stores))  # before any message
     sc = Scenario.load(scenario, list(sets), list(stores), store_options=list(store_options))
-    console = make_console(quiet=quiet() or as_json)
+    console = make_console(quiet=quiet() or as_json, columns_env=True)
     if dry_run:
         from storebench import dryrun
 
@@ -249,7 +249,7 @@ def list_(what: str, as_json: bool) -> None:
     """List the stores, scenarios, workloads or executors this install has."""
     from storebench.report.terminal import fitted_table, make_console
 
-    console = make_console(quiet=quiet())
+    console = make_console(quiet=quiet(), columns_env=True)
     columns: list[str] = []
     rows: list[list[str]] = []
     if what == "stores":
@@ -320,7 +320,7 @@ def show(paths: tuple[str, ...], last: int | None, as_json: bool) -> None:
             }
         )
         return
-    console = make_console(quiet=quiet())
+    console = make_console(quiet=quiet(), columns_env=True)
     print_records(records, console, full=verbose())
     if study:
         if not verbose():

@@ -101,7 +101,7 @@ def print_plan(info: dict[str, Any], runs: Sequence[Run], console: Any) -> None:
         [
             str(i + 1),
             r["store"],
-            " ".join(f"{k}={v}" for k, v in r["grid_point"].items()) or "-",
+            " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in r["grid_point"].items()) or "-",
             " ".join(f"{k}={','.join(map(str, v))}" for k, v in r["search_sweep"].items())
             or "-",
             str(r["repeat"] + 1),
@@ -117,7 +117,7 @@ def print_plan(info: dict[str, Any], runs: Sequence[Run], console: Any) -> None:
             console.width,
             ["r", "l", "l", "l", "r", "l", "r"],
             title=f"plan: {info['scenario']} ({info['workload']}), {len(runs)} run(s)",
-            priorities=[4, 0, 1, 2, 3, 3, 1],
+            priorities=[4, 0, 1, 2, 3, 0, 1],
         )
     )
     params = ", ".join(f"{k}={v}" for k, v in info["params"].items() if v is not None)

@@ -425,13 +425,14 @@ class _Console(Console):
         raise BrokenPipeError
 
 
-def make_console(quiet: bool = False) -> Console:
-    """The terminal's width; a pipe or a file gets ``COLUMNS`` if set, else
-    160 (wide enough for the tables)."""
+def make_console(quiet: bool = False, columns_env: bool = False) -> Console:
+    """The terminal's width; a pipe or a file gets 160 (wide enough for the
+    tables), or ``COLUMNS`` where set with ``columns_env`` (for tables
+    fitted to the width, ``fitted_table``)."""
     console = _Console(quiet=quiet)
     if console.is_terminal:
         return console
-    columns = os.environ.get("COLUMNS", "")
+    columns = os.environ.get("COLUMNS", "") if columns_env else ""
     width = int(columns) if columns.isdigit() and int(columns) > 0 else 160
     return _Console(width=width, quiet=quiet)
 
