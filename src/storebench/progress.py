@@ -34,22 +34,29 @@ from storebench.redaction import redact
 # figures of a small machine; ``Sweep`` replaces them as runs finish
 PRIOR_RUN_S = 0.5
 PRIOR_SERVER_S = 4.0
-PRIOR_S_PER_UNIT = 2e-4
+PRIOR_S_PER_UNIT = 1e-3
 
 
-def run_size(params: Mapping[str, Any], sweep: Mapping[str, list[Any]] | None = None) -> float:
+def run_size(
+    params: Mapping[str, Any], sweep: Mapping[str, list[Any]] | None = None, exact: bool = False
+) -> float:
     """A run's size in the plan's own terms, for time estimates: the
-    documents it loads plus the operations it times, once per search
-    setting and client count (``n``, ``queries`` or ``ops``, ``clients``).
-    Runs of one engine scale with it; a workload without these keys counts 1."""
-    docs = params.get("n")
-    docs = docs if isinstance(docs, int | float) and not isinstance(docs, bool) else 0
-    work = params.get("queries") or params.get("ops") or 0
-    work = work if isinstance(work, int | float) and not isinstance(work, bool) else 0
-    clients = params.get("clients")
-    variants = len(clients) if isinstance(clients, list) and clients else 1
+    documents it loads (``n``) plus the operations it times (``queries`` or
+    ``ops``) once per variant (each value of a list parameter: client
+    counts, filters) and search setting; an exhaustive store's operation
+    scans the documents (a unit per thousand). Runs of one engine scale
+    with it; a workload without these keys counts 1."""
+
+    def number(key: str) -> float:
+        v = params.get(key)
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
+
+    docs = number("n")
+    work = number("queries") or number("ops")
+    variants = sum(len(v) for v in params.values() if isinstance(v, list)) or 1
     settings = math.prod(len(v) for v in (sweep or {}).values()) or 1
-    return 1.0 + docs + work * variants * settings
+    per_op = max(1.0, docs / 1000) if exact else 1.0
+    return 1.0 + docs + work * variants * settings * per_op
 
 
 def fmt_duration(s: float | None) -> str:
@@ -121,7 +128,7 @@ class Sweep:
             (
                 r.spec.engine,
                 r.workload,
-                run_size(r.params.model_dump(), r.sweep),
+                run_size(r.params.model_dump(), r.sweep, _exact(r.spec.engine)),
                 starts_server(r.spec),
             )
             for r in runs
@@ -130,9 +137,19 @@ class Sweep:
         for rec in history:
             seconds = record_seconds(rec)
             if rec.ok and seconds is not None:
-                size = run_size(rec.params, rec.search_sweep)
+                size = run_size(rec.params, rec.search_sweep, _exact(rec.store.engine))
                 past.append((rec.store.engine, str(rec.workload), size, seconds))
         return cls(planned, past)
+
+
+def _exact(engine: str) -> bool:
+    from storebench.errors import UserError
+    from storebench.stores.base import store_class
+
+    try:
+        return store_class(engine).exact
+    except UserError:  # an engine this install lacks (an old record's)
+        return False
 
 
 def record_seconds(rec: Any) -> float | None:
