@@ -207,7 +207,8 @@ def execute(
 
 def run_label(run: Run) -> str:
     """A run's configuration in a few words (the sweep's progress line)."""
-    return " ".join([run.spec.engine, *(f"{k}={v}" for k, v in run.grid_point.items())])
+    point = (f"{k.rsplit('.', 1)[-1]}={v}" for k, v in run.grid_point.items())  # index.m: m
+    return " ".join([run.spec.engine, *point])
 
 
 def _store_of(run: Run) -> str:

@@ -130,7 +130,7 @@ class Executor:
             "+".join(t.name for t in tasks),
             total=total,
             duration_s=tasks[0].duration_s,
-            starting=f"{n} clients ({self.name})",  # shown until the clients run
+            starting=f"{n} client{'s' if n != 1 else ''} ({self.name})",  # until they run
         )
         interrupted: KeyboardInterrupt | None = None
         started = 0

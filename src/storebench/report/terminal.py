@@ -73,14 +73,17 @@ PRIORITY_WORDS = (
     ("p95", 4),
     ("ops", 4),
     ("max", 5),
+    ("cpu/s", 5),
     ("cpu", 5),
     ("ceiling", 5),
     ("saturated", 5),
     ("engine", 5),
     ("note", 5),
+    ("runs", 6),
     ("run", 6),
 )
 DEFAULT_PRIORITY = 3
+KEEP_WHOLE_HEADERS_UP_TO = 2  # whole header words, unless a column this telling goes
 BORDER_PER_COLUMN = 3  # a cell's two spaces of padding and its left border
 BORDER_EDGE = 1  # the table's right edge
 
@@ -90,9 +93,9 @@ def column_priority(header: str, position: int) -> int:
     the median and tail latency; run ids and machine details go first."""
     if position == 0:
         return 0
-    words = header.lower().split()
+    text = header.lower()
     for word, prio in PRIORITY_WORDS:
-        if word in words or (word in ("recall", "qps", "cpu") and word in header.lower()):
+        if re.search(rf"(?<![\w/]){re.escape(word)}(?![\w/])", text):
             return prio
     return DEFAULT_PRIORITY
 
@@ -148,16 +151,32 @@ def fit_columns(
     cut: each column at least its longest word wide; while they do not fit,
     the column of the highest priority number (the rightmost among equals)
     is left out; the room left widens the columns toward their full
-    width, the narrowest need first."""
-    n = len(headers)
+    width, the narrowest need first. Header words stay whole unless
+    shortening them keeps a column of the first priorities (recall,
+    throughput, p50/p99) that whole words would leave out."""
     prio = list(priorities or [column_priority(h, i) for i, h in enumerate(headers)])
+    whole = _fit(headers, rows, width, prio, whole_headers=True)
+    short = _fit(headers, rows, width, prio, whole_headers=False)
+    wanted = {i for i in short.kept if prio[i] <= KEEP_WHOLE_HEADERS_UP_TO}
+    return whole if wanted <= set(whole.kept) else short
+
+
+def _fit(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str | Text]],
+    width: int,
+    prio: Sequence[int],
+    whole_headers: bool,
+) -> Fit:
+    n = len(headers)
     cells = [[_plain(r[i]) if i < len(r) else "" for r in rows] for i in range(n)]
     # a column's narrowest: its longest word (numbers whole), a header word
     # of 4 at least; the columns that say what a row is, whole up to a quarter
     least, full = [], []
     for i, h in enumerate(headers):
         cell_min = max((len(w) for c in cells[i] for w in _words(c)), default=1)
-        head_min = min(max((len(w) for w in h.split()), default=1), max(cell_min, 4))
+        head_word = max((len(w) for w in h.split()), default=1)
+        head_min = head_word if whole_headers else min(head_word, max(cell_min, 4))
         longest = max((len(line) for c in cells[i] for line in c.split("\n")), default=1)
         full.append(max(longest, len(h), cell_min, head_min, 1))
         label = min(longest, max(12, width // 4)) if prio[i] == 0 else 0
