@@ -178,7 +178,8 @@ def run(
     def on_record(rec: RunRecord) -> None:
         if rec.status == "skipped":  # nothing measured; the failure that skipped it shows
             return
-        print_records([rec], lines or console, full=verbose())
+        if not console.quiet:
+            print_records([rec], lines or console, full=verbose())
         if rec.status == "failed":  # its cause, where a user looks first
             click.echo(
                 f"storebench: run {rec.run_id} on {rec.store.engine} failed: "

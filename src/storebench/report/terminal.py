@@ -345,6 +345,7 @@ def run_table(rec: RunRecord | dict[str, Any], width: int = 160) -> Table:
 def run_summary(rec: RunRecord | dict[str, Any]) -> dict[str, Any]:
     """What one line says of a run, as data (``--json``): its headline
     task's throughput and latency, its recall (the range over a sweep)."""
+    from storebench.progress import record_seconds
     from storebench.report.data import store_label
 
     rec = records.parse(rec)
@@ -373,19 +374,8 @@ def run_summary(rec: RunRecord | dict[str, Any]) -> dict[str, Any]:
         "recall_key": next((k for t in rec.tasks for k in t.score_keys()), None),
         "recall_min": min(recalls) if recalls else None,
         "recall_max": max(recalls) if recalls else None,
-        "seconds": _seconds(rec),
+        "seconds": record_seconds(rec),
     }
-
-
-def _seconds(rec: RunRecord) -> float | None:
-    from datetime import datetime
-
-    try:
-        start = datetime.fromisoformat(str(rec.started_at))
-        end = datetime.fromisoformat(str(rec.finished_at))
-    except ValueError:
-        return None
-    return (end - start).total_seconds()
 
 
 def run_line(rec: RunRecord | dict[str, Any], width: int = 160, prefix: str = "") -> Text:
