@@ -162,9 +162,14 @@ def run(
     sc = Scenario.load(scenario, list(sets), list(stores), store_options=list(store_options))
     console = make_console(quiet=quiet() or as_json, columns_env=True)
     if dry_run:
-        from storebench import dryrun
+        from storebench import dryrun, memory, outputs
 
         runs = sc.plan()
+        # the checks a run makes before it starts: a run they refuse is refused here too
+        results_file = f"{sc.file.name}.jsonl"
+        outputs.check_results(results_dir, results_file, f"--results {results_dir}")
+        if sc.file.driver.memory_check:
+            memory.check(sc, runs)
         info = dryrun.summary(sc, runs, Path(results_dir))
         if as_json:
             print_json(info)

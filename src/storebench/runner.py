@@ -294,7 +294,10 @@ def run_scenario(
     if hasattr(progress, "plan"):  # the sweep line's ETA: earlier records, then these runs
         from storebench.progress import Sweep
 
-        earlier = list(records.read(path)) if path.exists() else []
+        try:
+            earlier = list(records.read(path)) if path.exists() else []
+        except StorebenchError:  # a file we only append to need not be readable
+            earlier = []
         progress.plan(Sweep.of(todo, [r for r in earlier if r.workload == scenario.file.workload]))
     out = []
     recorder = _Recorder(path)

@@ -245,3 +245,11 @@ def test_store_option_reaches_the_store(tmp_path):
     assert [x["status"] for x in summary["runs"]] == ["ok"]
     (rec,) = records.load([tmp_path])
     assert rec.store.options == {"mode": "memory"}
+
+
+def test_dry_run_refuses_what_the_run_would_refuse(tmp_path):
+    r = sb("run", "crud", "--results", str(tmp_path / "no" / "dir"), "--dry-run")
+    assert r.returncode == 2 and "makes no parent directories" in r.stderr
+    r = sb("run", "crud", "--set", "n=100000000", "--results", str(tmp_path / "r"), "--dry-run")
+    assert r.returncode == 2 and "--set driver.memory_check=false to run anyway" in r.stderr
+    assert list(tmp_path.iterdir()) == []
