@@ -258,10 +258,12 @@ def list_(what: str, as_json: bool) -> None:
     console = make_console(quiet=quiet(), columns_env=True)
     columns: list[str] = []
     rows: list[list[str]] = []
+    keep = [0, 1, 1]  # what a row is first; the other columns wrap before they go
     if what == "stores":
         from storebench.stores.base import engine_names, store_class
 
         columns = ["store", "available", "client mode", "search", "capabilities"]
+        keep = [0, 3, 2, 1, 1]  # at 80 columns "available" goes first
         for name in engine_names():
             try:
                 cls = store_class(name)
@@ -292,8 +294,6 @@ def list_(what: str, as_json: bool) -> None:
         for row in rows:
             console.print(row[0])
     else:
-        # every column is text: they wrap rather than go
-        keep = [0] * len(columns)
         console.print(fitted_table(columns, rows, console.width, ["l"] * len(columns), priorities=keep))
 
 

@@ -172,7 +172,7 @@ def _fit(
     cells = [[_plain(r[i]) if i < len(r) else "" for r in rows] for i in range(n)]
     # a column's narrowest: its longest word (numbers whole), a header word
     # of 4 at least; the columns that say what a row is, whole up to a quarter
-    least, full = [], []
+    least, full, words = [], [], []
     for i, h in enumerate(headers):
         cell_min = max((len(w) for c in cells[i] for w in _words(c)), default=1)
         head_word = max((len(w) for w in h.split()), default=1)
@@ -180,7 +180,8 @@ def _fit(
         longest = max((len(line) for c in cells[i] for line in c.split("\n")), default=1)
         full.append(max(longest, len(h), cell_min, head_min, 1))
         label = min(longest, max(12, width // 4)) if prio[i] == 0 else 0
-        least.append(max(cell_min, head_min, label, 1))
+        words.append(max(cell_min, head_min, 1))
+        least.append(max(words[-1], label))
     kept = list(range(n))
 
     def needed(cols: list[int]) -> int:
@@ -189,6 +190,7 @@ def _fit(
     while needed(kept) > width:
         droppable = [i for i in kept if prio[i] > 0]
         if not droppable:
+            least = words  # the labels wrap too, at their words
             break
         kept.remove(max(droppable, key=lambda i: (prio[i], i)))
     widths = {i: least[i] for i in kept}
