@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -41,14 +42,57 @@ class Group(click.Group):
             sys.exit(interrupts.BROKEN_PIPE_STATUS)
 
 
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(storebench_version(), prog_name="storebench")
-@click.option("-v", "--verbose", is_flag=True, help="Log each phase and task to stderr.")
-def cli(verbose: bool) -> None:
-    """Benchmarks for document, vector and graph stores."""
-    if verbose:
+def _set_verbose(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.find_root().meta.get("storebench.verbose"):
+        ctx.find_root().meta["storebench.verbose"] = True
         logging.basicConfig(level=logging.INFO, format="storebench: %(message)s", stream=sys.stderr)
         redaction.guard_handlers(logging.getLogger().handlers)  # every logger's lines
+
+
+def _set_quiet(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.find_root().meta["storebench.quiet"] = True
+
+
+def global_options() -> list[click.Option]:
+    """``-v`` and ``-q``, accepted before the command and after it alike."""
+    return [
+        click.Option(
+            ["-v", "--verbose"],
+            is_flag=True,
+            expose_value=False,
+            callback=_set_verbose,
+            help="Log each phase and task to stderr; full per-run tables.",
+        ),
+        click.Option(
+            ["-q", "--quiet"],
+            is_flag=True,
+            expose_value=False,
+            callback=_set_quiet,
+            help="Print only errors (and what --json asks for).",
+        ),
+    ]
+
+
+def verbose() -> bool:
+    return bool(click.get_current_context().find_root().meta.get("storebench.verbose"))
+
+
+def quiet() -> bool:
+    return bool(click.get_current_context().find_root().meta.get("storebench.quiet"))
+
+
+def print_json(obj: object) -> None:
+    click.echo(json.dumps(obj, indent=2, default=str))
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(storebench_version(), prog_name="storebench")
+def cli() -> None:
+    """Benchmarks for document, vector and graph stores."""
+
+
+cli.params += global_options()
 
 
 @cli.command()
@@ -75,36 +119,72 @@ def cli(verbose: bool) -> None:
     type=click.Path(),  # checked before the run (outputs.check_results): one line
     help="Directory of result files (made if missing; its parent must exist).",
 )
+@click.option(
+    "--store-option",
+    "store_options",
+    multiple=True,
+    metavar="ENGINE.KEY=VALUE",
+    help="Set a store option, e.g. pgvector.settings.shared_buffers=1GB "
+    "(ENGINE. may be left off with one engine; checked by the store before the run; repeatable).",
+)
 @click.option("--resume", is_flag=True, help="Skip runs that already have an ok record.")
 @click.option(
     "--progress/--no-progress",
     default=None,
     help="Progress bars (default: when stderr is a terminal).",
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the plan, its estimated time and memory; run, start and write nothing.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout instead.")
 def run(
     scenario: str,
     stores: tuple[str, ...],
     sets: tuple[str, ...],
+    store_options: tuple[str, ...],
     results_dir: str,
     resume: bool,
     progress: bool | None,
+    dry_run: bool,
+    as_json: bool,
 ) -> None:
-    """Run SCENARIO (a built-in name or a YAML file) and print its tables."""
+    """Run SCENARIO (a built-in name or a YAML file) and print its tables:
+    a line per run as it ends (a table each with -v), the study's tables last."""
     from storebench.progress import make_progress
-    from storebench.report.terminal import make_console, print_records
+    from storebench.report.terminal import make_console, print_records, run_summary
     from storebench.runner import run_scenario
     from storebench.scenario import Scenario
     from storebench.stores.config import one_line
 
     redaction.remember(*(s.partition("=")[2] for s in stores))  # before any message
-    sc = Scenario.load(scenario, list(sets), list(stores))
-    console = make_console()
-    bar = make_progress(progress)
+    sc = Scenario.load(scenario, list(sets), list(stores), store_options=list(store_options))
+    console = make_console(quiet=quiet() or as_json, columns_env=True)
+    if dry_run:
+        from storebench import dryrun, memory, outputs
+
+        runs = sc.plan()
+        # the checks a run makes before it starts: a run they refuse is refused here too
+        results_file = f"{sc.file.name}.jsonl"
+        outputs.check_results(results_dir, results_file, f"--results {results_dir}")
+        if sc.file.driver.memory_check:
+            memory.check(sc, runs)
+        info = dryrun.summary(sc, runs, Path(results_dir))
+        if as_json:
+            print_json(info)
+        else:
+            dryrun.print_plan(info, runs, console)
+        return
+    bar = make_progress(False if quiet() else progress)
+    # on one terminal, lines go above the live bars (else the bars' redraw hides them)
+    lines = getattr(bar, "console", None) if console.is_terminal else None
 
     def on_record(rec: RunRecord) -> None:
         if rec.status == "skipped":  # nothing measured; the failure that skipped it shows
             return
-        print_records([rec], console)
+        if not console.quiet:
+            print_records([rec], lines or console, full=verbose())
         if rec.status == "failed":  # its cause, where a user looks first
             click.echo(
                 f"storebench: run {rec.run_id} on {rec.store.engine} failed: "
@@ -123,17 +203,31 @@ def run(
         sys.exit(interrupts.exit_status(exc))
     finally:
         bar.close()
-    if len(records) > 1 or any(r.search_sweep for r in records):
-        from storebench.report.terminal import print_study_tables
+    from storebench.report.terminal import print_study_tables, tables_json, wants_study_tables
 
-        print_study_tables(records, console)  # the study's own table shapes
+    study = wants_study_tables(records)
+    if not verbose() and records and not as_json:
+        console.print()
+    if study:
+        print_study_tables(records, console)  # the study's own table shapes, last
     not_ok = Counter(r.status for r in records if not r.ok)
     detail = f" ({', '.join(f'{n} {s}' for s, n in not_ok.items())})" if not_ok else ""
-    click.echo(
-        f"{len(records)} run(s), {sum(not_ok.values())} not ok{detail}; "
-        f"results in {Path(results_dir) / (sc.file.name + '.jsonl')}",
-        err=True,
-    )
+    results_file = Path(results_dir) / (sc.file.name + ".jsonl")
+    if as_json:
+        print_json(
+            {
+                "runs": [run_summary(r) for r in records],
+                "tables": tables_json(records) if study else [],
+                "not_ok": dict(not_ok),
+                "results": str(results_file),
+            }
+        )
+    if not quiet():
+        click.echo(
+            f"{len(records)} run(s), {sum(not_ok.values())} not ok{detail}; "
+            f"results in {results_file}",
+            err=True,
+        )
     if not_ok:
         sys.exit(1)
 
@@ -150,50 +244,57 @@ def init(scenario: str, path: str | None) -> None:
     if target.exists():
         raise UserError("already exists; storebench does not overwrite it", where=str(target))
     target.write_text(source.read_text())
-    click.echo(f"wrote {target}; run it with: storebench run {target}", err=True)
+    if not quiet():
+        click.echo(f"wrote {target}; run it with: storebench run {target}", err=True)
 
 
 @cli.command(name="list")
 @click.argument("what", type=click.Choice(["stores", "scenarios", "workloads", "executors"]))
-def list_(what: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list on stdout.")
+def list_(what: str, as_json: bool) -> None:
     """List the stores, scenarios, workloads or executors this install has."""
-    from rich.table import Table
+    from storebench.report.terminal import fitted_table, make_console
 
-    from storebench.report.terminal import make_console
-
-    console = make_console()
+    console = make_console(quiet=quiet(), columns_env=True)
+    columns: list[str] = []
+    rows: list[list[str]] = []
+    keep = [0, 1, 1]  # what a row is first; the other columns wrap before they go
     if what == "stores":
         from storebench.stores.base import engine_names, store_class
 
-        t = Table("store", "available", "client mode", "search", "capabilities")
+        columns = ["store", "available", "client mode", "search", "capabilities"]
+        keep = [0, 3, 2, 1, 1]  # at 80 columns "available" goes first
         for name in engine_names():
             try:
                 cls = store_class(name)
             except UserError as exc:
-                t.add_row(name, "no", "", "", str(exc).split(": ", 2)[-1])
+                rows.append([name, "no", "", "", str(exc).split(": ", 2)[-1]])
                 continue
             caps = ", ".join(sorted(str(c) for c in cls.capabilities))
             search = "-" if "search" not in caps else "exact" if cls.exact else "approximate"
-            t.add_row(name, "yes", cls.client_mode, search, caps)
-        console.print(t)
+            rows.append([name, "yes", cls.client_mode, search, caps])
     elif what == "scenarios":
         from storebench.scenario import Scenario, builtin_names
 
-        t = Table("scenario", "workload", "description")
+        columns = ["scenario", "workload", "description"]
         for name in builtin_names():
             sc = Scenario.load(name)
-            t.add_row(name, sc.file.workload, sc.file.description)
-        console.print(t)
+            rows.append([name, sc.file.workload, sc.file.description])
     elif what == "workloads":
         from storebench.workloads.base import workload_names
 
-        for name in workload_names():
-            console.print(name)
+        columns, rows = ["workload"], [[n] for n in workload_names()]
     else:
         from storebench.driver import executor_names
 
-        for name in executor_names():
-            console.print(name)
+        columns, rows = ["executor"], [[n] for n in executor_names()]
+    if as_json:
+        print_json([dict(zip(columns, row, strict=True)) for row in rows])
+    elif len(columns) == 1:
+        for row in rows:
+            console.print(row[0])
+    else:
+        console.print(fitted_table(columns, rows, console.width, ["l"] * len(columns), priorities=keep))
 
 
 @cli.command()
@@ -202,19 +303,42 @@ def list_(what: str) -> None:
 @click.option(
     "--over-time", is_flag=True, help="Also each task's ops/s and p99 per interval (sparklines)."
 )
-def show(paths: tuple[str, ...], last: int | None, over_time: bool) -> None:
-    """Print result records (files or directories of *.jsonl) as tables."""
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
+def show(paths: tuple[str, ...], last: int | None, over_time: bool, as_json: bool) -> None:
+    """Print result records (files or directories of *.jsonl) as ``run``
+    does: a line per run (a table each with -v), the study's tables last."""
     from storebench import records as rec
-    from storebench.report.terminal import print_records
+    from storebench.report.terminal import (
+        make_console,
+        print_records,
+        print_study_tables,
+        run_summary,
+        tables_json,
+        wants_study_tables,
+    )
 
     records = rec.load(paths)
     if last is not None:
         records = records[-last:]
-    print_records(records)
+    study = wants_study_tables(records)
+    if as_json:
+        print_json(
+            {
+                "runs": [run_summary(r) for r in records],
+                "tables": tables_json(records) if study else [],
+            }
+        )
+        return
+    console = make_console(quiet=quiet(), columns_env=True)
+    print_records(records, console, full=verbose())
+    if study:
+        if not verbose():
+            console.print()
+        print_study_tables(records, console)
     if over_time:
         from storebench.report.timeline import print_sparklines
 
-        print_sparklines(records)
+        print_sparklines(records, console)
 
 
 from storebench.cli_report import compare, export, report  # noqa: E402
@@ -226,6 +350,17 @@ cli.add_command(export)
 from storebench.cli_dataset import dataset  # noqa: E402
 
 cli.add_command(dataset)
+
+
+def _accept_global_options(group: click.Group) -> None:
+    """Every command takes ``-v`` and ``-q`` after its name too."""
+    for cmd in group.commands.values():
+        cmd.params += global_options()
+        if isinstance(cmd, click.Group):
+            _accept_global_options(cmd)
+
+
+_accept_global_options(cli)
 
 
 def main() -> None:

@@ -30,6 +30,9 @@ def _bar(label: str, total: int | None, enabled: bool | None) -> Iterator[Callab
 
     console = Console(stderr=True)
     on = console.is_terminal if enabled is None else enabled
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.find_root().meta.get("storebench.quiet"):
+        on = False  # -q
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

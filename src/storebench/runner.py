@@ -20,6 +20,7 @@ import contextlib
 import json
 import logging
 import signal
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -222,6 +223,12 @@ def execute(
     return records.parse(redact_obj(record.to_dict())), interrupt
 
 
+def run_label(run: Run) -> str:
+    """A run's configuration in a few words (the sweep's progress line)."""
+    point = (f"{k.rsplit('.', 1)[-1]}={v}" for k, v in run.grid_point.items())  # index.m: m
+    return " ".join([run.spec.engine, *point])
+
+
 def _store_of(run: Run) -> str:
     """Which store a run opens: its other runs differ in index parameters only."""
     spec = run.spec
@@ -302,6 +309,15 @@ def run_scenario(
     done: set[tuple[str, int]] = set()
     if resume and path.exists():
         done = {records.plan_id(r) for r in records.read(path) if r.ok}
+    todo = [run for run in plan if not (done and records.plan_id(planned(run)) in done)]
+    if hasattr(progress, "plan"):  # the sweep line's ETA: earlier records, then these runs
+        from storebench.progress import Sweep
+
+        try:
+            earlier = list(records.read(path)) if path.exists() else []
+        except StorebenchError:  # a file we only append to need not be readable
+            earlier = []
+        progress.plan(Sweep.of(todo, [r for r in earlier if r.workload == scenario.file.workload]))
     out = []
     recorder = _Recorder(path)
     unopened: dict[str, RunRecord] = {}  # store -> the record of its failed open
@@ -311,9 +327,10 @@ def run_scenario(
         interrupts.at_hard_exit(recorder.at_hard_exit),
         executors_released(),
     ):
-        for run in plan:
-            if done and records.plan_id(planned(run)) in done:
-                continue
+        for i, run in enumerate(todo):
+            if hasattr(progress, "run_started"):
+                progress.run_started(i, run_label(run))
+            t0 = time.monotonic()
             failed = unopened.get(_store_of(run))
             interrupt = None
             if failed is not None:
@@ -328,6 +345,8 @@ def run_scenario(
                 if not_opened:
                     unopened[_store_of(run)] = rec
             out.append(rec)
+            if hasattr(progress, "run_finished") and rec.ok:
+                progress.run_finished(i, time.monotonic() - t0)
             if on_record:
                 on_record(rec)
             if interrupt is not None:

@@ -30,7 +30,7 @@ from pydantic import (
 
 from storebench.driver.executors import choose_executor, executor_class
 from storebench.errors import UserError
-from storebench.stores.base import Store, StoreSpec, store_class
+from storebench.stores.base import Store, StoreSpec, engine_names, store_class
 from storebench.stores.config import SpecError, StoreOptions
 from storebench.stores.params import EngineParams, IndexParams, SearchParams
 from storebench.workloads.base import workload_class
@@ -260,6 +260,49 @@ def parse_stores(texts: list[str]) -> list[dict[str, Any]]:
     return out
 
 
+def set_store_options(raw: dict[str, Any], items: list[str]) -> dict[str, str]:
+    """``ENGINE.KEY[.SUB]=VALUE`` texts (values read as YAML) into the
+    options of each of ``raw``'s stores of that engine (``KEY=VALUE`` when
+    there is one engine); returns where each came from, for messages. The
+    store checks them with the plan."""
+    stores = raw.get("stores")
+    if not isinstance(stores, list):
+        raise UserError("the scenario names no stores to set options of", where="--store-option")
+    stores[:] = [{"engine": s} if isinstance(s, str) else s for s in stores]
+    engines = [s.get("engine") for s in stores if isinstance(s, dict)]
+    flags: dict[str, str] = {}
+    for keys, value in parse_set(items):
+        if keys[0] in engines and len(keys) > 1:
+            engine, path = keys[0], keys[1:]
+        elif keys[0] in engine_names() and len(keys) > 1:
+            raise UserError(
+                f"{'.'.join(keys)}: no {keys[0]} store in this run "
+                f"(stores: {', '.join(map(str, engines))})",
+                where="--store-option",
+            )
+        elif len(set(engines)) == 1:
+            engine, path = engines[0], keys
+        else:
+            raise UserError(
+                f"{'.'.join(keys)}: start with the store's engine "
+                f"({' or '.join(sorted(set(map(str, engines))))}), e.g. ENGINE.KEY=VALUE",
+                where="--store-option",
+            )
+        for i, entry in enumerate(stores):
+            if not isinstance(entry, dict) or entry.get("engine") != engine:
+                continue
+            target = entry.setdefault("options", {})
+            for k in path[:-1]:
+                if not isinstance(target, dict):
+                    break
+                target = target.setdefault(k, {})
+            if not isinstance(target, dict):
+                raise UserError(f"{'.'.join(keys)}: not a mapping", where="--store-option")
+            target[path[-1]] = value
+            flags[f"stores.{i}.options.{path[0]}"] = f"--store-option {engine}.{path[0]}"
+    return flags
+
+
 class Scenario:
     def __init__(
         self,
@@ -283,10 +326,13 @@ class Scenario:
         sets: list[str] = (),  # type: ignore[assignment]
         stores: list[str] = (),  # type: ignore[assignment]
         values: dict[str, Any] | None = None,
+        store_options: list[str] = (),  # type: ignore[assignment]
     ) -> Scenario:
         """``sets`` are ``key=value`` texts (values read as YAML, as on the
         command line); ``values`` the same keys with values already typed
-        (from Python: not parsed again)."""
+        (from Python: not parsed again); ``store_options`` are
+        ``ENGINE.KEY[.SUB]=VALUE`` texts (``--store-option``), set in the
+        options of every store of that engine."""
         path = resolve(name_or_path)
         try:
             text = path.read_text(encoding="utf-8")
@@ -335,6 +381,9 @@ class Scenario:
         if stores:
             raw["stores"] = parse_stores(list(stores))
             overrides["stores"] = "--store"
+        if store_options:
+            # before "--store": an option's error names its own flag
+            overrides = set_store_options(raw, list(store_options)) | overrides
         scenario = cls(
             path, cls._validate(path, raw, lines, overrides), lines, overrides, file_keys
         )

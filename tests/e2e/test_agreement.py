@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import subprocess
 import sys
@@ -44,8 +45,14 @@ SMALL = {
 SERVERS = ("redis", "pgvector")
 
 
-def sb(*args: str) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=600)
+def sb(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
     assert r.returncode == 0, r.stderr
     return r
 
@@ -164,7 +171,8 @@ def outputs(results, how, tmp_path_factory):
     rep = sb("report", str(results), "--out", str(out / "report"), "--aggregate", how)
     comp = sb("compare", str(results), str(results), "--json", "--aggregate", how)
     exp = sb("export", str(results), "--out", str(out / "rows.csv"))
-    show = sb("show", str(results))
+    # a table per run (-v), wide enough for every column
+    show = sb("show", str(results), "-v", env={"COLUMNS": "200"})
     with open(out / "rows.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     return {
@@ -307,7 +315,7 @@ def test_report_compare_export_frames_and_show_agree_on_every_number(raw, output
                 fmt_rate(t["ops_per_s"]),
                 fmt_ns(t["latency_ns"]["mean"]),
                 fmt_ns(t["latency_ns"]["p99"]),
-                f"recall@10={t['recall@10']:.4f}",
+                f" {t['recall@10']:.4f} ",  # its own column
             ):
                 assert text in line, (what, text, line)
         assert top is not None

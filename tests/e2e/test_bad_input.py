@@ -53,7 +53,10 @@ def test_show_displays_minimal_hand_made_records(tmp_path):
     f.write_text(json.dumps(rec) + "\n" + '{"run_id": "bare", "tasks": [{"ops": 3}]}\n')
     r = subprocess.run([*CLI, "show", str(f)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert "s · memory" in r.stdout and "? · ?" in r.stdout
+    assert r.stdout.startswith("ok  memory  r\n?  ?")  # a line each
+    r = subprocess.run([*CLI, "show", str(f), "-v"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "s · memory" in r.stdout and "? · ?" in r.stdout  # a table each
 
 
 def test_an_empty_grid_axis_is_refused(tmp_path):

@@ -126,7 +126,10 @@ class Executor:
         total = None if None in counted else sum(counted)  # type: ignore[arg-type]
         n = sum(t.lanes for t in tasks)
         bar = progress.task(
-            "+".join(t.name for t in tasks), total=total, duration_s=tasks[0].duration_s
+            "+".join(t.name for t in tasks),
+            total=total,
+            duration_s=tasks[0].duration_s,
+            starting=f"{n} client{'s' if n != 1 else ''} ({self.name})",  # until they run
         )
         interrupted: KeyboardInterrupt | None = None
         started = 0

@@ -1,8 +1,18 @@
-"""Terminal tables of result records (rich)."""
+"""Terminal tables of result records (rich), fitted to the terminal.
+
+A table never cuts a number: each column is at least as wide as its longest
+word (numbers are words), headers wrap at spaces or are abbreviated, and
+when the columns still do not fit, the least important ones are left out
+(the caption names them). A run prints as one line by default
+(``run_line``), as a full table with ``-v`` (``run_table``); the study's own
+tables (``study_tables``) come last, for ``run`` and ``show`` alike."""
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
@@ -33,47 +43,257 @@ def fmt_rate(x: float | None) -> str:
 
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "interrupted": "yellow", "skipped": "yellow"}
 
+# --- fitting ------------------------------------------------------------------------
 
-def run_table(rec: RunRecord | dict[str, Any]) -> Table:
-    """One record as a table; a hand-made record may lack any field but
-    run_id (what it lacks shows as "?"). Numbers are formatted as the
-    report formats them (``fmt_rate``, ``fmt_ns``, recall to 4 places)."""
+# header words shortened before they are cut (a cut keeps a trailing ".")
+ABBREVIATIONS = {
+    "configuration": "config",
+    "precision": "prec",
+    "clients": "cl",
+    "saturated": "sat",
+    "ceiling": "ceil",
+    "engine": "eng",
+    "recall": "rec",
+    "server": "srv",
+    "client": "cli",
+}
+# what a reader looks for first keeps its column longest (lower: kept longer)
+PRIORITY_WORDS = (
+    ("recall", 1),
+    ("qps", 1),
+    ("ops/s", 1),
+    ("p50", 2),
+    ("p99", 2),
+    ("docs/s", 3),
+    ("mean", 3),
+    ("upload", 3),
+    ("index", 3),
+    ("clients", 4),
+    ("precision", 4),
+    ("p95", 4),
+    ("ops", 4),
+    ("max", 5),
+    ("cpu/s", 5),
+    ("cpu", 5),
+    ("ceiling", 5),
+    ("saturated", 5),
+    ("engine", 5),
+    ("note", 5),
+    ("runs", 6),
+    ("run", 6),
+)
+DEFAULT_PRIORITY = 3
+KEEP_WHOLE_HEADERS_UP_TO = 2  # whole header words, unless a column this telling goes
+BORDER_PER_COLUMN = 3  # a cell's two spaces of padding and its left border
+BORDER_EDGE = 1  # the table's right edge
+
+
+def column_priority(header: str, position: int) -> int:
+    """The first column (what a row is) stays; then recall and throughput,
+    the median and tail latency; run ids and machine details go first."""
+    if position == 0:
+        return 0
+    text = header.lower()
+    for word, prio in PRIORITY_WORDS:
+        if re.search(rf"(?<![\w/]){re.escape(word)}(?![\w/])", text):
+            return prio
+    return DEFAULT_PRIORITY
+
+
+def _words(cell: str) -> list[str]:
+    return [w for line in cell.split("\n") for w in line.split(" ") if w]
+
+
+def _plain(cell: str | Text) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def _abbreviate(header: str, width: int) -> str:
+    """``header`` with each word longer than ``width`` shortened: a known
+    abbreviation, else cut with a trailing "." (never an ellipsis)."""
+    out = []
+    for word in header.split(" "):
+        if len(word) > width:
+            # the letters go short, what follows them stays: Recall@10 -> rec@10
+            m = re.match(r"(\W*)([A-Za-z]+)(.*)", word)
+            lead, letters, rest = m.groups() if m else ("", word, "")
+            if len(lead) + len(rest) >= width - 1:  # what follows is long too: cut the word
+                lead, letters, rest = "", word, ""
+            room = max(1, width - len(lead) - len(rest))
+            short = ABBREVIATIONS.get(letters.lower())
+            if short and len(short) <= room:
+                letters = short
+            elif len(letters) > room:
+                letters = letters[: max(1, room - 1)] + "." if room > 1 else letters[:1]
+            word = lead + letters + rest
+        out.append(word)
+    return " ".join(out)
+
+
+@dataclass
+class Fit:
+    """Which columns a table keeps at a width, how wide each is, and the
+    headers as shown."""
+
+    kept: list[int]
+    widths: list[int]
+    headers: list[str]
+    hidden: list[str]
+
+
+def fit_columns(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str | Text]],
+    width: int,
+    priorities: Sequence[int] | None = None,
+) -> Fit:
+    """Columns that fit ``width`` (borders included) with no word of a cell
+    cut: each column at least its longest word wide; while they do not fit,
+    the column of the highest priority number (the rightmost among equals)
+    is left out; the room left widens the columns toward their full
+    width, the narrowest need first. Header words stay whole unless
+    shortening them keeps a column of the first priorities (recall,
+    throughput, p50/p99) that whole words would leave out."""
+    prio = list(priorities or [column_priority(h, i) for i, h in enumerate(headers)])
+    whole = _fit(headers, rows, width, prio, whole_headers=True)
+    short = _fit(headers, rows, width, prio, whole_headers=False)
+    wanted = {i for i in short.kept if prio[i] <= KEEP_WHOLE_HEADERS_UP_TO}
+    return whole if wanted <= set(whole.kept) else short
+
+
+def _fit(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str | Text]],
+    width: int,
+    prio: Sequence[int],
+    whole_headers: bool,
+) -> Fit:
+    n = len(headers)
+    cells = [[_plain(r[i]) if i < len(r) else "" for r in rows] for i in range(n)]
+    # a column's narrowest: its longest word (numbers whole), a header word
+    # of 4 at least; the columns that say what a row is, whole up to a quarter
+    least, full, words = [], [], []
+    for i, h in enumerate(headers):
+        cell_min = max((len(w) for c in cells[i] for w in _words(c)), default=1)
+        head_word = max((len(w) for w in h.split()), default=1)
+        head_min = head_word if whole_headers else min(head_word, max(cell_min, 4))
+        longest = max((len(line) for c in cells[i] for line in c.split("\n")), default=1)
+        full.append(max(longest, len(h), cell_min, head_min, 1))
+        label = min(longest, max(12, width // 4)) if prio[i] == 0 else 0
+        words.append(max(cell_min, head_min, 1))
+        least.append(max(words[-1], label))
+    kept = list(range(n))
+
+    def needed(cols: list[int]) -> int:
+        return sum(least[i] for i in cols) + BORDER_PER_COLUMN * len(cols) + BORDER_EDGE
+
+    while needed(kept) > width:
+        droppable = [i for i in kept if prio[i] > 0]
+        if not droppable:
+            least = words  # the labels wrap too, at their words
+            break
+        kept.remove(max(droppable, key=lambda i: (prio[i], i)))
+    widths = {i: least[i] for i in kept}
+    room = width - needed(kept)
+    for i in sorted(kept, key=lambda i: (prio[i] > 0, full[i] - least[i])):
+        grow = min(room, full[i] - widths[i])
+        widths[i] += grow
+        room -= grow
+    return Fit(
+        kept,
+        [widths[i] for i in kept],
+        [_abbreviate(headers[i], widths[i]) for i in kept],
+        [headers[i] for i in range(n) if i not in kept],
+    )
+
+
+def fitted_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str | Text]],
+    width: int,
+    aligns: Sequence[str] | None = None,
+    title: str | Text | None = None,
+    caption: str | Text | None = None,
+    priorities: Sequence[int] | None = None,
+) -> Table:
+    """A rich table of ``rows`` that fits ``width`` (``fit_columns``):
+    cells wrap at spaces, a word longer than its column (text only: numbers
+    set the column's width) folds; the caption names the columns left out."""
+    aligns = list(aligns or ["l"] + ["r"] * (len(headers) - 1))
+    fit = fit_columns(headers, rows, width, priorities)
+    t = Table(title=title, title_justify="left")
+    for i, w, h in zip(fit.kept, fit.widths, fit.headers, strict=True):
+        t.add_column(h, justify="left" if aligns[i] == "l" else "right", width=w, overflow="fold")
+    for row in rows:
+        t.add_row(*(row[i] if i < len(row) else "" for i in fit.kept))
+    notes: list[str | Text] = []
+    if caption:
+        notes.append(caption)
+    if fit.hidden:
+        notes.append(f"not shown at {width} columns: {', '.join(fit.hidden)}")
+    if notes:
+        t.caption = Text("\n").join(n if isinstance(n, Text) else Text(n) for n in notes)
+        t.caption_justify = "left"
+    return t
+
+
+# --- one run ------------------------------------------------------------------------
+
+
+RUN_COLUMNS = (
+    "task",
+    "clients",
+    "ops",
+    "ops/s",
+    "docs/s",
+    "mean",
+    "p50",
+    "p95",
+    "p99",
+    "max",
+    "recall",
+    "note",
+)
+
+
+def _recall_text(task: Any) -> tuple[str, list[str]]:
+    """The task's recall (its own column) and its other scores (the note)."""
+    recall, others = "", []
+    for kind in ("recall", "precision"):
+        for k in task.score_keys(kind):
+            v = task.number(k)
+            if v is None:
+                continue
+            if kind == "recall" and not recall:
+                recall = f"{v:.4f}"
+                if k != "recall@10":
+                    others.append(f"({k})")
+            else:
+                others.append(f"{k}={v:.4f}")
+    return recall, others
+
+
+def run_title(rec: RunRecord) -> Text:
     from storebench.report.data import store_label
 
-    rec = records.parse(rec)
     grid = ", ".join(f"{k}={v}" for k, v in rec.grid_point.items())
-    status = rec.status
-    title = Text.assemble(
+    return Text.assemble(
         (f"{rec.scenario or '?'} · {store_label(rec)}", "bold"),
         f"  {grid}  " if grid else "  ",
-        (status, STATUS_STYLE.get(status, "")),
+        (rec.status, STATUS_STYLE.get(rec.status, "")),
         f"  run {rec.run_id}",
     )
-    t = Table(title=title, title_justify="left")
-    for col in (
-        "task",
-        "clients",
-        "ops",
-        "ops/s",
-        "docs/s",
-        "mean",
-        "p50",
-        "p95",
-        "p99",
-        "max",
-        "note",
-    ):
-        t.add_column(col, justify="left" if col in ("task", "note") else "right")
+
+
+def run_rows(rec: RunRecord) -> list[list[str | Text]]:
+    rows: list[list[str | Text]] = []
     for task in rec.tasks:
         if task.unsupported is not None:
-            t.add_row(task.name, *["-"] * 9, Text(task.unsupported, "dim"))
+            rows.append([task.name, *["-"] * 10, Text(task.unsupported, "dim")])
             continue
         lat = task.latency_ns
-        notes = [f"{k}={v}" for k, v in (task.search or {}).items()]
-        for k in task.score_keys():
-            v = task.number(k)
-            if v is not None:
-                notes.append(f"{k}={v:.4f}")
+        recall, notes = _recall_text(task)
+        notes = [f"{k}={v}" for k, v in (task.search or {}).items()] + notes
         if task.index_build == "during_insert":
             notes.append("index built during upload")
         if task.errors:
@@ -82,23 +302,130 @@ def run_table(rec: RunRecord | dict[str, Any]) -> Table:
             notes.append(f"skipped={sum(task.skipped.values())}")
         if not task.complete:
             notes.append("partial")
-        t.add_row(
-            task.name,
-            str(task.clients),
-            f"{task.ops:,}",
-            fmt_rate(task.ops_per_s),
-            fmt_rate(task.items_per_s) if task.items != task.ops else "",
-            fmt_ns(lat.get("mean")),
-            fmt_ns(lat.get("p50")),
-            fmt_ns(lat.get("p95")),
-            fmt_ns(lat.get("p99")),
-            fmt_ns(lat.get("max")),
-            " ".join(notes),
+        rows.append(
+            [
+                task.name,
+                str(task.clients),
+                f"{task.ops:,}",
+                fmt_rate(task.ops_per_s),
+                fmt_rate(task.items_per_s) if task.items != task.ops else "",
+                fmt_ns(lat.get("mean")),
+                fmt_ns(lat.get("p50")),
+                fmt_ns(lat.get("p95")),
+                fmt_ns(lat.get("p99")),
+                fmt_ns(lat.get("max")),
+                recall,
+                " ".join(notes),
+            ]
         )
-    if rec.error:
-        t.caption = Text(f"error: {rec.error}", "red")
-        t.caption_justify = "left"
-    return t
+    return rows
+
+
+def run_table(rec: RunRecord | dict[str, Any], width: int = 160) -> Table:
+    """One record as a table fitted to ``width``; a hand-made record may
+    lack any field but run_id (what it lacks shows as "?"). Numbers are
+    formatted as the report formats them (``fmt_rate``, ``fmt_ns``,
+    recall to 4 places); recall has its own column."""
+    rec = records.parse(rec)
+    rows = run_rows(rec)
+    used = [
+        i
+        for i, col in enumerate(RUN_COLUMNS)
+        if col not in ("docs/s", "recall", "note") or any(_plain(r[i]) for r in rows)
+    ]
+    caption = Text(f"error: {rec.error}", "red") if rec.error else None
+    return fitted_table(
+        [RUN_COLUMNS[i] for i in used],
+        [[r[i] for i in used] for r in rows],
+        width,
+        ["l" if RUN_COLUMNS[i] in ("task", "note") else "r" for i in used],
+        title=run_title(rec),
+        caption=caption,
+    )
+
+
+def run_summary(rec: RunRecord | dict[str, Any]) -> dict[str, Any]:
+    """What one line says of a run, as data (``--json``): its headline
+    task's throughput and latency, its recall (the range over a sweep)."""
+    from storebench.progress import record_seconds
+    from storebench.report.data import store_label
+
+    rec = records.parse(rec)
+    head = rec.headline_task()
+    recalls = [
+        v
+        for t in rec.tasks
+        if t.measured and not t.filter
+        for v in [t.number(k) for k in t.score_keys()[:1]]
+        if v is not None
+    ]
+    return {
+        "run_id": rec.run_id,
+        "scenario": rec.scenario,
+        "workload": rec.workload,
+        "store": store_label(rec),
+        "grid_point": rec.grid_point,
+        "search_sweep": rec.search_sweep,
+        "repeat": rec.repeat,
+        "status": rec.status,
+        "error": rec.error,
+        "headline": head.name if head else None,
+        "ops_per_s": head.ops_per_s if head else None,
+        "p50_ns": head.latency_ns.get("p50") if head else None,
+        "p99_ns": head.latency_ns.get("p99") if head else None,
+        "recall_key": next((k for t in rec.tasks for k in t.score_keys()), None),
+        "recall_min": min(recalls) if recalls else None,
+        "recall_max": max(recalls) if recalls else None,
+        "seconds": record_seconds(rec),
+    }
+
+
+def run_line(rec: RunRecord | dict[str, Any], width: int = 160, prefix: str = "") -> Text:
+    """A run on one line of at most ``width`` columns: status,
+    configuration, the headline task's ops/s and p50/p99, recall, time, run
+    id; the parts that do not fit are left out whole, the least telling
+    first (a number is never cut)."""
+    s = run_summary(rec)
+    # a grid key's last part says enough here (index.m -> m)
+    point = (f"{k.rsplit('.', 1)[-1]}={v}" for k, v in s["grid_point"].items())
+    config = " ".join([s["store"], *point])
+    parts: list[tuple[int, Text]] = []  # (priority, text), shown in this order
+    if prefix:
+        parts.append((0, Text(prefix)))
+    parts.append((0, Text(s["status"], STATUS_STYLE.get(s["status"], ""))))
+    parts.append((0, Text(config, "bold")))
+    if s["headline"]:
+        parts.append((3, Text(f"{s['headline']}:")))
+        parts.append((1, Text(f"{fmt_rate(s['ops_per_s'])} ops/s")))
+        parts.append((2, Text(f"p50 {fmt_ns(s['p50_ns'])}")))
+        parts.append((2, Text(f"p99 {fmt_ns(s['p99_ns'])}")))
+    if s["recall_min"] is not None:
+        lo, hi = s["recall_min"], s["recall_max"]
+        value = f"{lo:.4f}" if lo == hi else f"{lo:.4f}-{hi:.4f}"
+        parts.append((1, Text(f"{s['recall_key']} {value}")))
+    if s["search_sweep"]:
+        n = 1
+        for values in s["search_sweep"].values():
+            n *= len(values)
+        parts.append((4, Text(f"({n} settings)", "dim")))
+    if s["seconds"] is not None:
+        parts.append((4, Text(f"{s['seconds']:.1f}s", "dim")))
+    parts.append((5, Text(s["run_id"].rsplit("-", 1)[-1], "dim")))
+    if s["status"] != "ok" and s["error"]:
+        parts.append((6, Text(s["error"].split("\n")[0], "red")))
+    shown = list(range(len(parts)))
+    while sum(len(parts[i][1]) + 2 for i in shown) - 2 > width:
+        droppable = [i for i in shown if parts[i][0] > 0]
+        if not droppable:
+            break
+        shown.remove(max(droppable, key=lambda i: (parts[i][0], i)))
+    line = Text("  ").join(parts[i][1] for i in shown)
+    line.no_wrap = True
+    line.overflow = "fold"
+    return line
+
+
+# --- printing -----------------------------------------------------------------------
 
 
 class _Console(Console):
@@ -109,47 +436,78 @@ class _Console(Console):
         raise BrokenPipeError
 
 
-def make_console() -> Console:
-    """Wide enough for the tables even when the output is a pipe or a file."""
-    console = _Console()
-    return console if console.is_terminal else _Console(width=160)
+def make_console(quiet: bool = False, columns_env: bool = False) -> Console:
+    """The terminal's width; a pipe or a file gets 160 (wide enough for the
+    tables), or ``COLUMNS`` where set with ``columns_env`` (for tables
+    fitted to the width, ``fitted_table``)."""
+    console = _Console(quiet=quiet)
+    if console.is_terminal:
+        return console
+    columns = os.environ.get("COLUMNS", "") if columns_env else ""
+    width = int(columns) if columns.isdigit() and int(columns) > 0 else 160
+    return _Console(width=width, quiet=quiet)
 
 
 def print_records(
-    recs: Iterable[RunRecord | dict[str, Any]], console: Console | None = None
+    recs: Iterable[RunRecord | dict[str, Any]],
+    console: Console | None = None,
+    full: bool = True,
 ) -> None:
+    """Each record as a table (``full``), else as one line."""
     console = console or make_console()
     for rec in recs:
-        console.print(run_table(rec))
-        console.print()
+        if full:
+            console.print(run_table(rec, console.width))
+            console.print()
+        else:
+            console.print(run_line(rec, console.width))
+
+
+def wants_study_tables(recs: Sequence[RunRecord | dict[str, Any]]) -> bool:
+    """A study has more than one run, or sweeps search settings in one."""
+    return len(recs) > 1 or any(records.parse(r).search_sweep for r in recs)
+
+
+def study_tables(recs: Sequence[RunRecord | dict[str, Any]]) -> list[Any]:
+    """Each workload's own report tables (the studies' shapes, as the
+    Markdown report shows them): ``views.Table`` blocks."""
+    from storebench.report.views import ALL, ViewInput, views_for
+    from storebench.report.views import Table as ViewTable
+
+    by_workload: dict[str, list[RunRecord]] = {}
+    for rec in records.parse_all(recs):
+        by_workload.setdefault(str(rec.workload), []).append(rec)
+    out = []
+    for workload, mine in by_workload.items():
+        v = ViewInput(workload, mine)
+        for view in views_for(workload):
+            if view.workload == ALL or view.needs_plots:
+                continue
+            out += [b for b in view.fn(v) if isinstance(b, ViewTable)]
+    return out
 
 
 def print_study_tables(
     recs: Sequence[RunRecord | dict[str, Any]], console: Console | None = None
 ) -> None:
-    """After a run: each workload's own report tables (the studies' shapes,
-    as the Markdown report shows them), in the terminal."""
-    from storebench.report.views import ALL, ViewInput, views_for
-    from storebench.report.views import Table as ViewTable
-
+    """After a run (and in ``show``): the study's tables, fitted."""
     console = console or make_console()
-    by_workload: dict[str, list[RunRecord]] = {}
-    for rec in records.parse_all(recs):
-        by_workload.setdefault(str(rec.workload), []).append(rec)
-    for workload, recs in by_workload.items():
-        v = ViewInput(workload, recs)
-        for view in views_for(workload):
-            if view.workload == ALL or view.needs_plots:
-                continue
-            for block in view.fn(v):
-                if not isinstance(block, ViewTable):
-                    continue
-                t = Table(title=block.title, title_justify="left")
-                for col, al in zip(block.columns, block.aligns(), strict=False):
-                    t.add_column(col, justify="left" if al == "l" else "right")
-                for row in block.rows:
-                    t.add_row(*row)
-                if block.note:
-                    t.caption, t.caption_justify = block.note, "left"
-                console.print(t)
-                console.print()
+    for block in study_tables(recs):
+        console.print(
+            fitted_table(
+                block.columns,
+                block.rows,
+                console.width,
+                block.aligns(),
+                title=block.title,
+                caption=block.note or None,
+            )
+        )
+        console.print()
+
+
+def tables_json(recs: Sequence[RunRecord | dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"title": b.title, "columns": b.columns, "rows": b.rows, "note": b.note}
+        for b in study_tables(recs)
+    ]

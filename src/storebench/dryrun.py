@@ -1,0 +1,140 @@
+"""``storebench run --dry-run``: the plan as it would run (runs, stores,
+parameters, what each run starts), its estimated time and memory; nothing
+is started, connected to or written."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from storebench import memory, records
+from storebench.progress import Sweep, fmt_duration
+from storebench.records import RunRecord
+from storebench.scenario import Run, Scenario
+from storebench.stores.base import StoreSpec, redact_url, store_class
+
+
+def starts_server(spec: StoreSpec) -> bool:
+    """Whether opening ``spec`` starts a managed server: a store that takes
+    server URLs (not paths), given none."""
+    form = store_class(spec.engine).url_form
+    return spec.url is None and form is not None and bool(form.schemes) and not form.path
+
+
+def what_starts(run: Run) -> str:
+    """What opening the run's store starts or reaches, and its clients."""
+    spec = run.spec
+    cls = store_class(spec.engine)
+    form = cls.url_form
+    if spec.url is not None:
+        where = f"connects to {redact_url(spec.url)}"
+    elif form is None:
+        where = "in this process"
+    elif form.path:
+        where = "a private temporary directory"
+    else:
+        where = "a managed server"
+    executor = run.executor or cls.client_mode
+    return f"{where}; clients as {executor}"
+
+
+def history(scenario: Scenario, results_dir: Path) -> list[RunRecord]:
+    """Earlier ok records of this scenario's workload (for the time
+    estimate), from the results file the run would append to."""
+    path = Path(results_dir) / f"{scenario.file.name}.jsonl"
+    if not path.is_file():
+        return []
+    try:
+        return [r for r in records.read(path) if r.ok and r.workload == scenario.file.workload]
+    except Exception:  # an unreadable file: no history, the run itself would say why
+        return []
+
+
+def plan_memory(runs: Sequence[Run]) -> tuple[int, str] | None:
+    """The largest run's memory estimate and which store it is on."""
+    shared_in_ram = memory._tmpfs(tempfile.gettempdir())
+    worst: tuple[int, str] | None = None
+    for run in runs:
+        est = memory.estimate(run, shared_in_ram)
+        if est is not None and (worst is None or sum(est[0].values()) > worst[0]):
+            worst = (sum(est[0].values()), run.spec.engine)
+    return worst
+
+
+def summary(scenario: Scenario, runs: Sequence[Run], results_dir: Path) -> dict[str, Any]:
+    """The plan as data (``--dry-run --json``), with its estimates."""
+    sweep = Sweep.of(list(runs), history(scenario, results_dir))
+    need = plan_memory(runs)
+    common = runs[0].params.model_dump() if runs else {}
+    return {
+        "scenario": scenario.file.name,
+        "workload": scenario.file.workload,
+        "runs": [
+            {
+                "store": r.spec.engine,
+                "url": redact_url(r.spec.url),
+                "options": r.spec.describe()["options"],
+                "grid_point": r.grid_point,
+                "search_sweep": r.sweep,
+                "not_applicable": list(r.not_applicable),
+                "repeat": r.repeat,
+                "starts": what_starts(r),
+                "estimated_s": round(sweep.estimate(i), 2),
+            }
+            for i, r in enumerate(runs)
+        ],
+        "params": common,
+        "estimated_s": round(sweep.total(), 2),
+        "estimate_from": "earlier runs" if sweep.measured() else "rough priors (no earlier runs)",
+        "memory_bytes": need[0] if need else None,
+        "memory_available_bytes": memory.available(),
+        "results": str(Path(results_dir) / f"{scenario.file.name}.jsonl"),
+    }
+
+
+def print_plan(info: dict[str, Any], runs: Sequence[Run], console: Any) -> None:
+    from storebench.report.terminal import fitted_table
+
+    sweep_rows = [
+        [
+            str(i + 1),
+            r["store"],
+            " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in r["grid_point"].items()) or "-",
+            " ".join(f"{k}={','.join(map(str, v))}" for k, v in r["search_sweep"].items())
+            or "-",
+            str(r["repeat"] + 1),
+            r["starts"],
+            fmt_duration(r["estimated_s"]),
+        ]
+        for i, r in enumerate(info["runs"])
+    ]
+    console.print(
+        fitted_table(
+            ["#", "store", "grid point", "search sweep", "repeat", "starts", "est. time"],
+            sweep_rows,
+            console.width,
+            ["r", "l", "l", "l", "r", "l", "r"],
+            title=f"plan: {info['scenario']} ({info['workload']}), {len(runs)} run(s)",
+            priorities=[4, 0, 1, 2, 3, 0, 1],
+        )
+    )
+    params = ", ".join(f"{k}={v}" for k, v in info["params"].items() if v is not None)
+    console.print(f"parameters: {params}", soft_wrap=False, overflow="fold")
+    options = {r["store"]: r["options"] for r in info["runs"] if r["options"]}
+    for engine, opts in options.items():
+        console.print(f"options of {engine}: {opts}", overflow="fold")
+    need = info["memory_bytes"]
+    mem = (
+        f"about {memory.fmt_bytes(need)} at the largest run"
+        f" ({memory.fmt_bytes(info['memory_available_bytes'])} available)"
+        if need
+        else "not estimated by this workload"
+    )
+    console.print(
+        f"estimated time: {fmt_duration(info['estimated_s'])} ({info['estimate_from']}); "
+        f"memory: {mem}",
+        overflow="fold",
+    )
+    console.print(f"dry run: nothing started; results would go to {info['results']}")
