@@ -294,7 +294,9 @@ def list_(what: str, as_json: bool) -> None:
         for row in rows:
             console.print(row[0])
     else:
-        console.print(fitted_table(columns, rows, console.width, ["l"] * len(columns), priorities=keep))
+        console.print(
+            fitted_table(columns, rows, console.width, ["l"] * len(columns), priorities=keep)
+        )
 
 
 @cli.command()

@@ -13,14 +13,7 @@ from storebench import memory, records
 from storebench.progress import Sweep, fmt_duration
 from storebench.records import RunRecord
 from storebench.scenario import Run, Scenario
-from storebench.stores.base import StoreSpec, redact_url, store_class
-
-
-def starts_server(spec: StoreSpec) -> bool:
-    """Whether opening ``spec`` starts a managed server: a store that takes
-    server URLs (not paths), given none."""
-    form = store_class(spec.engine).url_form
-    return spec.url is None and form is not None and bool(form.schemes) and not form.path
+from storebench.stores.base import redact_url, store_class
 
 
 def what_starts(run: Run) -> str:
@@ -102,8 +95,7 @@ def print_plan(info: dict[str, Any], runs: Sequence[Run], console: Any) -> None:
             str(i + 1),
             r["store"],
             " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in r["grid_point"].items()) or "-",
-            " ".join(f"{k}={','.join(map(str, v))}" for k, v in r["search_sweep"].items())
-            or "-",
+            " ".join(f"{k}={','.join(map(str, v))}" for k, v in r["search_sweep"].items()) or "-",
             str(r["repeat"] + 1),
             r["starts"],
             fmt_duration(r["estimated_s"]),

@@ -41,9 +41,7 @@ def bucket_index(values: np.ndarray) -> np.ndarray:
     bucket = pow2ceiling - h.unit_magnitude - (h.sub_bucket_half_count_magnitude + 1)
     sub_bucket = values >> (bucket + h.unit_magnitude)
     return (
-        ((bucket + 1) << h.sub_bucket_half_count_magnitude)
-        + sub_bucket
-        - h.sub_bucket_half_count
+        ((bucket + 1) << h.sub_bucket_half_count_magnitude) + sub_bucket - h.sub_bucket_half_count
     )
 
 

@@ -122,7 +122,7 @@ class Sweep:
     def of(cls, runs: list[Any], history: Iterable[Any] = ()) -> Sweep:
         """For a plan's ``runs`` (``scenario.Run``), with earlier ok
         records (``RunRecord``) of the same workloads as ``history``."""
-        from storebench.dryrun import starts_server
+        from storebench.stores.opening import starts_server
 
         planned = [
             (
@@ -225,9 +225,7 @@ class _Bar:
             self._p.update(self._id, description=self._name)
         if self._duration_s is not None:
             elapsed = min(time.monotonic() - self._t0, self._duration_s)
-            self._p.update(
-                self._id, completed=elapsed, description=f"{self._name} ({done:,} ops)"
-            )
+            self._p.update(self._id, completed=elapsed, description=f"{self._name} ({done:,} ops)")
         else:
             self._p.update(self._id, completed=done)
 

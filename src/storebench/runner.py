@@ -34,8 +34,8 @@ from storebench.driver.executors import (
     executors_released,
     setup_executor,
 )
-from storebench.metrics import DEFAULT_INTERVAL_S
 from storebench.errors import StorebenchError, signal_name
+from storebench.metrics import DEFAULT_INTERVAL_S
 from storebench.progress import NoProgress
 from storebench.records import RECORD_VERSION, RunRecord, StoreInfo
 from storebench.redaction import redact_obj
@@ -181,9 +181,7 @@ def execute(
             record.versions.update(store.versions())
             # with defaults the store filled in (and the managed server's url)
             record.store = StoreInfo.model_validate(
-                run.store_info()
-                | store.spec.describe()
-                | {"url_given": run.spec.url is not None}
+                run.store_info() | store.spec.describe() | {"url_given": run.spec.url is not None}
             )
             executor = setup_executor(choose_executor(store, run.executor), run.driver)
             driver = Driver(

@@ -2,13 +2,13 @@
 (no number cut), ``--dry-run`` (nothing written, nothing started),
 ``--store-option``, ``--json``, ``-q`` and flags after the command."""
 
+import contextlib
 import io
 import json
 import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -126,10 +126,8 @@ def _watch_children(proc: subprocess.Popen) -> set[str]:
     while proc.poll() is None:
         try:
             for child in me.children(recursive=True):
-                try:
+                with contextlib.suppress(psutil.Error):
                     seen.add(child.name())
-                except psutil.Error:
-                    pass
         except psutil.Error:
             break
         time.sleep(0.005)

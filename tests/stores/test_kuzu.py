@@ -95,9 +95,7 @@ def test_dropping_a_referenced_collection(tmp_path):
         mine = store.create_collection("sb_mine", Schema({"t": "int"}, refs={"t": "sb_target"}))
         mine.insert(rows([10, 11], "t", [1, 2]))
         # someone else's collection references it too: drop refuses, drops nothing
-        store._create(
-            "someone_elses", Schema({"t": "int"}, refs={"t": "sb_target"}), store.Index()
-        )
+        store._create("someone_elses", Schema({"t": "int"}, refs={"t": "sb_target"}), store.Index())
         with pytest.raises(ForeignDataError, match="someone_elses"):
             target.drop()
         assert store.has_collection("sb_target") and "sb_mine__t" in store._tables()

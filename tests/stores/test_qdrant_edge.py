@@ -24,7 +24,10 @@ def _spec(tmp_path, **kw):
     return StoreSpec("qdrant-edge", str(tmp_path / "q"), **kw)
 
 
-def _coll(store, name, schema, index=HnswIndex(m=16, ef_construct=200), ef=200):
+HNSW = HnswIndex(m=16, ef_construct=200)
+
+
+def _coll(store, name, schema, index=HNSW, ef=200):
     """A collection as a run makes it: the shard's HNSW config from the
     index parameters at creation, then the run's search setting."""
     coll = store.create_collection(name, schema, index)

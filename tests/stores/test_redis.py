@@ -9,7 +9,7 @@ import redis
 from storebench.stores import filters as F
 from storebench.stores.base import StoreSpec
 from storebench.stores.opening import open_store
-from storebench.stores.params import HnswIndex, HnswSearch
+from storebench.stores.params import HnswIndex
 from storebench.stores.redis_store import to_query
 from tests.conftest import make_docs
 from tests.stores import servers as S

@@ -31,9 +31,7 @@ def test_index_parameters_reach_the_collection_and_other_ones_rebuild_it():
     store = spec.open()
     try:
         docs = make_docs(300)
-        coll = store.create_collection(
-            "sb_params", docs.schema(), HnswIndex(m=8, ef_construct=32)
-        )
+        coll = store.create_collection("sb_params", docs.schema(), HnswIndex(m=8, ef_construct=32))
         coll.insert(docs)
         assert coll.hnsw()["m"] == 8 and coll.hnsw()["ef_construct"] == 32  # type: ignore[attr-defined]
         assert coll.build_index(HnswIndex(m=8, ef_construct=32)) is False  # built during the upload

@@ -151,7 +151,7 @@ def describe(comp: list[str], edges: dict[Edge, list[str]]) -> str:
 
 def test_the_package_has_no_import_cycle():
     edges = import_graph()
-    assert ALLOWED <= set(edges), "an allowed edge is gone: remove it from ALLOWED"
+    assert set(edges) >= ALLOWED, "an allowed edge is gone: remove it from ALLOWED"
     found = cycles(set(edges) - ALLOWED)
     assert not found, "\n".join(describe(c, edges) for c in found)
 

@@ -243,9 +243,7 @@ def _record(stats, **kw) -> RunRecord:
 
 
 def test_hdr_log_round_trip_with_the_standard_reader(virtual_clock, coll, tmp_path):
-    stats, _ = Driver().run(
-        Task("get", StallAtSecond3(virtual_clock), duration_s=6.0), coll
-    )
+    stats, _ = Driver().run(Task("get", StallAtSecond3(virtual_clock), duration_s=6.0), coll)
     rec = _record(stats)
     task = rec.tasks[0]
     assert write_hdr([rec], tmp_path / "hdr") == 1

@@ -11,7 +11,6 @@ neither: executors and the driver build on it, not the other way round.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import os

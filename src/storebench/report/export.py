@@ -19,7 +19,7 @@ import csv
 import json
 import re
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -251,7 +251,7 @@ def write_hdr(recs: Iterable[Record | dict[str, Any]], out: Path) -> int:
                     f"{safe_text(rec.store.engine)} task {safe_text(t.name)}, values in ns]"
                 )
                 log.output_log_format_version()
-                when = datetime.fromtimestamp(start, timezone.utc).isoformat(" ")
+                when = datetime.fromtimestamp(start, UTC).isoformat(" ")
                 f.write(f"#[StartTime: {start:.3f} (seconds since epoch), {when}]\n")
                 f.write(f"#[BaseTime: {start:.3f} (seconds since epoch)]\n")
                 log.output_legend()

@@ -11,10 +11,10 @@ from storebench.records import TaskRecord
 from storebench.report import plots
 from storebench.report.data import (
     Config,
-    headline_value,
     Spread,
     TaskSummary,
     aggregation_note,
+    headline_value,
     histogram,
     percentiles,
 )
@@ -272,8 +272,7 @@ def percentile_view(v: ViewInput) -> list[Block]:
             "Latency percentiles per operation",
             f"From the HDR histogram of each configuration's {v.how} run; x: p90, p99, "
             "p99.9... (each step one more nine); the marker ends each line; one y range for "
-            "all panels."
-            + plots.left_out(left, "beyond 8 a panel: each store's fastest first"),
+            "all panels." + plots.left_out(left, "beyond 8 a panel: each store's fastest first"),
         ),
         Table(
             "Percentiles from the histograms",

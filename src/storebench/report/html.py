@@ -116,8 +116,7 @@ def render(
             if open_fold:
                 body.append("</details>")
             body.append(
-                f'<details class="fold" id="{sid}"><summary><{tag}>{e(s.title)}</{tag}>'
-                "</summary>"
+                f'<details class="fold" id="{sid}"><summary><{tag}>{e(s.title)}</{tag}></summary>'
             )
             body.append(f'<section data-id="{sid}">')
             open_fold = True

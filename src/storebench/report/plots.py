@@ -213,8 +213,14 @@ def left_out(rest: Sequence[str], why: str) -> str:
     return f" {len(rest)} more not drawn ({why}): see the table."
 
 
-def error_bars(ax: Any, xs: Sequence[float], ys: Sequence[float], spans: Sequence[Any], color: str,
-               axis: str = "y") -> None:
+def error_bars(
+    ax: Any,
+    xs: Sequence[float],
+    ys: Sequence[float],
+    spans: Sequence[Any],
+    color: str,
+    axis: str = "y",
+) -> None:
     """Bars from min to max over the repeats (``spans``: (lo, hi) or None)."""
     lo = [y - s[0] if s else 0.0 for y, s in zip(ys, spans, strict=True)]
     hi = [s[1] - y if s else 0.0 for y, s in zip(ys, spans, strict=True)]
@@ -239,6 +245,8 @@ def label_points(ax: Any, pts: Sequence[tuple[float, float, str]], color: str) -
 
 
 RECALL_FLOOR = 1e-4  # 1 - recall below this is drawn at it: recall 1.0 has a place
+
+
 def recall_axis_note() -> str:
     """How the recall axis is drawn, for captions."""
     if _RECALL_AXIS.get() == "linear":

@@ -25,12 +25,12 @@ from storebench.records import TaskRecord
 from storebench.report import plots
 from storebench.report.data import (
     Config,
-    headline_value,
     Pick,
     Record,
     Spread,
     TaskSummary,
     aggregation_note,
+    headline_value,
     identity,
     short_key,
     short_run,
@@ -399,9 +399,7 @@ def recall_qps(v: ViewInput) -> list[Block]:
             + "."
             + plots.left_out(rest, "stores beyond the fastest 8"),
         ),
-        Table(
-            "Points", ["configuration", "clients", rkey, "QPS", "runs", "run", "chart"], rows
-        ),
+        Table("Points", ["configuration", "clients", rkey, "QPS", "runs", "run", "chart"], rows),
     ]
 
 
@@ -466,9 +464,7 @@ def concurrency(v: ViewInput) -> list[Block]:
             "Latency vs throughput over concurrency",
             f"Solid: mean latency, dashed: p99; each point one client count ({v.how} run), "
             "labelled with it."
-            + plots.left_out(
-                [f[0].label() for f in rest], "beyond 8: each store's fastest first"
-            ),
+            + plots.left_out([f[0].label() for f in rest], "beyond 8: each store's fastest first"),
         ),
         Table(
             "Points",
@@ -733,7 +729,9 @@ def tune_probes(v: ViewInput) -> list[Block]:
             fig,
             v.name("tune-probes"),
             "Recall per probed value",
-            "Recall axis " + plots.recall_axis_note() + "."
+            "Recall axis "
+            + plots.recall_axis_note()
+            + "."
             + plots.left_out([c.label for c, _ in rest], "beyond 8: each store's fastest first"),
         ),
         Table("Probes", ["configuration", "chosen", "value:recall", "tuning", "run"], rows),

@@ -344,9 +344,11 @@ def sentences(workload: str, ents: list[Entry], ld: Lead | None) -> list[str]:
     out: list[str] = []
     if ld is None:
         if ents:
-            out.append(f"No configuration is ranked by {what}: " + "; ".join(
-                f"{e.config.label}: {e.why_not or 'not measured'}" for e in ents
-            ) + ".")
+            out.append(
+                f"No configuration is ranked by {what}: "
+                + "; ".join(f"{e.config.label}: {e.why_not or 'not measured'}" for e in ents)
+                + "."
+            )
         return out
     first = ld.leader
     if not ld.others:
@@ -406,10 +408,7 @@ def conditions(recs: list[Record]) -> str:
     busy = [ld for ld in loads if ld.get("busy")]
     other = [v for ld in loads if (v := _num(ld.get("other_cpu_cores"))) is not None]
     load1 = [v for ld in loads if (v := _num(ld.get("load_1m_max"))) is not None]
-    if busy:
-        load = f"{len(busy)} of {len(recs)} run(s) on a busy machine"
-    else:
-        load = "no run flagged busy"
+    load = f"{len(busy)} of {len(recs)} run(s) on a busy machine" if busy else "no run flagged busy"
     if other:
         load += f" (other processes up to {max(other):.1f} cores"
         load += f", load average up to {max(load1):.2f})" if load1 else ")"
@@ -584,8 +583,14 @@ def footprint_chart(rows: list[tuple[str, str, Footprint, str]]) -> Figure:
         colours = [plots.style(engine)["color"] for _, engine, _, _ in shown]
         ax.barh(ys, vals, color=colours)
         for y, v, x in zip(ys, vals, raw, strict=True):
-            ax.annotate(fmt_bytes(x), (v, y), xytext=(3, 0),
-                        textcoords="offset points", va="center", fontsize=7)
+            ax.annotate(
+                fmt_bytes(x),
+                (v, y),
+                xytext=(3, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=7,
+            )
         ax.set_yticks(ys, labels if ax is fig.axes[0] else [""] * len(ys), fontsize=7)
         ax.invert_yaxis()
         ax.set_title(title, fontsize="medium")
@@ -618,5 +623,3 @@ def summary_sections(recs: list[Record], how: str, plots_on: bool = True) -> lis
     if fp is not None:
         out.append(fp)
     return out
-
-

@@ -66,18 +66,30 @@ class OpenStore:
         self.close()
 
 
+def _server_maker(spec: StoreSpec) -> tuple[Any, Any]:
+    """The spec's checked options and what builds its managed server (None:
+    the spec has a URL, or the store runs embedded or needs a URL)."""
+    cls = store_class(spec.engine)
+    options = spec.checked_options
+    if not isinstance(options, cls.Options):
+        options = cls.check_options(spec.options, None)
+    return options, None if spec.url is not None else cls.managed_server(options)
+
+
+def starts_server(spec: StoreSpec) -> bool:
+    """Whether ``open_store(spec)`` would start a managed server (nothing
+    is built or started to tell)."""
+    return _server_maker(spec)[1] is not None
+
+
 def open_store(spec: StoreSpec) -> OpenStore:
     """The store of ``spec``, on its managed server if it has no URL and the
     store declares one (started here, stopped by ``OpenStore.close``). If
     opening fails or is interrupted half-way, what was started goes: the
     store's private directory (``StoreSpec.open``), then the server."""
-    cls = store_class(spec.engine)
     if spec.url is not None:
         return OpenStore(spec.open())
-    options = spec.checked_options
-    if not isinstance(options, cls.Options):
-        options = cls.check_options(spec.options, None)
-    make = cls.managed_server(options)
+    options, make = _server_maker(spec)
     if make is None:  # embedded, or a store that needs a URL (it says so as it opens)
         return OpenStore(spec.open())
     server: Server | None = None

@@ -84,6 +84,8 @@ DEFAULTS = {"m": 16, "ef_construct": 128}
 def _hnsw(index: HnswIndex) -> dict[str, int]:
     """maxConnections and efConstruction: the run's, else Weaviate's defaults."""
     return {k: getattr(index, k) or v for k, v in DEFAULTS.items()}
+
+
 _BATCH = 1000
 _U128 = 1 << 128
 
