@@ -14,7 +14,7 @@ import storebench
 from storebench.driver import Driver
 from storebench.errors import TaskFailed
 from storebench.stores.base import Capability, StoreSpec
-from storebench.stores.memory import MemoryCollection, MemoryStore
+from storebench.stores.reference.memory import MemoryCollection, MemoryStore
 from storebench.workloads.base import RunContext
 from storebench.workloads.ingest import IngestParams, IngestWorkload
 

@@ -8,7 +8,7 @@ import pytest
 import storebench
 from storebench.report import data, views
 from storebench.report.terminal import fmt_ns
-from storebench.stores.memory import MemoryCollection
+from storebench.stores.reference.memory import MemoryCollection
 
 WORKLOADS = ("search", "tune", "scale")
 SMALL = {"n": 1500, "dim": 16, "queries": 60, "k": 10, "batch_size": 500, "warmup": 2}

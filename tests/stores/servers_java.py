@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import psutil
 
+from storebench.data import filters as F
 from storebench.servers.base import Server
-from storebench.stores import filters as F
 from storebench.stores.base import Capability, StoreSpec
 from storebench.stores.params import HnswIndex, HnswSearch
 from tests.conftest import make_docs

@@ -13,11 +13,11 @@ import psutil
 import pytest
 
 import storebench
+from storebench.data import filters as F
 from storebench.data.batch import DocBatch
 from storebench.servers.agdb import AgdbApi, AgdbError, AgdbServer, find_binary
-from storebench.stores import filters as F
-from storebench.stores.agdb_store import AgdbStore, DanglingReference
 from storebench.stores.base import StoreSpec
+from storebench.stores.graph.agdb import AgdbStore, DanglingReference
 from storebench.stores.opening import open_store
 from storebench.workloads.social import SEQ, USERS, comment_schema, post_schema
 from tests.conftest import make_docs

@@ -40,11 +40,11 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import numpy as np
 import pytest
 
+from storebench.data import filters as F
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import ForeignDataError, UserError
-from storebench.stores import filters as F
-from storebench.stores.arangodb_store import URL_FORM, ArangoStore, key, to_aql
 from storebench.stores.base import StoreSpec
+from storebench.stores.document.arangodb import URL_FORM, ArangoStore, key, to_aql
 from tests.conftest import make_docs
 
 # --- the no-URL refusal ---------------------------------------------------------

@@ -8,10 +8,10 @@ import pickle
 import numpy as np
 import pytest
 
+from storebench.data import filters as F
 from storebench.data.batch import DocBatch
 from storebench.data.truth import GroundTruth, recall_at_k
 from storebench.errors import ForeignDataError, NotSupported
-from storebench.stores import filters as F
 from storebench.stores.base import Capability, Collection, StoreSpec
 from tests.conftest import make_docs
 

@@ -119,7 +119,7 @@ def test_an_unreachable_distribution_names_the_blocking_directory():
 
 
 def test_float32_vectors_survive_the_json_round_trip():
-    from storebench.stores.lucene_common import _json_vectors, float32_exact
+    from storebench.stores.lucene.common import _json_vectors, float32_exact
 
     rng = np.random.default_rng(1)
     v = np.concatenate(

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from storebench.data import filters as F
 from storebench.errors import UserError
-from storebench.stores import filters as F
 from storebench.stores.base import StoreSpec
-from storebench.stores.lucene_common import to_query
+from storebench.stores.lucene.common import to_query
 from tests.stores import servers as S
 from tests.stores import servers_java as J
 

@@ -7,10 +7,10 @@ import psutil
 import pytest
 import redis
 
+from storebench.data import filters as F
 from storebench.data.batch import Schema
-from storebench.stores import filters as F
 from storebench.stores.base import StoreSpec
-from storebench.stores.falkordb_store import to_cypher
+from storebench.stores.graph.falkordb import to_cypher
 from storebench.stores.opening import open_store
 from tests.conftest import make_docs
 from tests.stores import servers as S

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from storebench.data import filters as F
 from storebench.data.batch import DocBatch
 from storebench.data.truth import GroundTruth, distances, recall_at_k
 from storebench.errors import NotSupported, UserError
-from storebench.stores import filters as F
 from storebench.stores.base import Capability, StoreSpec
 from storebench.stores.params import HnswIndex, HnswSearch
 from tests.conftest import make_docs

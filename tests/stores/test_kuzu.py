@@ -7,10 +7,10 @@ import threading
 import numpy as np
 import pytest
 
+from storebench.data import filters as F
 from storebench.errors import ForeignDataError, UserError
-from storebench.stores import filters as F
 from storebench.stores.base import StoreSpec
-from storebench.stores.kuzu_store import to_cypher
+from storebench.stores.graph.kuzu import to_cypher
 from tests.conftest import make_docs
 
 

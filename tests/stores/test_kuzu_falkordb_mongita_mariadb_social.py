@@ -10,9 +10,9 @@ import yaml
 
 import storebench
 from storebench.data.batch import DocBatch
+from storebench.data.filters import And, Cmp, Not, Range
 from storebench.errors import StorebenchError, UserError
 from storebench.stores.base import Capability, StoreSpec, store_class
-from storebench.stores.filters import And, Cmp, Not, Range
 from storebench.workloads.social import USERS, comment_schema, post_schema
 from tests.stores import servers as S
 

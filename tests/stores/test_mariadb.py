@@ -5,8 +5,8 @@ import psutil
 import pymysql
 import pytest
 
+from storebench.data import filters as F
 from storebench.errors import UserError
-from storebench.stores import filters as F
 from storebench.stores.base import StoreSpec
 from storebench.stores.opening import open_store
 from tests.conftest import make_docs

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from pymilvus import DataType, MilvusClient
 
-from storebench.stores import filters as F
+from storebench.data import filters as F
 from storebench.stores.base import StoreSpec
-from storebench.stores.milvus import GRPC_OPTIONS, to_expr
 from storebench.stores.opening import open_store
 from storebench.stores.params import HnswIndex
+from storebench.stores.vector.milvus import GRPC_OPTIONS, to_expr
 from tests.conftest import make_docs
 from tests.stores import servers as S
 

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from mongita import MongitaClientMemory
 
+from storebench.data import filters as F
 from storebench.errors import UserError
-from storebench.stores import filters as F
 from storebench.stores.base import Capability, StoreSpec
-from storebench.stores.mongita_store import to_mongita
+from storebench.stores.document.mongita import to_mongita
 from tests.conftest import make_docs
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from storebench.data import filters as F
 from storebench.errors import UserError
-from storebench.stores import filters as F
 from storebench.stores.base import StoreSpec
-from storebench.stores.mongodb_store import MongoStore
-from storebench.stores.mongoquery import to_mongodb
+from storebench.stores.document.mongodb import MongoStore
+from storebench.stores.document.mongoquery import to_mongodb
 from storebench.stores.opening import open_store
 from tests.conftest import make_docs
 from tests.stores import servers as S

@@ -10,7 +10,7 @@ from storebench.data.batch import DocBatch
 from storebench.stores.base import StoreSpec
 from storebench.stores.opening import open_store
 from storebench.stores.params import HnswSearch
-from storebench.stores.pgvector import copy_binary
+from storebench.stores.sql.pgvector import copy_binary
 from tests.conftest import make_docs
 from tests.stores import servers as S
 
@@ -169,7 +169,7 @@ def test_a_pipeline_commits_its_statements_together():
 def test_small_inserts_are_one_prepared_insert_and_large_ones_a_copy(monkeypatch):
     """Up to _INSERT_ROWS documents: one prepared INSERT .. ON CONFLICT (no
     COPY); more: a COPY. Both replace existing ids and round-trip bit-exact."""
-    from storebench.stores import pgvector as PG
+    from storebench.stores.sql import pgvector as PG
 
     copies = []
     real = PG.copy_binary

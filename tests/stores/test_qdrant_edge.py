@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("qdrant_edge")
 
+from storebench.data import filters as F  # noqa: E402
 from storebench.data.batch import DocBatch  # noqa: E402
 from storebench.data.truth import GroundTruth, distances, recall_at_k  # noqa: E402
 from storebench.errors import UserError  # noqa: E402
-from storebench.stores import filters as F  # noqa: E402
 from storebench.stores.base import StoreSpec  # noqa: E402
 from storebench.stores.params import HnswIndex, HnswSearch  # noqa: E402
 from tests.conftest import make_docs  # noqa: E402

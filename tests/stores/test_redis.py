@@ -6,11 +6,11 @@ import psutil
 import pytest
 import redis
 
-from storebench.stores import filters as F
+from storebench.data import filters as F
 from storebench.stores.base import StoreSpec
 from storebench.stores.opening import open_store
 from storebench.stores.params import HnswIndex
-from storebench.stores.redis_store import to_query
+from storebench.stores.vector.redis import to_query
 from tests.conftest import make_docs
 from tests.stores import servers as S
 
@@ -41,7 +41,7 @@ def test_managed_redis_listens_on_localhost_only_and_keeps_its_password():
 
 def test_a_store_that_fails_to_open_stops_the_server_started_for_it(monkeypatch):
     from storebench.servers.base import Server
-    from storebench.stores.redis_store import RedisStore
+    from storebench.stores.vector.redis import RedisStore
 
     started: list[Server] = []
     real_start = Server.start

@@ -10,9 +10,9 @@ import pytest
 pytest.importorskip("apsw")
 pytest.importorskip("sqlite_vec")
 
+from storebench.data import filters as F  # noqa: E402
 from storebench.data.truth import GroundTruth, distances, recall_at_k  # noqa: E402
 from storebench.errors import NotSupported  # noqa: E402
-from storebench.stores import filters as F  # noqa: E402
 from storebench.stores.base import StoreSpec  # noqa: E402
 from tests.conftest import make_docs  # noqa: E402
 

@@ -9,7 +9,7 @@ import pytest
 from storebench.errors import UserError
 from storebench.stores.base import StoreSpec
 from storebench.stores.params import HnswIndex, HnswSearch
-from storebench.stores.weaviate_store import WeaviateStore, from_uuid, to_uuid
+from storebench.stores.vector.weaviate import WeaviateStore, from_uuid, to_uuid
 from tests.conftest import make_docs
 from tests.stores import servers as S
 

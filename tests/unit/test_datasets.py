@@ -7,10 +7,10 @@ import pytest
 
 from storebench.data import datasets, synthetic
 from storebench.data.datasets import Dataset, SyntheticSpec
+from storebench.data.filters import Cmp
 from storebench.data.shared import Shared
 from storebench.data.truth import exact_knn
 from storebench.errors import UserError
-from storebench.stores.filters import Cmp
 
 from .test_datasets_readers import write_bin, write_hdf5, write_vecs
 

@@ -3,8 +3,8 @@ import sqlite3
 import numpy as np
 import pytest
 
-from storebench.stores import filters as F
-from storebench.stores.sqlite import quote
+from storebench.data import filters as F
+from storebench.stores.sql.sqlite import quote
 
 
 def test_parse_covers_every_node_and_names_bad_parts():

@@ -52,7 +52,7 @@ log = logging.getLogger("storebench.data")
 FORMAT_VERSION = 1
 HASH_SAMPLE_ROWS = 1024  # rows of each array read for the content hash
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-Where = Any  # a storebench.stores.filters.Filter, its dict form, or a boolean mask
+Where = Any  # a storebench.data.filters.Filter, its dict form, or a boolean mask
 
 
 def data_dir() -> Path:
@@ -260,7 +260,7 @@ class Dataset:
                     where=self.name,
                 )
             return where
-        from storebench.stores import filters
+        from storebench.data import filters
 
         try:
             f = filters.parse(where)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import numpy as np
 
 from storebench.data.batch import DocBatch, Schema
+from storebench.data.filters import Filter
 from storebench.errors import ForeignDataError, NotSupported, UserError
 from storebench.plugins import Kind
 from storebench.redaction import (
@@ -37,7 +38,6 @@ from storebench.redaction import (
     remember_value,
 )
 from storebench.stores.config import StoreOptions, UrlForm, check_options, check_url
-from storebench.stores.filters import Filter
 from storebench.stores.params import IndexParams, SearchParams
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from storebench.data.batch import DocBatch, Schema
-from storebench.stores.filters import Filter, evaluate
+from storebench.data.filters import Filter, evaluate
 
 DTYPES = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
 

@@ -19,11 +19,11 @@ import numpy as np
 from pydantic import Field
 
 from storebench.data.batch import DocBatch
+from storebench.data.filters import Cmp
 from storebench.driver import FnOp, Op, Task
 from storebench.errors import NotSupported, TaskFailed, UserError
 from storebench.records import TaskRecord
 from storebench.stores.base import Capability, Collection
-from storebench.stores.filters import Cmp
 from storebench.workloads.base import MemoryNeed, Params, RunContext, Workload
 from storebench.workloads.vector_common import (
     TAG,

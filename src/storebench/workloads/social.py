@@ -27,10 +27,10 @@ import numpy as np
 from pydantic import Field
 
 from storebench.data.batch import DocBatch, Schema
+from storebench.data.filters import Cmp
 from storebench.driver import Op, Task
 from storebench.errors import NotCounted, TaskFailed, UserError
 from storebench.stores.base import Capability, Collection, Store
-from storebench.stores.filters import Cmp
 from storebench.workloads.base import MemoryNeed, Params, RunContext, Workload
 
 SEQ = "seq"

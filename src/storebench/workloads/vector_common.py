@@ -27,6 +27,7 @@ from pydantic import Field, field_validator
 
 from storebench.data import synthetic
 from storebench.data.batch import DocBatch
+from storebench.data.filters import Cmp, Filter
 from storebench.data.shared import Shared
 from storebench.data.truth import GroundTruth, exact_knn_bytes, pair_distances, recall_at_k
 from storebench.driver import Op, Task
@@ -34,7 +35,6 @@ from storebench.driver.core import cpu_count
 from storebench.errors import NotSupported, TaskFailed, UserError
 from storebench.records import TaskRecord
 from storebench.stores.base import Capability, Collection
-from storebench.stores.filters import Cmp, Filter
 from storebench.stores.params import SearchParams
 from storebench.workloads.base import MemoryNeed, Params, RunContext
 

@@ -1,0 +1,103 @@
+"""The faiss store: faiss's ``IndexHNSWFlat`` in this process, with the shared
+column store of ``indexlib`` for ids, fields, filters and bit-exact vectors.
+
+Parameters: ``m`` -> ``IndexHNSWFlat(d, M)``, ``ef_construct`` ->
+``hnsw.efConstruction``, ``ef`` -> ``SearchParametersHNSW.efSearch`` (per
+search call). Labels are faiss's own sequential ids, which are column-store
+rows: faiss HNSW cannot remove a vector (``remove_ids`` is not implemented
+for it), so this store declares neither ``delete`` nor ``update``, and an
+insert that would replace an existing id is refused rather than leaving a
+stale vector in the graph.
+
+- metric: l2 -> ``METRIC_L2`` (squared; the store returns its square root),
+  ip -> ``METRIC_INNER_PRODUCT``, cosine -> inner product over normalised
+  copies (the column store keeps the originals for ``get``).
+- filtered search: faiss's own selector, ``SearchParametersHNSW(sel=
+  IDSelectorBitmap)`` built from the filter's mask over the column store.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+import faiss
+import numpy as np
+
+from storebench.data.truth import normalize
+from storebench.stores.ann.indexlib import LibraryCollection, LibraryStore
+from storebench.stores.base import Capability
+
+
+class FaissCollection(LibraryCollection):
+    can_remove = False
+    _ix: faiss.IndexHNSWFlat
+
+    def _index_new(self, params: dict[str, int], capacity: int) -> None:
+        metric = faiss.METRIC_L2 if self.schema.metric == "l2" else faiss.METRIC_INNER_PRODUCT
+        ix = faiss.IndexHNSWFlat(self._dim, params["m"], metric)
+        ix.hnsw.efConstruction = params["ef_construct"]
+        self._ix = ix
+
+    def _prep(self, x: np.ndarray) -> np.ndarray:
+        if self.schema.metric == "cosine":
+            return normalize(x)
+        return np.ascontiguousarray(x, dtype=np.float32)
+
+    def _index_add(self, rows: np.ndarray, vecs: np.ndarray) -> None:
+        if rows[0] != self._ix.ntotal or rows[-1] != self._ix.ntotal + len(rows) - 1:
+            raise AssertionError("faiss labels must follow the column store's rows")
+        self._ix.add(self._prep(vecs))
+
+    def _index_set_ef(self, ef: int) -> None:
+        self._ix.hnsw.efSearch = ef
+
+    def _index_knn(
+        self, q: np.ndarray, k: int, allowed: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        if allowed is None:
+            params = faiss.SearchParametersHNSW(efSearch=self._ef)  # type: ignore[attr-defined]
+            d, labels = self._ix.search(self._prep(q), k, params=params)
+        else:
+            bitmap = np.packbits(allowed, bitorder="little")  # alive until search returns
+            sel = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap))
+            params = faiss.SearchParametersHNSW(efSearch=self._ef, sel=sel)  # type: ignore[attr-defined]
+            d, labels = self._ix.search(self._prep(q), k, params=params)
+        metric = self.schema.metric
+        if metric == "l2":
+            d = np.sqrt(np.maximum(d, 0.0))
+        elif metric == "ip":
+            d = -d
+        else:
+            d = 1.0 - d
+        d[labels < 0] = np.inf
+        return labels.astype(np.int64, copy=False), d
+
+    def _index_bytes(self) -> int:
+        ix = self._ix
+        h: Any = ix.hnsw  # faiss's stubs leave out the graph's vectors
+        return int(
+            ix.ntotal * ix.d * 4  # the flat vector storage
+            + h.neighbors.size() * 4
+            + h.levels.size() * 4
+            + h.offsets.size() * 8
+        )
+
+
+class FaissStore(LibraryStore):
+    engine = "faiss"
+    extra = "faiss"
+    collection_class = FaissCollection
+    capabilities = frozenset(Capability) - {
+        Capability.UPDATE,
+        Capability.DELETE,
+        Capability.COMPACT,
+        Capability.SHARED_ACROSS_PROCESSES,
+        Capability.PIPELINE,
+    }
+
+    def versions(self) -> dict[str, str]:
+        return {
+            "engine": f"faiss {faiss.__version__}",
+            "client": f"faiss-cpu {metadata.version('faiss-cpu')}",
+        }

@@ -1,0 +1,300 @@
+"""What the index-library stores (hnswlib, faiss, usearch) share.
+
+An ANN index library keeps vectors under integer labels and nothing else, so
+each of these stores pairs the library's index with a ``columns.Columns``
+store in the same process: the column store keeps ids, scalar fields (for
+filters, ``get`` and ``find``) and the vectors (``get`` returns them
+bit-exact, whatever the library does to its copy); a document's row number
+in the column store is its label in the index, so the id map is the column
+store's id->row dict one way and its ``ids`` array the other.
+
+Indexing is incremental, the way these libraries are used: the first insert
+creates the index with the collection's index parameters (``create_collection``) and every insert
+adds its batch to it, so ``create`` includes graph construction (as it did
+in the DocArray study) and ``build_index`` with the same parameters has
+nothing left to do. ``build_index`` with other parameters rebuilds the index
+from the stored vectors. Searches before ``build_index`` use the same
+(complete) index.
+
+Searches take a shared lock and writes an exclusive one: the libraries'
+growth (resize/reserve) and faiss's ``add`` must not run beside a search.
+
+Neutral parameters: index ``m``, ``ef_construct``; search ``ef``. Defaults
+(the same for every engine, so runs compare): m=16, ef_construct=128, ef=64.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import ClassVar
+
+import numpy as np
+
+from storebench.data.batch import DocBatch, Schema
+from storebench.data.filters import Filter
+from storebench.data.truth import distances, top_k
+from storebench.errors import UserError
+from storebench.stores.base import (
+    Collection,
+    SearchResult,
+    Store,
+    StoreSpec,
+    hnsw_bytes,
+)
+from storebench.stores.columns import Columns
+from storebench.stores.params import HnswIndex, HnswSearch
+
+DEFAULT_INDEX: dict[str, int] = {"m": 16, "ef_construct": 128}
+DEFAULT_SEARCH: dict[str, int] = {"ef": 64}
+
+
+def index_values(params: HnswIndex) -> dict[str, int]:
+    """The index parameters with the defaults filled in (None: default)."""
+    return {k: v if v is not None else DEFAULT_INDEX[k] for k, v in params}
+
+
+class RWLock:
+    """Many readers or one writer; a waiting writer holds off new readers."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._readers = 0
+        self._writer = False
+        self._writers_waiting = 0
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._writer or self._writers_waiting:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._writers_waiting += 1
+            while self._writer or self._readers:
+                self._cond.wait()
+            self._writers_waiting -= 1
+            self._writer = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
+
+
+class LibraryCollection(Collection):
+    """The engine-blind part; a subclass fills in the ``_index_*`` hooks and
+    exposes ``update``/``delete`` only where its library can do them."""
+
+    store: LibraryStore
+    can_remove: ClassVar[bool] = True  # the library can drop a label from its index
+
+    def __init__(self, store: LibraryStore, name: str, schema: Schema, index: HnswIndex):
+        super().__init__(store, name, schema)
+        if not schema.dim:
+            raise UserError(f"{store.engine} stores need vectors (schema has no dim)")
+        self._dim: int = schema.dim
+        self._c = Columns(schema)
+        self._lock = RWLock()
+        self._params = index_values(index)  # the index the inserts build
+        self._ef = DEFAULT_SEARCH["ef"]
+        self._built = False  # the library's index exists
+
+    # --- hooks -----------------------------------------------------------------
+    def _index_new(self, params: dict[str, int], capacity: int) -> None:
+        """Create an empty index (self._built follows)."""
+        raise NotImplementedError
+
+    def _index_add(self, rows: np.ndarray, vecs: np.ndarray) -> None:
+        """Add vectors under labels ``rows`` (new labels, ascending)."""
+        raise NotImplementedError
+
+    def _index_remove(self, rows: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _index_replace(self, rows: np.ndarray, vecs: np.ndarray) -> None:
+        """New vectors for labels already in the index."""
+        raise NotImplementedError
+
+    def _index_knn(
+        self, q: np.ndarray, k: int, allowed: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, distances) of the k nearest live rows (only rows where
+        ``allowed`` is true, if given), padded with -1/inf; distances in the
+        metric's own terms. k never exceeds the live (allowed) rows."""
+        raise NotImplementedError
+
+    def _index_set_ef(self, ef: int) -> None:
+        pass
+
+    def _index_bytes(self) -> int:
+        raise NotImplementedError
+
+    # --- shared helpers ----------------------------------------------------------
+    def _exact(self, q: np.ndarray, k: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Exhaustive search over ``rows`` (numpy BLAS, as the memory store)."""
+        c = self._c
+        pos, dist = top_k(distances(q, c.vecs[rows], self.schema.metric, c.sq[rows]), k)
+        return np.where(pos >= 0, rows[np.maximum(pos, 0)], -1), dist
+
+    def _ensure_index(self, extra: int) -> None:
+        if not self._built:
+            self._index_new(self._params, max(1024, self._c.n + extra))
+            self._index_set_ef(self._ef)
+            self._built = True
+
+    def _update_rows(self, docs: DocBatch) -> None:
+        with self._lock.exclusive():
+            rows, hit = self._c.update(docs)
+            if docs.vectors is not None and len(rows) and self._built:
+                self._index_replace(rows, np.ascontiguousarray(docs.vectors[hit]))
+
+    def _delete_rows(self, ids: np.ndarray) -> None:
+        with self._lock.exclusive():
+            rows = self._c.delete(ids)
+            if len(rows) and self._built:
+                self._index_remove(rows)
+
+    # --- contract ------------------------------------------------------------------
+    def insert(self, docs: DocBatch) -> None:
+        if not len(docs):
+            return
+        with self._lock.exclusive():
+            c = self._c
+            if not self.can_remove:
+                old = c.rows(docs.ids)
+                if (old >= 0).any() or len(np.unique(docs.ids)) < len(docs):
+                    dup = docs.ids[old >= 0][:1].tolist() or "repeated within the batch"
+                    raise UserError(
+                        f"{self.store.engine} cannot replace a document (id {dup}): "
+                        "its index has no removal",
+                        where=f"{self.store.engine} insert",
+                    )
+            self._ensure_index(len(docs))
+            new, dead = c.append(docs)
+            old_dead = dead[dead < new.start]
+            if len(old_dead):
+                self._index_remove(old_dead)
+            rows = np.arange(new.start, new.stop, dtype=np.int64)
+            if len(dead) > len(old_dead):  # ids repeated in the batch: only the last is indexed
+                rows = rows[c.alive[new]]
+            self._index_add(rows, c.vecs[rows] if len(rows) < len(docs) else c.vecs[new])
+
+    def get(self, ids: np.ndarray) -> DocBatch:
+        return self._c.get(ids)
+
+    def find(
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
+    ) -> DocBatch:
+        return self._c.find(where, order, limit)
+
+    def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
+        q = np.ascontiguousarray(vectors, dtype=np.float32)
+        nq = len(q)
+        with self._lock.shared():
+            c = self._c
+            live = c.count()
+            allowed = None
+            if where is not None:
+                allowed = c.mask(where)
+                live = int(allowed.sum())
+                if live == c.count():
+                    allowed = None  # every live document matches
+            if live == 0 or k == 0 or not self._built:
+                rows = np.full((nq, k), -1, np.int64)
+                dist = np.full((nq, k), np.inf, np.float32)
+            elif allowed is not None and live <= k:
+                rows, dist = self._exact(q, k, np.flatnonzero(allowed))  # all of them
+            else:
+                kk = min(k, live)
+                rows, dist = self._index_knn(q, kk, allowed)
+                if kk < k:
+                    rows = np.pad(rows, ((0, 0), (0, k - kk)), constant_values=-1)
+                    dist = np.pad(dist, ((0, 0), (0, k - kk)), constant_values=np.inf)
+            ids = np.where(rows >= 0, c.ids[np.maximum(rows, 0)], -1)
+        return SearchResult(ids, dist.astype(np.float32, copy=False))
+
+    def count(self) -> int:
+        return self._c.count()
+
+    def build_index(self, params: HnswIndex) -> bool:
+        """False (nothing built) when the inserts built it with these parameters."""
+        wanted = index_values(params)
+        with self._lock.exclusive():
+            if self._built and wanted == self._params:
+                return False  # built incrementally with these parameters: ready
+            self._params = wanted
+            self._built = False
+            self._ensure_index(0)
+            rows = np.flatnonzero(self._c.alive[: self._c.n])
+            if len(rows):
+                self._index_add(rows, self._c.vecs[rows])
+        return True
+
+    def set_search_params(self, params: HnswSearch) -> None:
+        if params.ef is None:
+            return
+        ef = params.ef
+        with self._lock.exclusive():
+            self._ef = ef
+            if self._built:
+                self._index_set_ef(ef)
+
+    def size_bytes(self) -> int:
+        """The library's index plus the column store (ids, fields, vectors)."""
+        with self._lock.shared():
+            return self._c.nbytes() + (self._index_bytes() if self._built else 0)
+
+    def _drop(self) -> None:
+        with self._lock.exclusive():
+            self.store._collections.pop(self.name, None)
+            self._c = Columns(self.schema)
+            self._built = False
+
+
+class LibraryStore(Store):
+    """Collections live in this process (in memory); no url."""
+
+    collection_class: ClassVar[type[LibraryCollection]]
+    client_mode = "threads"
+    Index = HnswIndex
+    Search = HnswSearch
+
+    def __init__(self, spec: StoreSpec):
+        super().__init__(spec)  # no url_form, no Options: it takes neither
+        self._collections: dict[str, LibraryCollection] = {}
+
+    @classmethod
+    def memory_use(
+        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
+        m = index.m or DEFAULT_INDEX["m"]
+        return Columns.bytes_per_row(dim, field_bytes) + hnsw_bytes(dim, m), 0
+
+    def has_collection(self, name: str) -> bool:
+        return name in self._collections
+
+    def _create(self, name: str, schema: Schema, index: HnswIndex) -> Collection:
+        coll = self.collection_class(self, name, schema, index)
+        self._collections[name] = coll
+        return coll
+
+    def _open(self, name: str, schema: Schema) -> Collection:
+        if name not in self._collections:
+            raise UserError(f"no collection {name!r} in this {self.engine} store")
+        return self._collections[name]

@@ -1,0 +1,228 @@
+"""The MongoDB store: any server that speaks the MongoDB wire protocol, with
+pymongo; FerretDB (on SQLite) is its managed server.
+
+A collection is a MongoDB collection of one document per id: ``_id`` the id
+(an int64), each field under its name (a dot written as U+FF0E, as MongoDB
+tools do, since a dot is a path into a sub-document), the vector, when the
+schema has one, as float32 bytes under ``_vector`` (only stored and
+returned: no vector search; FerretDB 1.x has none). Each field listed in
+``Schema.indexed`` gets a single-field index.
+
+Filters compile to one MongoDB query document (``stores/document/mongoquery.py``, the
+compiler the mongita store shares): plain field operators, alternatives
+under ``$or``. An insert replaces a document with the same id (one
+``ReplaceOne`` upsert per document, sent as one unordered bulk write).
+
+``url``: ``mongodb://[user:password@]host[:port][/database]`` (the database
+defaults to ``storebench``). Without one, a FerretDB server is started on
+127.0.0.1 with a private directory and stops with the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+from urllib.parse import SplitResult
+
+import numpy as np
+import pymongo
+from bson.binary import Binary
+from pymongo.operations import ReplaceOne, UpdateOne
+
+from storebench.data.batch import DocBatch, Schema
+from storebench.data.filters import Filter
+from storebench.errors import UserError
+from storebench.stores.base import Capability, Collection, Store, StoreSpec, redact_url
+from storebench.stores.config import UrlForm
+from storebench.stores.document.mongoquery import key, to_mongodb
+from storebench.stores.params import IndexParams
+
+if TYPE_CHECKING:
+    from storebench.servers.base import Server
+
+_NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
+VEC = "_vector"
+DATABASE = "storebench"
+
+
+def _database(url: str, parts: SplitResult | None) -> str:
+    db = (parts.path if parts is not None else "").strip("/")
+    if "/" in db or any(c in db for c in ' ."$\\'):
+        raise ValueError(f"database name {db!r} is not a MongoDB database name")
+    return db or DATABASE
+
+
+URL_FORM = UrlForm(
+    "mongodb://[user:password@]host[:port][/database]", schemes=("mongodb",), parse=_database
+)
+
+
+class MongoCollection(Collection):
+    store: MongoStore
+
+    def __init__(self, store: MongoStore, name: str, schema: Schema):
+        super().__init__(store, name, schema)
+        for f in schema.fields:
+            if key(f) in ("_id", VEC) or f.startswith("$"):
+                raise UserError(
+                    f"field name {f!r} is reserved by the mongodb store", where="store mongodb"
+                )
+        self.c = store.db[name]
+        self._keys = {f: key(f) for f in schema.fields}
+        self._vec = schema.dim is not None
+
+    def _docs(self, docs: DocBatch, fields: list[str]) -> Iterator[dict[str, Any]]:
+        cols = [(self._keys[f], docs.fields[f].tolist()) for f in fields]
+        vecs = docs.vectors if self._vec else None
+        for i, id_ in enumerate(docs.ids.tolist()):
+            d: dict[str, Any] = {"_id": id_}
+            for k, values in cols:
+                d[k] = values[i]
+            if vecs is not None:
+                d[VEC] = Binary(vecs[i].tobytes())
+            yield d
+
+    def _to_batch(self, found: list[dict[str, Any]], with_vectors: bool) -> DocBatch:
+        ids = np.array([int(d["_id"]) for d in found], np.int64)
+        fields: dict[str, np.ndarray] = {
+            f: np.array([d[k] for d in found], dtype=_NP_TYPE[self.schema.fields[f]])
+            for f, k in self._keys.items()
+        }
+        vecs = None
+        if with_vectors and self._vec:
+            dim = int(self.schema.dim or 0)
+            vecs = np.frombuffer(b"".join(d[VEC] for d in found), np.float32).reshape(-1, dim)
+        return DocBatch(ids, fields, vecs)
+
+    def insert(self, docs: DocBatch) -> None:
+        if len(np.unique(docs.ids)) != len(docs):  # the last of an id's rows wins
+            _, last = np.unique(docs.ids[::-1], return_index=True)
+            docs = docs.take(np.sort(len(docs) - 1 - last))
+        ops = [
+            ReplaceOne({"_id": d["_id"]}, d, upsert=True)
+            for d in self._docs(docs, list(self.schema.fields))
+        ]
+        if ops:
+            self.c.bulk_write(ops, ordered=False)
+
+    def get(self, ids: np.ndarray) -> DocBatch:
+        found = list(self.c.find({"_id": {"$in": ids.tolist()}}))
+        return self._to_batch(found, with_vectors=True)
+
+    def update(self, docs: DocBatch) -> None:
+        fields = list(docs.fields)
+        if not fields and docs.vectors is None:
+            return
+        ops = []
+        for d in self._docs(docs, fields):
+            if docs.vectors is None:
+                d.pop(VEC, None)
+            ops.append(UpdateOne({"_id": d.pop("_id")}, {"$set": d}))
+        if ops:
+            self.c.bulk_write(ops, ordered=False)
+
+    def delete(self, ids: np.ndarray) -> None:
+        self.c.delete_many({"_id": {"$in": ids.tolist()}})
+
+    def find(
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
+    ) -> DocBatch:
+        cursor = self.c.find(to_mongodb(where), {VEC: 0})
+        if order is not None:
+            k = self._keys[order[0]]
+            # ties in a stable order (by id), as the other stores give them
+            cursor = cursor.sort([(k, -1 if order[1] else 1), ("_id", 1)])
+        if limit is not None:
+            if int(limit) == 0:
+                return self._to_batch([], with_vectors=False)
+            cursor = cursor.limit(int(limit))
+        return self._to_batch(list(cursor), with_vectors=False)
+
+    def count(self) -> int:
+        return int(self.c.count_documents({}))
+
+    def _drop(self) -> None:
+        self.store.db.drop_collection(self.name)
+
+
+class MongoStore(Store):
+    engine = "mongodb"
+    capabilities = frozenset(
+        {
+            Capability.INSERT,
+            Capability.GET,
+            Capability.UPDATE,
+            Capability.DELETE,
+            Capability.FIND,
+            Capability.ORDER,
+            Capability.SHARED_ACROSS_PROCESSES,
+        }
+    )
+    extra = "mongodb"
+    url_form = URL_FORM
+
+    @classmethod
+    def managed_server(cls, options: Any) -> Callable[[], Server]:
+        from storebench.servers.ferretdb import FerretDBServer
+
+        return FerretDBServer
+
+    def __init__(self, spec: StoreSpec):
+        super().__init__(spec)
+        url = self.spec.url
+        assert url is not None
+        self.client: Any = pymongo.MongoClient(url, serverSelectionTimeoutMS=10_000)
+        try:
+            info = self.client.admin.command("buildInfo")
+        except pymongo.errors.PyMongoError as exc:
+            self.client.close()
+            raise UserError(
+                f"cannot reach a MongoDB server at {redact_url(url)}: {exc}", where="store mongodb"
+            ) from exc
+        self._engine = _engine_name(info)
+        self.db = self.client[self.check_url(url)]
+
+    def has_collection(self, name: str) -> bool:
+        return name in self.db.list_collection_names()
+
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
+        coll = MongoCollection(self, name, schema)
+        self.db.create_collection(name)  # now, so other clients can open it before any insert
+        for f in schema.indexed:
+            coll.c.create_index(key(f))
+        return coll
+
+    def _open(self, name: str, schema: Schema) -> Collection:
+        if not self.has_collection(name):
+            raise UserError(
+                f"no collection {name!r} in database {self.db.name}", where="store mongodb"
+            )
+        return MongoCollection(self, name, schema)
+
+    @classmethod
+    def memory_use(
+        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
+        if spec.url is not None:
+            return 0, 0  # a server reached by URL may be elsewhere
+        return 4 * dim + 2 * field_bytes + 256, 64 << 20  # FerretDB on SQLite: pages cached
+
+    def versions(self) -> dict[str, str]:
+        return {"engine": self._engine, "client": f"pymongo {metadata.version('pymongo')}"}
+
+    def close(self) -> None:
+        client = getattr(self, "client", None)
+        if client is not None:
+            client.close()
+        super().close()
+
+
+def _engine_name(info: dict[str, Any]) -> str:
+    """FerretDB says so in buildInfo; MongoDB gives only its version."""
+    if info.get("ferretdbVersion"):
+        return f"FerretDB {info['ferretdbVersion']} (MongoDB {info.get('version', '?')})"
+    return f"MongoDB {info.get('version', '?')}"

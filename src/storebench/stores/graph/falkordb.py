@@ -1,0 +1,406 @@
+"""The FalkorDB store: a property graph (Cypher) over the Redis protocol,
+through the ``falkordb`` client.
+
+One graph holds a store's collections (references are edges, and edges live
+inside one graph): option ``graph`` names it (default: a new graph
+``storebench_<random>``, recorded in the resolved spec so client processes
+reach the same one). A collection is a node label: nodes ``(:<collection>
+{id, <fields>, vec})``, with a range index on ``id`` (which also marks the
+label as a storebench collection) and on each field listed in
+``Schema.indexed``. Each reference field (``Schema.refs``) is an edge of
+type ``<field>`` from the document to the referenced node; reading the field
+returns the id at the edge's end (-1 when there is none, e.g. after the
+referenced document was deleted: ``DETACH DELETE`` takes its edges). The
+vector, when the schema has one, is a list property (float32 values as
+doubles: exact), only stored and returned: the store declares no search.
+(Not ``vecf32``: FalkorDB 4.16 loses some updates of an existing ``vecf32``
+property.)
+
+Writes are one query per batch over list parameters, one list per column
+(``UNWIND range(0, $n - 1) AS i MERGE (n:L {id: $k[i]}) SET ...``): an
+insert replaces an existing document, as in every store; referenced nodes
+are matched first, so a document whose reference points at nothing is not
+written (and the insert fails, naming how many). ``find`` is ``MATCH ...
+WHERE ... WITH n ORDER BY ... LIMIT``; an equality on a reference field at
+the top of the filter becomes a pattern anchored at the referenced node (an
+index lookup, then the edges), other conditions on references read the
+edge's end through ``OPTIONAL MATCH``. Filters compile to Cypher with
+parameters (``to_cypher``).
+
+No size: FalkorDB reports memory per graph and per label in whole megabytes
+only (``GRAPH.MEMORY USAGE``), and keeps no other per-collection account.
+No compaction command either.
+
+Without a URL it runs on a managed FalkorDB (``servers/falkordb.py``,
+started and stopped by ``stores.opening``); with ``redis://[:password@]host:port/db`` it only
+connects (``REDIS_PASSWORD`` fills in a password the URL leaves out).
+``drop`` deletes the label's nodes and indexes, and the graph itself only
+if this store created it and nothing is left in it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import uuid
+from collections.abc import Callable
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, Literal
+
+import falkordb
+import numpy as np
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from storebench.data.batch import DocBatch, Schema
+from storebench.data.filters import Filter, fields_of
+from storebench.errors import StorebenchError, UserError
+from storebench.stores.base import Capability, Collection, MiB, Store, StoreSpec, redact_url
+from storebench.stores.columns import batch_from_rows
+from storebench.stores.config import StoreOptions
+from storebench.stores.graph import cypher
+from storebench.stores.graph.cypher import (
+    ID,
+    VEC,
+    MissingReference,
+    anchors,
+    last_per_id,
+    to_cypher,
+)
+from storebench.stores.params import IndexParams
+from storebench.stores.vector.redis import REDIS_URL
+
+if TYPE_CHECKING:
+    from storebench.servers.base import Server
+
+
+class IndexFailed(StorebenchError):
+    """FalkorDB reported an index it could not build."""
+
+
+def ident(name: str) -> str:
+    """A Cypher identifier in backticks (FalkorDB has no escape for a backtick)."""
+    return cypher.ident(name, "falkordb", "FalkorDB")
+
+
+class FalkorDBCollection(Collection):
+    store: FalkorDBStore
+
+    def __init__(self, store: FalkorDBStore, name: str, schema: Schema):
+        super().__init__(store, name, schema)
+        cypher.check_fields(schema, "falkordb", ident)
+        self._l = ident(name)
+        self._names = list(schema.fields)
+        self._props = [f for f in self._names if f not in schema.refs]
+        self._refs = list(schema.refs)
+        self._vec = schema.dim is not None
+
+    def _target(self, field: str) -> str:
+        return ident(self.schema.refs[field])
+
+    def _pos(self, field: str) -> int:
+        return self._names.index(field)
+
+    # --- reading -----------------------------------------------------------------
+    def _returns(self, with_vectors: bool) -> tuple[str, str]:
+        opt = "".join(
+            f" OPTIONAL MATCH (n)-[:{ident(f)}]->(t{self._pos(f)}:{self._target(f)})"
+            for f in self._refs
+        )
+        cols = [f"n.{ID}"]
+        for j, f in enumerate(self._names):
+            if f in self.schema.refs:
+                cols.append(f"coalesce(t{j}.{ID}, -1) AS c{j}")
+            else:
+                cols.append(f"n.{ident(f)} AS c{j}")
+        if with_vectors and self._vec:
+            cols.append(f"n.{VEC}")
+        return opt, ", ".join(cols)
+
+    def _to_batch(self, rows: list[list[Any]], with_vectors: bool) -> DocBatch:
+        # the vector (a list of doubles) comes last when asked for and the schema has one
+        return batch_from_rows(self.schema, rows, with_vectors and self._vec, blobs=False)
+
+    def get(self, ids: np.ndarray) -> DocBatch:
+        opt, cols = self._returns(with_vectors=True)
+        q = f"UNWIND $ids AS k MATCH (n:{self._l} {{{ID}: k}}){opt} RETURN {cols}"
+        return self._to_batch(self.store.read(q, {"ids": ids.tolist()}), with_vectors=True)
+
+    def _column(self, field: str) -> str:
+        if field in self.schema.refs:
+            return f"r{self._pos(field)}"
+        if field not in self.schema.fields:
+            raise UserError(f"no field {field!r} in {self.name}", where="store falkordb filter")
+        return f"n.{ident(field)}"
+
+    def find(
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
+    ) -> DocBatch:
+        anchored, rest = anchors(where, self._refs)
+        params: dict[str, Any] = {}
+        patterns = [f"(n:{self._l})"]
+        for j, (f, value) in enumerate(anchored):
+            patterns.append(f"(n)-[:{ident(f)}]->(:{self._target(f)} {{{ID}: $a{j}}})")
+            params[f"a{j}"] = value
+        q = "MATCH " + ", ".join(patterns)
+        needed = (fields_of(rest) if rest is not None else set()) | ({order[0]} if order else set())
+        pre = [f for f in self._refs if f in needed]
+        for f in pre:
+            q += f" OPTIONAL MATCH (n)-[:{ident(f)}]->(t{self._pos(f)}:{self._target(f)})"
+        if pre:
+            q += " WITH n, " + ", ".join(
+                f"coalesce(t{self._pos(f)}.{ID}, -1) AS r{self._pos(f)}" for f in pre
+            )
+        if rest is not None:
+            q += " WHERE " + to_cypher(rest, self._column, params)
+        direction = "DESC" if order and order[1] else "ASC"
+        q += " WITH n"
+        if order is not None:
+            q += f" ORDER BY {self._column(order[0])} {direction}"
+        if limit is not None:
+            q += " LIMIT $limit"
+            params["limit"] = int(limit)
+        opt, cols = self._returns(with_vectors=False)
+        q += f"{opt} RETURN {cols}"
+        if order is not None:  # the OPTIONAL MATCHes above need not keep the order
+            q += f" ORDER BY c{self._pos(order[0])} {direction}"
+        return self._to_batch(self.store.read(q, params), with_vectors=False)
+
+    def count(self) -> int:
+        rows = self.store.read(f"MATCH (n:{self._l}) RETURN count(n)", {})
+        return int(rows[0][0])
+
+    # --- writing -----------------------------------------------------------------
+    def _write(self, docs: DocBatch, fields: list[str], merge: bool) -> int:
+        """One query for the batch; returns the documents written."""
+        params: dict[str, Any] = {"n": len(docs), "k": docs.ids.tolist()}
+        for f in fields:
+            params[f"c{self._pos(f)}"] = docs.fields[f].tolist()
+        refs = [f for f in fields if f in self.schema.refs]
+        sets = [f"n.{ident(f)} = $c{self._pos(f)}[i]" for f in fields if f not in self.schema.refs]
+        if docs.vectors is not None and self._vec:
+            params["v"] = docs.vectors.tolist()
+            # a list of doubles, not vecf32: FalkorDB 4.16 loses some updates of
+            # an existing vecf32 property (the SET reports fewer properties set)
+            sets.append(f"n.{VEC} = $v[i]")
+        q = "UNWIND range(0, $n - 1) AS i"
+        # referenced nodes first: a row whose reference points at nothing goes
+        for f in refs:
+            q += f" MATCH (t{self._pos(f)}:{self._target(f)} {{{ID}: $c{self._pos(f)}[i]}})"
+        q += f" {'MERGE' if merge else 'MATCH'} (n:{self._l} {{{ID}: $k[i]}})"
+        if sets:
+            q += " SET " + ", ".join(sets)
+        if refs:
+            keep = ", ".join(["n", *(f"t{self._pos(f)}" for f in refs)])
+            types = "|".join(ident(f) for f in refs)
+            q += (
+                f" WITH {keep} OPTIONAL MATCH (n)-[e:{types}]->() DELETE e"
+                f" WITH DISTINCT {keep} CREATE "
+                + ", ".join(f"(n)-[:{ident(f)}]->(t{self._pos(f)})" for f in refs)
+            )
+        q += " RETURN count(n)"
+        rows = self.store.write(q, params)
+        return int(rows[0][0]) if rows else 0
+
+    def insert(self, docs: DocBatch) -> None:
+        docs = last_per_id(docs)
+        written = self._write(docs, self._names, merge=True)
+        if written != len(docs):
+            raise MissingReference(
+                f"{len(docs) - written} of {len(docs)} documents reference a document "
+                f"missing from {sorted(set(self.schema.refs.values()))}: those were not written"
+            )
+
+    def update(self, docs: DocBatch) -> None:
+        if not docs.fields and docs.vectors is None:
+            return
+        self._write(docs, list(docs.fields), merge=False)
+
+    def delete(self, ids: np.ndarray) -> None:
+        self.store.write(
+            f"UNWIND $ids AS k MATCH (n:{self._l} {{{ID}: k}}) DETACH DELETE n",
+            {"ids": ids.tolist()},
+        )
+
+    def _drop(self) -> None:
+        self.store._drop_label(self.name)
+
+
+class FalkorDBStore(Store):
+    """Options: ``graph`` (the graph's name), ``persistence`` (managed server:
+    ``none``, ``rdb`` or ``aof``) and ``module_args`` (managed server: the
+    module's arguments, e.g. ``[THREAD_COUNT, 4]``)."""
+
+    engine = "falkordb"
+    capabilities = frozenset(
+        {
+            Capability.INSERT,
+            Capability.GET,
+            Capability.UPDATE,
+            Capability.DELETE,
+            Capability.FIND,
+            Capability.ORDER,
+            Capability.SHARED_ACROSS_PROCESSES,
+        }
+    )
+    extra = "falkordb"
+    url_form = REDIS_URL
+
+    class Options(StoreOptions):
+        managed_only = ("persistence", "module_args")
+        graph: str | None = None
+        persistence: Literal["none", "rdb", "aof"] = "none"
+        module_args: list[str | int | float] = []
+
+    @classmethod
+    def managed_server(cls, options: Options) -> Callable[[], Server]:
+        from storebench.servers.falkordb import FalkorDBServer
+
+        return functools.partial(
+            FalkorDBServer,
+            persistence=options.persistence,
+            module_args=[str(a) for a in options.module_args],
+        )
+
+    def __init__(self, spec: StoreSpec):
+        super().__init__(spec)
+        if not self.options.graph:
+            self.fill_option("graph", f"storebench_{uuid.uuid4().hex[:12]}")
+        self.graph_name = str(self.options.graph)
+        try:
+            self.db = self._connect()
+            self.graph = self.db.select_graph(self.graph_name)
+            # a graph that exists now is someone's: never deleted by this store
+            self._made_graph = self.graph_name not in self._graphs()
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self) -> falkordb.FalkorDB:
+        url = self.spec.url or ""
+        kw: dict[str, Any] = {
+            # no silent retries: a failed call is reported, a dead server fails the run
+            "retry": Retry(NoBackoff(), 0),
+            # redis-py 8's pool holds 100 connections and then raises
+            # MaxConnectionsError: the social study runs 220 client threads
+            "max_connections": 100_000,
+        }
+        if "@" not in url and os.environ.get("REDIS_PASSWORD"):
+            kw["password"] = os.environ["REDIS_PASSWORD"]
+        try:
+            db = falkordb.FalkorDB.from_url(url, **kw)
+            modules = db.connection.execute_command("MODULE", "LIST")
+        except redis.RedisError as exc:
+            raise UserError(
+                f"cannot reach FalkorDB at {redact_url(url)}: {exc}", where="store falkordb"
+            ) from exc
+        info = {}
+        for m in modules:  # a dict, or a flat [key, value, ...] list
+            d = m if isinstance(m, dict) else dict(zip(m[::2], m[1::2], strict=True))
+            d = {k.decode() if isinstance(k, bytes) else k: v for k, v in d.items()}
+            name = d.get("name", "")
+            info[name.decode() if isinstance(name, bytes) else str(name)] = d.get("ver", 0)
+        if "graph" not in info:
+            raise UserError(
+                f"the Redis server at {redact_url(url)} has no graph module (FalkorDB)",
+                where="store falkordb",
+            )
+        ver = int(info["graph"])
+        self._module_version = f"{ver // 10000}.{ver // 100 % 100}.{ver % 100}"
+        return db
+
+    def _graphs(self) -> list[str]:
+        return [g.decode() if isinstance(g, bytes) else g for g in self.db.list_graphs()]
+
+    # --- queries -------------------------------------------------------------------
+    def read(self, query: str, params: dict[str, Any]) -> list[list[Any]]:
+        return self.graph.ro_query(query, params).result_set
+
+    def write(self, query: str, params: dict[str, Any]) -> list[list[Any]]:
+        return self.graph.query(query, params).result_set
+
+    def _indexes(self) -> dict[str, list[str]]:
+        """Node label -> indexed properties (with their state checked)."""
+        if self.graph_name not in self._graphs():
+            return {}
+        rows = self.read(
+            "CALL db.indexes() YIELD label, properties, entitytype, status "
+            "RETURN label, properties, entitytype, status",
+            {},
+        )
+        out: dict[str, list[str]] = {}
+        for label, props, kind, status in rows:
+            if kind == "NODE":
+                out[label] = list(props)
+                # e.g. "OPERATIONAL" or "[Indexing] 0/0: UNDER CONSTRUCTION"
+                if not str(status).endswith(("OPERATIONAL", "UNDER CONSTRUCTION")):
+                    raise IndexFailed(f"falkordb index on {label}: {status}")
+        return out
+
+    # --- collections -----------------------------------------------------------------
+    def has_collection(self, name: str) -> bool:
+        if ID in self._indexes().get(name, []):
+            return True
+        if self.graph_name not in self._graphs():
+            return False
+        return bool(self.read(f"MATCH (n:{ident(name)}) RETURN 1 LIMIT 1", {}))
+
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
+        coll = FalkorDBCollection(self, name, schema)
+        indexes = self._indexes()
+        for f, target in schema.refs.items():
+            if target != name and ID not in indexes.get(target, []):
+                raise UserError(
+                    f"{name}.{f} references {target!r}, which is not a collection in graph "
+                    f"{self.graph_name!r} (create it first)",
+                    where="store falkordb",
+                )
+        for prop in (ID, *schema.indexed):
+            self.write(f"CREATE INDEX FOR (n:{ident(name)}) ON (n.{ident(prop)})", {})
+        # an index on an empty label is ready at once; the state is checked
+        if ID not in self._indexes().get(name, []):
+            raise IndexFailed(f"falkordb: the index on {name}.id is missing after CREATE INDEX")
+        return coll
+
+    def _open(self, name: str, schema: Schema) -> Collection:
+        if not self.has_collection(name):
+            raise UserError(
+                f"no collection {name!r} in graph {self.graph_name!r}", where="store falkordb"
+            )
+        return FalkorDBCollection(self, name, schema)
+
+    def _drop_label(self, name: str) -> None:
+        label = ident(name)
+        self.write(f"MATCH (n:{label}) DETACH DELETE n", {})
+        for prop in self._indexes().get(name, []):
+            self.write(f"DROP INDEX FOR (n:{label}) ON (n.{ident(prop)})", {})
+        empty = not self._indexes() and not self.read("MATCH (n) RETURN 1 LIMIT 1", {})
+        if self._made_graph and empty:
+            self.graph.delete()
+
+    @classmethod
+    def memory_use(
+        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
+        if spec.url is not None:
+            return 0, 0  # a server of yours: not counted
+        # the managed FalkorDB keeps the graph in RAM; vectors as lists of doubles
+        return 8 * dim + 2 * field_bytes + 256, 32 * MiB
+
+    def versions(self) -> dict[str, str]:
+        redis_version = self.db.connection.info("server").get("redis_version", "?")
+        return {
+            "engine": f"FalkorDB {self._module_version} (Redis {redis_version})",
+            "client": f"falkordb {metadata.version('falkordb')}",
+        }
+
+    def close(self) -> None:
+        db = getattr(self, "db", None)
+        if db is not None:
+            db.connection.close()
+            self.db = None
+        super().close()

@@ -1,0 +1,113 @@
+"""The memory store: numpy columns in this process, exact search.
+
+It plays the study's "in-memory DocumentArray": no index, every search scans
+all vectors (one BLAS matrix product), filters are numpy masks. Rows live in
+a ``columns.Columns`` store (growable arrays, an id->row dict); deletes leave
+tombstones that ``compact`` removes."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from storebench.data.batch import DocBatch, Schema
+from storebench.data.filters import Filter
+from storebench.data.truth import distances, top_k
+from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
+from storebench.stores.columns import Columns
+from storebench.stores.params import IndexParams
+
+
+class MemoryCollection(Collection):
+    def __init__(self, store: Store, name: str, schema: Schema):
+        super().__init__(store, name, schema)
+        self._lock = threading.Lock()
+        self._c = Columns(schema)
+
+    def insert(self, docs: DocBatch) -> None:
+        with self._lock:
+            self._c.append(docs)  # an existing id is replaced
+
+    def get(self, ids: np.ndarray) -> DocBatch:
+        return self._c.get(ids)
+
+    def update(self, docs: DocBatch) -> None:
+        with self._lock:
+            self._c.update(docs)
+
+    def delete(self, ids: np.ndarray) -> None:
+        with self._lock:
+            self._c.delete(ids)
+
+    def find(
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
+    ) -> DocBatch:
+        return self._c.find(where, order, limit)
+
+    def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
+        c = self._c
+        n = c.n
+        mask = c.mask(where)
+        if mask.all():
+            rows = None
+            d = distances(vectors, c.vecs[:n], self.schema.metric, c.sq[:n])
+        else:
+            rows = np.flatnonzero(mask)
+            d = distances(vectors, c.vecs[rows], self.schema.metric, c.sq[rows])
+        pos, dist = top_k(d, k)
+        if rows is not None:
+            pos = np.where(pos >= 0, rows[np.maximum(pos, 0)], -1)
+        ids = np.where(pos >= 0, c.ids[np.maximum(pos, 0)], -1)
+        return SearchResult(ids, dist)
+
+    def count(self) -> int:
+        return self._c.count()
+
+    def size_bytes(self) -> int:
+        return self._c.nbytes()
+
+    def compact(self) -> None:
+        with self._lock:
+            self._c.compact()
+
+    def _drop(self) -> None:
+        self.store._collections.pop(self.name, None)  # type: ignore[attr-defined]
+
+
+class MemoryStore(Store):
+    engine = "memory"
+    capabilities = frozenset(Capability) - {
+        Capability.INDEX,
+        Capability.SEARCH_PARAMS,
+        Capability.SHARED_ACROSS_PROCESSES,
+        Capability.PIPELINE,
+    }
+    exact = True
+
+    def __init__(self, spec: StoreSpec):
+        super().__init__(spec)
+        self._collections: dict[str, MemoryCollection] = {}
+
+    @classmethod
+    def memory_use(
+        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
+        return Columns.bytes_per_row(dim, field_bytes), 0
+
+    def has_collection(self, name: str) -> bool:
+        return name in self._collections
+
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
+        coll = MemoryCollection(self, name, schema)
+        self._collections[name] = coll
+        return coll
+
+    def _open(self, name: str, schema: Schema) -> Collection:
+        return self._collections[name]
+
+    def versions(self) -> dict[str, str]:
+        return {"engine": f"numpy {np.__version__}"}

@@ -1,0 +1,406 @@
+"""The Weaviate store: the Weaviate server with its official client
+(``weaviate-client`` 4: REST for the schema, gRPC for data and queries).
+
+A collection is a Weaviate collection named ``Sb_<name>`` (Weaviate's names
+start with a capital), one object per document: the id as a UUID (the id's
+64 bits as the UUID's integer, so ids map both ways), each field a property
+``f_<name>`` (Weaviate's property names allow no dots; ``.`` is written
+``__``), the vector self-provided (no vectorizer module). Metrics: l2 is
+Weaviate's ``l2-squared`` (distances come back as their square root),
+cosine is ``cosine`` (1 - cos), ip is ``dot`` (the negative inner product).
+
+HNSW under our neutral names: index ``m`` -> ``maxConnections``,
+``ef_construct`` -> ``efConstruction`` (both fixed when the collection is
+made: the store's ``index`` parameters, or the defaults m=16,
+ef_construct=128); search ``ef`` -> ``ef`` (changed on the live collection).
+Weaviate indexes each object as it is imported, so ``build_index`` with the
+parameters the collection has builds nothing (the index was built during
+the upload); with others it makes the collection anew with them and imports
+every object again.
+
+Filters compile to Weaviate's filters (``where``): comparisons, ranges,
+``contains_any`` for in, ``all_of``/``any_of``/``not_``. A filtered find
+with an order is sorted here (Weaviate 1.35 returns the wrong objects for a
+filter, a sort and a limit together). Weaviate returns
+at most ``QUERY_MAXIMUM_RESULTS`` objects per query (the managed server's
+is raised to 10^8).
+
+``url``: ``http://host:port?grpc_port=N`` (gRPC port default 50051).
+Without one, a managed Weaviate server starts on 127.0.0.1 and stops with
+the store.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+from urllib.parse import SplitResult, parse_qs
+
+import numpy as np
+import weaviate
+from weaviate.classes.config import Configure, DataType, Property, Reconfigure, VectorDistances
+from weaviate.classes.data import DataObject
+from weaviate.classes.query import Filter as W
+from weaviate.classes.query import MetadataQuery, Sort
+
+from storebench.data.batch import DocBatch, Schema
+from storebench.data.filters import And, Cmp, Filter, In, Not, Or, Range
+from storebench.errors import UserError
+from storebench.stores.base import (
+    Capability,
+    Collection,
+    SearchResult,
+    Store,
+    StoreSpec,
+    hnsw_bytes,
+    redact_url,
+)
+from storebench.stores.config import UrlForm
+from storebench.stores.params import HnswIndex, HnswSearch
+
+if TYPE_CHECKING:
+    from storebench.servers.base import Server
+
+_TYPES = {
+    "int": DataType.INT,
+    "float": DataType.NUMBER,
+    "bool": DataType.BOOL,
+    "str": DataType.TEXT,
+}
+_NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
+_METRIC = {
+    "l2": VectorDistances.L2_SQUARED,
+    "cosine": VectorDistances.COSINE,
+    "ip": VectorDistances.DOT,
+}
+_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+VECTOR = "default"
+DEFAULTS = {"m": 16, "ef_construct": 128}
+
+
+def _hnsw(index: HnswIndex) -> dict[str, int]:
+    """maxConnections and efConstruction: the run's, else Weaviate's defaults."""
+    return {k: getattr(index, k) or v for k, v in DEFAULTS.items()}
+
+
+_BATCH = 1000
+_U128 = 1 << 128
+
+
+def to_uuid(id_: int) -> uuid.UUID:
+    return uuid.UUID(int=id_ % _U128)
+
+
+def from_uuid(u: uuid.UUID | str) -> int:
+    n = (u if isinstance(u, uuid.UUID) else uuid.UUID(str(u))).int
+    return n - _U128 if n >= 1 << 127 else n
+
+
+def prop(field: str) -> str:
+    name = "f_" + field.replace(".", "__")
+    if not _NAME.match(name):
+        raise UserError(f"field name {field!r} is not possible in Weaviate", where="store weaviate")
+    return name
+
+
+def _target(url: str, parts: SplitResult | None) -> tuple[str, int, int]:
+    assert parts is not None
+    query = parse_qs(parts.query)
+    unknown = set(query) - {"grpc_port"}
+    if unknown:
+        raise ValueError(f"unknown URL parameter {sorted(unknown)[0]!r} (only grpc_port)")
+    grpc = int(query.get("grpc_port", ["50051"])[0])
+    if not 0 < grpc < 65536:
+        raise ValueError(f"grpc_port {grpc} is not a port")
+    return str(parts.hostname), parts.port or 8080, grpc
+
+
+URL_FORM = UrlForm("http://host:port[?grpc_port=N]", schemes=("http",), parse=_target)
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def compile_filter(f: Filter, props: Mapping[str, str]) -> Any:
+    """A storebench filter as a Weaviate filter."""
+    if isinstance(f, Cmp):
+        p, v = W.by_property(props[f.field]), _plain(f.value)
+        return {
+            "eq": p.equal,
+            "ne": p.not_equal,
+            "lt": p.less_than,
+            "le": p.less_or_equal,
+            "gt": p.greater_than,
+            "ge": p.greater_or_equal,
+        }[f.op](v)
+    if isinstance(f, Range):
+        p = props[f.field]
+        return W.all_of(
+            [
+                W.by_property(p).greater_or_equal(_plain(f.lo)),
+                W.by_property(p).less_or_equal(_plain(f.hi)),
+            ]
+        )
+    if isinstance(f, In):
+        values = [_plain(v) for v in f.values]
+        if not values:  # matches nothing
+            return W.by_id().contains_any([to_uuid(-1)]) & W.by_id().not_equal(to_uuid(-1))
+        return W.by_property(props[f.field]).contains_any(values)
+    if isinstance(f, Not):
+        return W.not_(compile_filter(f.part, props))
+    if isinstance(f, And):
+        return W.all_of([compile_filter(p, props) for p in f.parts])
+    if isinstance(f, Or):
+        return W.any_of([compile_filter(p, props) for p in f.parts])
+    raise TypeError(f"not a filter: {f!r}")
+
+
+class WeaviateCollection(Collection):
+    store: WeaviateStore
+
+    def __init__(self, store: WeaviateStore, name: str, schema: Schema):
+        super().__init__(store, name, schema)
+        self.cls = store.class_name(name)
+        self.c = store.client.collections.get(self.cls)
+        self._props = {f: prop(f) for f in schema.fields}
+        self._vec = schema.dim is not None
+        self._sqrt = schema.metric == "l2"
+
+    def _objects(self, docs: DocBatch, fields: list[str]) -> list[DataObject]:
+        cols = [(self._props[f], docs.fields[f].tolist()) for f in fields]
+        vecs = docs.vectors if self._vec else None
+        out = []
+        for i, id_ in enumerate(docs.ids.tolist()):
+            props = {p: values[i] for p, values in cols}
+            vector = vecs[i].tolist() if vecs is not None else None
+            out.append(DataObject(properties=props, uuid=to_uuid(id_), vector=vector))
+        return out
+
+    def _to_batch(self, objs: list[Any], with_vectors: bool) -> DocBatch:
+        ids = np.array([from_uuid(o.uuid) for o in objs], np.int64)
+        fields = {
+            f: np.array([o.properties[p] for o in objs], dtype=_NP_TYPE[self.schema.fields[f]])
+            for f, p in self._props.items()
+        }
+        vecs = None
+        if with_vectors and self._vec:
+            dim = int(self.schema.dim or 0)
+            vecs = np.array([o.vector[VECTOR] for o in objs], np.float32).reshape(-1, dim)
+        return DocBatch(ids, fields, vecs)
+
+    def insert(self, docs: DocBatch) -> None:
+        """Objects with an existing id replace it (Weaviate's batch import)."""
+        if len(np.unique(docs.ids)) != len(docs):  # the last of an id's rows wins
+            _, last = np.unique(docs.ids[::-1], return_index=True)
+            docs = docs.take(np.sort(len(docs) - 1 - last))
+        objs = self._objects(docs, list(self.schema.fields))
+        for start in range(0, len(objs), _BATCH):
+            res = self.c.data.insert_many(objs[start : start + _BATCH])
+            if res.has_errors:
+                first = next(iter(res.errors.values()))
+                raise UserError(f"weaviate import failed: {first.message}", where="store weaviate")
+
+    def _fetch(self, where: Any, limit: int, vectors: bool, sort: Any = None) -> list[Any]:
+        if limit <= 0:
+            return []
+        res = self.c.query.fetch_objects(
+            filters=where, limit=limit, include_vector=vectors, sort=sort
+        )
+        return list(res.objects)
+
+    def get(self, ids: np.ndarray) -> DocBatch:
+        if not len(ids):
+            return self._to_batch([], True)
+        uuids = [to_uuid(i) for i in ids.tolist()]
+        return self._to_batch(self._fetch(W.by_id().contains_any(uuids), len(uuids), True), True)
+
+    def update(self, docs: DocBatch) -> None:
+        fields = list(docs.fields)
+        vecs = docs.vectors if self._vec else None
+        if not fields and vecs is None:
+            return
+        cols = [(self._props[f], docs.fields[f].tolist()) for f in fields]
+        for i, id_ in enumerate(docs.ids.tolist()):  # Weaviate has no batch update
+            self.c.data.update(
+                uuid=to_uuid(id_),
+                properties={p: values[i] for p, values in cols} or None,
+                vector=vecs[i].tolist() if vecs is not None else None,
+            )
+
+    def delete(self, ids: np.ndarray) -> None:
+        if len(ids):
+            self.c.data.delete_many(
+                where=W.by_id().contains_any([to_uuid(i) for i in ids.tolist()])
+            )
+
+    def find(
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
+    ) -> DocBatch:
+        filters = None if where is None else compile_filter(where, self._props)
+        if order is None:
+            n = self.count() if limit is None else int(limit)
+            return self._to_batch(self._fetch(filters, n, False), False)
+        if filters is None:  # ties in a stable order (by id), as the other stores give them
+            sort = Sort.by_property(self._props[order[0]], ascending=not order[1]).by_id()
+            n = self.count() if limit is None else int(limit)
+            return self._to_batch(self._fetch(None, n, False, sort), False)
+        # Weaviate 1.35 sorts a filtered query with a limit wrongly (it returns
+        # some matches in order, not the first ones): every match, sorted here
+        found = self._to_batch(self._fetch(filters, self.count(), False), False)
+        ranks = np.unique(found.fields[order[0]], return_inverse=True)[1]  # any kind, str too
+        idx = np.lexsort((found.ids, -ranks if order[1] else ranks))
+        return found.take(idx if limit is None else idx[: int(limit)])
+
+    def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
+        filters = None if where is None else compile_filter(where, self._props)
+        ids = np.full((len(vectors), k), -1, np.int64)
+        dist = np.full((len(vectors), k), np.inf, np.float32)
+        for qi, q in enumerate(vectors):
+            res = self.c.query.near_vector(
+                q.tolist(), limit=k, filters=filters, return_metadata=MetadataQuery(distance=True)
+            )
+            for j, o in enumerate(res.objects[:k]):
+                ids[qi, j] = from_uuid(o.uuid)
+                dist[qi, j] = o.metadata.distance
+        if self._sqrt:
+            np.sqrt(np.maximum(dist, 0), out=dist, where=np.isfinite(dist))
+        return SearchResult(ids, dist)
+
+    def count(self) -> int:
+        return int(self.c.aggregate.over_all(total_count=True).total_count or 0)
+
+    def hnsw(self) -> dict[str, int]:
+        cfg = self.c.config.get().vector_config[VECTOR].vector_index_config
+        return {"m": cfg.max_connections, "ef_construct": cfg.ef_construction, "ef": cfg.ef}
+
+    def build_index(self, params: HnswIndex) -> bool | None:
+        want = _hnsw(params)
+        have = self.hnsw()
+        if all(have[k] == v for k, v in want.items()):
+            return False  # built as the objects were imported
+        # maxConnections and efConstruction are fixed: the collection anew
+        objs = list(self.c.iterator(include_vector=True))
+        batch = self._to_batch(objs, True)
+        self.store.client.collections.delete(self.cls)
+        self.store.make_collection(self.cls, self.schema, want, have["ef"])
+        self.c = self.store.client.collections.get(self.cls)
+        self.insert(batch)
+        return True
+
+    def set_search_params(self, params: HnswSearch) -> None:
+        if params.ef is not None:
+            self.c.config.update(
+                vector_config=Reconfigure.Vectors.update(
+                    name=VECTOR,
+                    vector_index_config=Reconfigure.VectorIndex.hnsw(ef=params.ef),
+                )
+            )
+
+    def _drop(self) -> None:
+        self.store.client.collections.delete(self.cls)
+
+
+class WeaviateStore(Store):
+    engine = "weaviate"
+    capabilities = frozenset(Capability) - {
+        Capability.SIZE,
+        Capability.COMPACT,
+        Capability.PIPELINE,
+    }
+    Index = HnswIndex
+    Search = HnswSearch
+    extra = "weaviate"
+    url_form = URL_FORM
+
+    @classmethod
+    def managed_server(cls, options: Any) -> Callable[[], Server]:
+        from storebench.servers.weaviate import WeaviateServer
+
+        return WeaviateServer
+
+    def __init__(self, spec: StoreSpec):
+        super().__init__(spec)
+        host, port, grpc = self.check_url(self.spec.url)
+        try:
+            self.client = weaviate.connect_to_custom(
+                http_host=host,
+                http_port=port,
+                http_secure=False,
+                grpc_host=host,
+                grpc_port=grpc,
+                grpc_secure=False,
+            )
+            self._version = str(self.client.get_meta().get("version", "?"))
+        except Exception as exc:
+            raise UserError(
+                f"cannot reach Weaviate at {redact_url(self.spec.url)}: {exc}",
+                where="store weaviate",
+            ) from exc
+
+    @staticmethod
+    def class_name(name: str) -> str:
+        if not _NAME.match(name):
+            raise UserError(
+                f"collection name {name!r} is not possible in Weaviate", where="store weaviate"
+            )
+        return "Sb_" + name
+
+    def has_collection(self, name: str) -> bool:
+        return bool(self.client.collections.exists(self.class_name(name)))
+
+    def make_collection(
+        self, cls: str, schema: Schema, hnsw: Mapping[str, int], ef: int | None
+    ) -> None:
+        self.client.collections.create(
+            cls,
+            properties=[
+                Property(name=prop(f), data_type=_TYPES[t]) for f, t in schema.fields.items()
+            ],
+            vector_config=Configure.Vectors.self_provided(
+                name=VECTOR,
+                vector_index_config=Configure.VectorIndex.hnsw(
+                    max_connections=hnsw["m"],
+                    ef_construction=hnsw["ef_construct"],
+                    ef=ef,
+                    distance_metric=_METRIC[schema.metric or "l2"],
+                ),
+            ),
+        )
+
+    def _create(self, name: str, schema: Schema, index: HnswIndex) -> Collection:
+        # ef is set by set_search_params before any search (the run's settings)
+        self.make_collection(self.class_name(name), schema, _hnsw(index), None)
+        return WeaviateCollection(self, name, schema)
+
+    def _open(self, name: str, schema: Schema) -> Collection:
+        if not self.has_collection(name):
+            raise UserError(f"no collection {name!r} in Weaviate", where="store weaviate")
+        return WeaviateCollection(self, name, schema)
+
+    @classmethod
+    def memory_use(
+        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
+        if spec.url is not None:
+            return 0, 0  # a server reached by URL may be elsewhere
+        m = index.m or DEFAULTS["m"]
+        return hnsw_bytes(dim, m) + 2 * field_bytes + 512, 256 << 20
+
+    def versions(self) -> dict[str, str]:
+        return {
+            "engine": f"Weaviate {self._version}",
+            "client": f"weaviate-client {metadata.version('weaviate-client')}",
+        }
+
+    def close(self) -> None:
+        client = getattr(self, "client", None)
+        if client is not None:
+            client.close()
+        super().close()
