@@ -158,7 +158,7 @@ def test_names_that_hold_no_secret(name):
 def test_every_credential_variable_a_store_reads_is_a_secret_name():
     stores = Path(redaction.__file__).parent / "stores"
     names = set()
-    for f in stores.glob("*.py"):
+    for f in stores.rglob("*.py"):
         src = f.read_text()
         names |= set(re.findall(r"os\.environ(?:\.get\()?\[?\(?f?\"([A-Za-z0-9_{}]+)\"", src))
     names = {n.replace("{env}", "ELASTICSEARCH") for n in names}

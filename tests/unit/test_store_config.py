@@ -22,6 +22,8 @@ SECRET = "Qz8f3c1e9aSecretWy"
 # Each store's accepted URL forms ({d}: an existing directory). Stores not
 # here take no URL.
 ACCEPTED = {
+    "weaviate": ["http://127.0.0.1:8080", "http://h:8080?grpc_port=50051"],
+    "mongodb": ["mongodb://127.0.0.1:27017", f"mongodb://u:{SECRET}@h:27017/bench"],
     "sqlite": ["{d}/x.db", "sqlite://{d}/x.db", "x.db"],
     "sqlite-vec": ["{d}/x.db", "sqlite-vec://{d}/x.db"],
     "duckdb": ["{d}/duck", "duckdb://{d}/duck"],
@@ -62,6 +64,8 @@ ACCEPTED = {
 }
 # Malformed URLs, with a word the one-line message must hold.
 REFUSED = {
+    "weaviate": [("https://h:8080", "scheme 'https'"), ("http://h:notaport", "port 'notaport'")],
+    "mongodb": [("mongodb://h/a.b", "a.b"), ("http://h:27017", "scheme 'http'")],
     "sqlite": [("/no/such/dir/x.db", "does not exist"), ("redis://h", "not a path"), ("", "empty")],
     "qdrant-edge": [("/no/such/dir/q", "does not exist")],
     "milvus": [("/no/such/dir/m.db", "does not exist"), ("grpc://h:1", "scheme 'grpc'")],
