@@ -25,16 +25,10 @@ from storebench.records import TaskRecord
 from storebench.stores.base import Capability, Collection
 from storebench.stores.filters import Cmp
 from storebench.workloads.base import MemoryNeed, Params, RunContext, Workload
-from storebench.workloads.vector_common import (
-    TAG,
-    InsertFactory,
-    SearchFactory,
-    VectorData,
-    data_memory,
-    index_fields,
-    resolve_dataset,
-    score,
-)
+from storebench.workloads.vector.accounting import index_fields
+from storebench.workloads.vector.data import TAG, VectorData, data_memory, resolve_dataset
+from storebench.workloads.vector.ops import InsertFactory, SearchFactory
+from storebench.workloads.vector.scoring import score
 
 
 class CrudParams(Params):
