@@ -1,5 +1,6 @@
 """What the vector workloads share (``search``, ``tune``, ``scale``, and
-``crud`` for its data, operations and scoring), one module per idea:
+``crud`` for its data, operations, settings, index build and scoring),
+one module per idea:
 
 - ``data``: the documents, queries and exact truth (synthetic or a
   dataset's), their memory, and a dataset's facts made the run's;

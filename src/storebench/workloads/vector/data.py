@@ -17,6 +17,7 @@ from storebench.data import synthetic
 from storebench.data.truth import GroundTruth, exact_knn_bytes, pair_distances
 from storebench.errors import UserError
 from storebench.workloads.base import MemoryNeed
+from storebench.workloads.vector.scoring import DistancesOf
 
 if TYPE_CHECKING:
     from storebench.workloads.vector.params import VectorParams
@@ -135,6 +136,11 @@ class VectorData:
         ok = pos >= 0
         ok[ok] = live[pos[ok]]
         return pair_distances(queries, self.vecs, np.where(ok, pos, -1), self.metric)
+
+    def distances_of(self, queries: np.ndarray, live: np.ndarray) -> DistancesOf:
+        """``true_distances`` for scoring: of the found ids for the queries
+        (rows of ``queries``) given, among the rows ``live`` keeps."""
+        return lambda rows, found: self.true_distances(queries[rows], found, live)
 
     def truth(self, live: np.ndarray, queries: np.ndarray, k: int) -> GroundTruth:
         """Exact neighbours among the rows ``live`` keeps (a boolean mask over

@@ -21,6 +21,13 @@ from storebench.stores.filters import Filter
 from storebench.stores.params import SearchParams
 
 
+def apply_setting(coll: Collection, setting: SearchParams) -> None:
+    """Set a search setting on the collection; an empty one leaves the
+    engine's defaults."""
+    if setting.given():
+        coll.set_search_params(setting)
+
+
 class _Inserts(Op):
     """Op i inserts batch i of rows [start, stop)."""
 
@@ -81,8 +88,8 @@ class _Searches(Op):
     ):
         # a process client opened its own store from the spec: the search
         # setting the parent applied must be applied here too
-        if setting is not None and setting.given() and os.getpid() != owner:
-            coll.set_search_params(setting)
+        if setting is not None and os.getpid() != owner:
+            apply_setting(coll, setting)
         self.search = coll.search
         self.q = np.ascontiguousarray(queries.array)
         self.k = k

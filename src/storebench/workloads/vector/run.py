@@ -14,15 +14,35 @@ from storebench.data.truth import GroundTruth
 from storebench.driver import Task
 from storebench.errors import NotSupported, TaskFailed, UserError
 from storebench.records import TaskRecord
-from storebench.stores.base import Capability
+from storebench.stores.base import Capability, Collection
 from storebench.stores.filters import Cmp, Filter
 from storebench.stores.params import SearchParams
 from storebench.workloads.base import RunContext
 from storebench.workloads.vector.accounting import client_accounting, engine_delta, index_fields
 from storebench.workloads.vector.data import TRUTH_K, VectorData
-from storebench.workloads.vector.ops import InsertFactory, SearchFactory
+from storebench.workloads.vector.ops import InsertFactory, SearchFactory, apply_setting
 from storebench.workloads.vector.params import VectorParams, task_name
 from storebench.workloads.vector.scoring import DistancesOf, score, score_found
+
+
+def build_index(
+    ctx: RunContext, coll: Collection, items: int, name: str = "build_index", **fields: Any
+) -> TaskRecord | None:
+    """Time the index build of ``items`` documents (the adapter returns once
+    the engine says it is ready); None for a store without one (exact
+    search). An engine that indexed during the upload builds nothing: the
+    record says so (``index_build``) and has no build rate."""
+    if not ctx.store.supports(Capability.INDEX):
+        return None
+    ctx.once(
+        name,
+        lambda: coll.build_index(ctx.index),
+        items=items,
+        derive=index_fields,
+        phase="index",
+        **fields,
+    )
+    return ctx.tasks[-1]
 
 
 class SearchRun:
@@ -114,23 +134,10 @@ class SearchRun:
             )
 
     def build_index(self, name: str = "build_index") -> TaskRecord | None:
-        """Time the index build (the adapter returns once the engine says it
-        is ready); None for a store without one (exact search). An engine
-        that indexed during the upload builds nothing: the record says so
-        (``index_build``) and has no build rate."""
-        ctx = self.ctx
-        if not ctx.store.supports(Capability.INDEX):
-            return None
-        ctx.once(
-            name,
-            lambda: self.coll.build_index(ctx.index),
-            items=self.loaded,
-            derive=index_fields,
-            phase="index",
-            n=self.loaded,
-        )
-        rec = ctx.tasks[-1]
-        self.count_check(self.loaded, f"after {name}")
+        """``build_index`` of the loaded rows, then the count check."""
+        rec = build_index(self.ctx, self.coll, self.loaded, name, n=self.loaded)
+        if rec is not None:
+            self.count_check(self.loaded, f"after {name}")
         return rec
 
     # --- truth
@@ -148,8 +155,7 @@ class SearchRun:
 
     def distances_of(self, label: str | None) -> DistancesOf:
         """True distances of found ids, among the rows ``truth(label)`` covers."""
-        live = self.lives[label]
-        return lambda rows, found: self.data.true_distances(self.queries[rows], found, live)
+        return self.data.distances_of(self.queries, self.lives[label])
 
     def reset_truth(self) -> None:
         self.truths.clear()
@@ -157,8 +163,7 @@ class SearchRun:
 
     # --- search
     def apply(self, setting: SearchParams) -> None:
-        if setting.given():  # else the engine's defaults
-            self.coll.set_search_params(setting)
+        apply_setting(self.coll, setting)
 
     def measure(
         self,
