@@ -4,6 +4,10 @@ A scenario names a workload, the stores to run it on, the workload's
 parameters and an optional grid (each key a list; the plan is their cartesian
 product). ``--set key=value`` overrides any key (``params.`` may be left off
 for workload parameters); values are read as YAML scalars.
+
+One module (~650 lines) on purpose: the file's model, its loading and the
+plan it expands to report every error through the same key-to-line map and
+``--set`` names; split, each part would need the others' state.
 """
 
 from __future__ import annotations

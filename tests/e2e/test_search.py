@@ -299,7 +299,7 @@ def test_a_wrong_id_at_a_tied_distance_is_still_a_miss():
     rows the truth covers: a row outside them (deleted, filtered out) is a
     miss even at the k-th distance."""
     from storebench.data.truth import GroundTruth
-    from storebench.workloads.vector_common import score
+    from storebench.workloads.vector.scoring import score
 
     truth = GroundTruth(np.array([[0, 1]]), np.array([[0.0, 1.0]], np.float32))
     payload = (np.array([[0, 7]]), np.array([True]))

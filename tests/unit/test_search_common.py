@@ -5,14 +5,10 @@ import numpy as np
 import pytest
 
 from storebench.data.truth import GroundTruth
-from storebench.workloads.vector_common import (
-    client_accounting,
-    engine_delta,
-    powers_of_two,
-    score,
-    score_found,
-    tune,
-)
+from storebench.workloads.vector.accounting import client_accounting, engine_delta
+from storebench.workloads.vector.params import powers_of_two
+from storebench.workloads.vector.scoring import score, score_found
+from storebench.workloads.vector.tuning import tune
 
 
 def counting(fn):
@@ -83,9 +79,9 @@ def test_precision_counts_hits_among_the_results_returned():
 
 
 def test_client_saturation_rule(monkeypatch):
-    from storebench.workloads import vector_common
+    from storebench.workloads.vector import accounting
 
-    monkeypatch.setattr(vector_common, "cpu_count", lambda: 2)
+    monkeypatch.setattr(accounting, "cpu_count", lambda: 2)
     # threads: each client reads the process's CPU time; 4 threads at 0.95 core
     rec = {"elapsed_s": 2.0, "client_cpu_s": 4 * 2.0 * 0.95}
     a = client_accounting(rec, "threads", 4)
@@ -129,7 +125,7 @@ def test_synthetic_queries_come_from_the_documents_distribution():
     # 100k x 128 with ef=64 where 0.95 is right)
     from types import SimpleNamespace
 
-    from storebench.workloads.vector_common import VectorData
+    from storebench.workloads.vector.data import VectorData
 
     p = SimpleNamespace(dataset=None, n=2000, dim=32, metric="l2", data="clustered", seed=3)
     data = VectorData(p)

@@ -18,6 +18,11 @@ page cache instead of copying::
 A dataset is written into a hidden temporary directory and renamed into
 place only when complete, so a failed or interrupted import leaves nothing
 behind under its name.
+
+One module (~1050 lines) on purpose: import, make, fetch and load all
+write or read the one on-disk layout above (``Meta``, ``_Writer``, the
+truth cache), and that layout is easiest kept consistent in one place;
+fetch (``# --- registered sets``) is the cut if it grows.
 """
 
 from __future__ import annotations

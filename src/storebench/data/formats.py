@@ -20,6 +20,11 @@ Every reader opens lazily and never loads what is not asked for:
 yielding float32 blocks, each checked for NaN and inf. Every problem is a
 ``UserError`` whose ``where`` is the file, so the message is one line that
 names the file and the problem.
+
+One module (~950 lines) on purpose: every reader returns the same
+``VectorSource`` with the same checks, and callers reach them only through
+``open_source``; each format is one section, the cut into a package of
+readers if another format joins.
 """
 
 from __future__ import annotations

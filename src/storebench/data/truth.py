@@ -15,6 +15,10 @@ the rare survivors are merged with a small partial sort. Work is split into
 contiguous row segments run on a thread pool (numpy and BLAS release the
 GIL), and the k winners' distances are finally recomputed directly (in
 float64) so the reported distances are exact, not GEMM-rounded.
+
+One module (~500 lines) on purpose: the blocked engine, the distances it
+recomputes and the tie-aware recall share one notion of distance and its
+tolerance; apart, the recall could drift from the truth it scores.
 """
 
 from __future__ import annotations

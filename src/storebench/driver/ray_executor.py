@@ -29,6 +29,11 @@ Address (``driver.ray_address``): ``local`` (default) starts a private Ray on
 127.0.0.1 for the scenario and stops it at the end; ``auto`` or ``HOST:PORT``
 joins a running cluster. A program that already called ``ray.init`` keeps its
 own connection. See docs/ray.md.
+
+One module (~750 lines) on purpose: the loopback guard, the actors, the
+session and the executor are one protocol (barrier, clock offsets, progress
+polls, stop flags) whose halves must change together; it is also the only
+module that imports Ray, so the rest of the driver never does.
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ median); spreads and HDR-derived uncertainty.
 
 Nothing here needs matplotlib or pandas: ``storebench compare`` and the CSV
 export run on the core install.
+
+One module (~500 lines) on purpose: it is the single home of what a view
+reads (loading, grouping, the one aggregation, the numbers); split, every
+view would import several halves of one idea.
 """
 
 from __future__ import annotations

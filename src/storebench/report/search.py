@@ -12,6 +12,11 @@ half the range relative to the median (``±4%``).
 These workloads measure client counts and search settings inside one run,
 so their own ``recall_qps`` and ``concurrency`` views take the place of the
 shared ones (which compare runs).
+
+One module (~850 lines) on purpose: the search, tune and scale views read
+their records through the same ``Point`` and share the recall-vs-QPS,
+concurrency, filter and client/engine views; the per-workload sections
+(``# --- search``, ``tune``, ``scale``) are the cut if it grows.
 """
 
 from __future__ import annotations

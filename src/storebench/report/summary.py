@@ -7,6 +7,10 @@ server memory, data size, bytes per vector) in a table and one chart.
 Every number here is computed from the records the views read, with their
 semantics: a configuration's value is its chosen run's (``data.pick``),
 cautions are ``data.cautions``. The renderers only render.
+
+One module (~600 lines) on purpose: the first screen's sections read the
+same entries and lead (``entries``, ``lead``); split, the sentences and the
+tables they describe could disagree.
 """
 
 from __future__ import annotations

@@ -5,7 +5,11 @@ word (numbers are words), headers wrap at spaces or are abbreviated, and
 when the columns still do not fit, the least important ones are left out
 (the caption names them). A run prints as one line by default
 (``run_line``), as a full table with ``-v`` (``run_table``); the study's own
-tables (``study_tables``) come last, for ``run`` and ``show`` alike."""
+tables (``study_tables``) come last, for ``run`` and ``show`` alike.
+
+One module (~500 lines) on purpose: the run line, the run table and the
+study tables are written for the one fitting step (``fitted_table``) and
+change with it."""
 
 from __future__ import annotations
 

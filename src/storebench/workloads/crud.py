@@ -25,16 +25,10 @@ from storebench.errors import NotSupported, TaskFailed, UserError
 from storebench.records import TaskRecord
 from storebench.stores.base import Capability, Collection
 from storebench.workloads.base import MemoryNeed, Params, RunContext, Workload
-from storebench.workloads.vector_common import (
-    TAG,
-    InsertFactory,
-    SearchFactory,
-    VectorData,
-    data_memory,
-    index_fields,
-    resolve_dataset,
-    score,
-)
+from storebench.workloads.vector.data import TAG, VectorData, data_memory, resolve_dataset
+from storebench.workloads.vector.ops import InsertFactory, SearchFactory, apply_setting
+from storebench.workloads.vector.run import build_index
+from storebench.workloads.vector.scoring import score
 
 
 class CrudParams(Params):
@@ -144,14 +138,7 @@ class CrudWorkload(Workload):
             )
         if ctx.store.supports(Capability.SIZE):
             ctx.metrics["size_bytes_after_create"] = coll.size_bytes()
-        if ctx.store.supports(Capability.INDEX):
-            ctx.once(
-                "build_index",
-                lambda: coll.build_index(ctx.index),
-                items=n,
-                derive=index_fields,
-                phase="index",
-            )
+        build_index(ctx, coll, n)
 
         # read, update, delete by id: one document per op; ids cycle through a
         # random order, and deletes take distinct ids from at most half the set
@@ -193,14 +180,10 @@ class CrudWorkload(Workload):
         rkey = f"recall@{p.k}"
 
         def scored(rec: TaskRecord, payloads: list[Any]) -> dict[str, Any]:
-            s = score(
-                payloads, truth, p.k, lambda rows, f: data.true_distances(queries[rows], f, live)
-            )
-            return {rkey: s.recall}
+            return {rkey: score(payloads, truth, p.k, data.distances_of(queries, live)).recall}
 
         for setting in ctx.search_settings():
-            if setting.given():
-                coll.set_search_params(setting)
+            apply_setting(coll, setting)
             extra: dict[str, Any] = {"search": setting.given()} if setting.given() else {}
             if compat:  # one timed query, then recall over the whole query set
                 ctx.measure(

@@ -60,7 +60,7 @@ from storebench.workloads.base import (
     RunContext,
     Workload,
 )
-from storebench.workloads.vector_common import client_accounting
+from storebench.workloads.vector.accounting import client_accounting
 
 
 class IngestParams(Params):

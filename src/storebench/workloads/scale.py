@@ -21,12 +21,10 @@ from pydantic import Field
 
 from storebench.workloads.base import MemoryNeed, RunContext
 from storebench.workloads.tune import TuneParams, TuneWorkload, measure_curve, tune_setting
-from storebench.workloads.vector_common import (
-    SearchRun,
-    index_metrics,
-    resolve_dataset,
-    search_memory,
-)
+from storebench.workloads.vector.accounting import index_metrics
+from storebench.workloads.vector.data import resolve_dataset
+from storebench.workloads.vector.params import search_memory
+from storebench.workloads.vector.run import SearchRun
 
 
 class ScaleParams(TuneParams):

@@ -25,18 +25,17 @@ from pydantic import Field, field_validator
 
 from storebench.stores.base import Capability
 from storebench.workloads.base import MemoryNeed, RunContext, Workload
-from storebench.workloads.vector_common import (
-    SearchRun,
+from storebench.workloads.vector.accounting import index_metrics
+from storebench.workloads.vector.data import check_dataset, resolve_dataset
+from storebench.workloads.vector.params import (
     VectorParams,
-    check_dataset,
     client_list,
-    index_metrics,
-    resolve_dataset,
     search_memory,
     setting_label,
-    setting_metrics,
     task_name,
 )
+from storebench.workloads.vector.run import SearchRun
+from storebench.workloads.vector.scoring import setting_metrics
 
 
 class SearchParams(VectorParams):

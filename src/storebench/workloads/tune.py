@@ -24,19 +24,18 @@ from storebench.errors import UserError
 from storebench.stores.base import Capability
 from storebench.stores.params import SearchParams
 from storebench.workloads.base import MemoryNeed, RunContext, Workload
-from storebench.workloads.vector_common import (
-    SearchRun,
+from storebench.workloads.vector.accounting import index_metrics
+from storebench.workloads.vector.data import check_dataset, resolve_dataset
+from storebench.workloads.vector.params import (
     VectorParams,
-    check_dataset,
     client_list,
-    index_metrics,
     powers_of_two,
-    resolve_dataset,
     search_memory,
     setting_label,
     task_name,
-    tune,
 )
+from storebench.workloads.vector.run import SearchRun
+from storebench.workloads.vector.tuning import tune
 
 
 class TuneParams(VectorParams):
