@@ -57,6 +57,10 @@ stopped by ``stores.opening``); with
 fills in a password the URL leaves out) and creates databases owned by that
 user. It deletes only databases it created, once its last collection there
 is dropped.
+
+One piece: the graph model (root nodes, id indexes, reference edges), its
+query builders and its result decoding must change together; the transport
+(HTTP or the embedded extension) is the only part that varies.
 """
 
 from __future__ import annotations

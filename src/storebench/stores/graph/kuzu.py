@@ -38,6 +38,10 @@ beside it); without one, a private temporary directory removed on close.
 Option ``mode: memory`` is Kuzu's in-memory database (no files; this
 process only). One process at a time may open a database for writing, so
 clients are threads.
+
+One piece: the Cypher text, the node/edge model and the per-thread
+connections it needs are the adapter; the Cypher shared with FalkorDB is
+already in ``cypher.py``.
 """
 
 from __future__ import annotations

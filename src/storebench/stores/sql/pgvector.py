@@ -25,6 +25,10 @@ Without a URL it runs on a managed PostgreSQL 16 + pgvector from the
 URL (``postgresql://user:pass@host:5432/db``, or any libpq connection
 string; ``PG*`` environment variables fill in what it leaves out) it only
 connects. Credentials never reach records or messages.
+
+One piece: the binary COPY encoder, the connection per thread with its
+search settings, and the SQL of each operation are all this engine's own;
+what SQL engines share (``data.filters.to_sql``) lives elsewhere.
 """
 
 from __future__ import annotations

@@ -31,6 +31,10 @@ and stopped by ``stores.opening``); with ``redis://[:password@]host:port/db`` it
 connects (``REDIS_PASSWORD`` fills in a password the URL leaves out). It
 never flushes a database: ``drop`` removes its own index and the keys
 ``name:<integer>`` only.
+
+One piece: the RediSearch query compiler, the FLAT/HNSW index lifecycle and
+the pipelined hash writes depend on each other (a rebuild reads the index's
+schema back); none is used by another store.
 """
 
 from __future__ import annotations
