@@ -65,6 +65,15 @@ class Capability(enum.StrEnum):
     PIPELINE = "pipeline"
 
 
+# Capability sets adapters start from (``capabilities = DOCUMENTS | {...}``)
+DOCUMENTS = frozenset(
+    {Capability.INSERT, Capability.GET, Capability.UPDATE, Capability.DELETE, Capability.FIND}
+)  # documents by id and by condition: every store has these
+VECTORS = frozenset(
+    {Capability.SEARCH, Capability.FILTERED_SEARCH, Capability.INDEX, Capability.SEARCH_PARAMS}
+)  # nearest neighbours with filters, an index with build and search parameters
+
+
 @dataclass(frozen=True)
 class SearchResult:
     """k nearest neighbours per query: ids padded with -1, distances with inf.

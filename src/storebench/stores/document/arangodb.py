@@ -76,7 +76,7 @@ from pydantic import Field, PositiveFloat, StrictBool
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Cmp, Filter, In, Range, boolean_text
 from storebench.errors import UserError
-from storebench.stores.base import Capability, Collection, Store, StoreSpec, redact_url
+from storebench.stores.base import DOCUMENTS, Capability, Collection, Store, StoreSpec, redact_url
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.params import IndexParams
 
@@ -351,19 +351,12 @@ class ArangoCollection(Collection):
 
 class ArangoStore(Store):
     engine = "arangodb"
-    capabilities = frozenset(
-        {
-            Capability.INSERT,
-            Capability.GET,
-            Capability.UPDATE,
-            Capability.DELETE,
-            Capability.FIND,
-            Capability.ORDER,
-            Capability.SIZE,
-            Capability.COMPACT,
-            Capability.SHARED_ACROSS_PROCESSES,
-        }
-    )
+    capabilities = DOCUMENTS | {
+        Capability.ORDER,
+        Capability.SIZE,
+        Capability.COMPACT,
+        Capability.SHARED_ACROSS_PROCESSES,
+    }
     extra = "arangodb"
     url_form = UrlForm(URL_FORM, schemes=("http", "https"), required=True, parse=_target)
 

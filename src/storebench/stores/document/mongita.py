@@ -43,7 +43,7 @@ from mongita import MongitaClientDisk, MongitaClientMemory
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.errors import UserError
-from storebench.stores.base import Capability, Collection, Store, StoreSpec
+from storebench.stores.base import DOCUMENTS, Capability, Collection, Store, StoreSpec
 from storebench.stores.config import DIRECTORY, InMemoryMode
 from storebench.stores.document.mongoquery import conjunctions, key
 from storebench.stores.params import IndexParams
@@ -180,17 +180,7 @@ class MongitaStore(Store):
     """Options: ``mode`` (``file``, the default, or ``memory``)."""
 
     engine = "mongita"
-    capabilities = frozenset(
-        {
-            Capability.INSERT,
-            Capability.GET,
-            Capability.UPDATE,
-            Capability.DELETE,
-            Capability.FIND,
-            Capability.ORDER,
-            Capability.SIZE,
-        }
-    )
+    capabilities = DOCUMENTS | {Capability.ORDER, Capability.SIZE}
     extra = "mongita"
     url_form = DIRECTORY
     Options = InMemoryMode

@@ -33,7 +33,7 @@ from pymongo.operations import ReplaceOne, UpdateOne
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.errors import UserError
-from storebench.stores.base import Capability, Collection, Store, StoreSpec, redact_url
+from storebench.stores.base import DOCUMENTS, Capability, Collection, Store, StoreSpec, redact_url
 from storebench.stores.config import UrlForm
 from storebench.stores.document.mongoquery import key, to_mongodb
 from storebench.stores.params import IndexParams
@@ -151,17 +151,7 @@ class MongoCollection(Collection):
 
 class MongoStore(Store):
     engine = "mongodb"
-    capabilities = frozenset(
-        {
-            Capability.INSERT,
-            Capability.GET,
-            Capability.UPDATE,
-            Capability.DELETE,
-            Capability.FIND,
-            Capability.ORDER,
-            Capability.SHARED_ACROSS_PROCESSES,
-        }
-    )
+    capabilities = DOCUMENTS | {Capability.ORDER, Capability.SHARED_ACROSS_PROCESSES}
     extra = "mongodb"
     url_form = URL_FORM
 

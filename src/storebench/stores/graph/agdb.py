@@ -86,7 +86,15 @@ from storebench.servers.agdb import (
     Query,
     QueryResult,
 )
-from storebench.stores.base import Capability, Collection, MiB, Store, StoreSpec, redact_url
+from storebench.stores.base import (
+    DOCUMENTS,
+    Capability,
+    Collection,
+    MiB,
+    Store,
+    StoreSpec,
+    redact_url,
+)
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.params import IndexParams
 
@@ -601,19 +609,12 @@ def _login(url: str, parts: SplitResult | None) -> SplitResult | None:
 
 class AgdbStore(Store):
     engine = "agdb"
-    capabilities = frozenset(
-        {
-            Capability.INSERT,
-            Capability.GET,
-            Capability.UPDATE,
-            Capability.DELETE,
-            Capability.FIND,
-            Capability.ORDER,
-            Capability.SIZE,
-            Capability.COMPACT,
-            Capability.SHARED_ACROSS_PROCESSES,
-        }
-    )
+    capabilities = DOCUMENTS | {
+        Capability.ORDER,
+        Capability.SIZE,
+        Capability.COMPACT,
+        Capability.SHARED_ACROSS_PROCESSES,
+    }
     extra = None  # the client is the standard library (http.client, json)
     url_form = UrlForm("http://user:password@host:port[/basepath]", schemes=("http",), parse=_login)
 

@@ -56,7 +56,15 @@ from redis.retry import Retry
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter, fields_of
 from storebench.errors import StorebenchError, UserError
-from storebench.stores.base import Capability, Collection, MiB, Store, StoreSpec, redact_url
+from storebench.stores.base import (
+    DOCUMENTS,
+    Capability,
+    Collection,
+    MiB,
+    Store,
+    StoreSpec,
+    redact_url,
+)
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.config import StoreOptions
 from storebench.stores.graph import cypher
@@ -236,17 +244,7 @@ class FalkorDBStore(Store):
     module's arguments, e.g. ``[THREAD_COUNT, 4]``)."""
 
     engine = "falkordb"
-    capabilities = frozenset(
-        {
-            Capability.INSERT,
-            Capability.GET,
-            Capability.UPDATE,
-            Capability.DELETE,
-            Capability.FIND,
-            Capability.ORDER,
-            Capability.SHARED_ACROSS_PROCESSES,
-        }
-    )
+    capabilities = DOCUMENTS | {Capability.ORDER, Capability.SHARED_ACROSS_PROCESSES}
     extra = "falkordb"
     url_form = REDIS_URL
 

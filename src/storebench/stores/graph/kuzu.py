@@ -64,7 +64,7 @@ from pydantic import PositiveInt
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter, fields_of
 from storebench.errors import ForeignDataError, UserError
-from storebench.stores.base import Capability, Collection, Store, StoreSpec
+from storebench.stores.base import DOCUMENTS, Capability, Collection, Store, StoreSpec
 from storebench.stores.columns import DTYPES
 from storebench.stores.config import FILE, InMemoryMode
 from storebench.stores.graph import cypher
@@ -348,18 +348,7 @@ class KuzuStore(Store):
     ``buffer_pool_mb`` (Kuzu's buffer pool; its default is most of RAM)."""
 
     engine = "kuzu"
-    capabilities = frozenset(
-        {
-            Capability.INSERT,
-            Capability.GET,
-            Capability.UPDATE,
-            Capability.DELETE,
-            Capability.FIND,
-            Capability.ORDER,
-            Capability.SIZE,
-            Capability.COMPACT,
-        }
-    )
+    capabilities = DOCUMENTS | {Capability.ORDER, Capability.SIZE, Capability.COMPACT}
     extra = "kuzu"
     url_form = FILE
 

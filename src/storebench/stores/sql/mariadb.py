@@ -46,7 +46,15 @@ from pydantic import StringConstraints
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter, to_sql
 from storebench.errors import UserError
-from storebench.stores.base import Capability, Collection, MiB, Store, StoreSpec, redact_url
+from storebench.stores.base import (
+    DOCUMENTS,
+    Capability,
+    Collection,
+    MiB,
+    Store,
+    StoreSpec,
+    redact_url,
+)
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.params import IndexParams
@@ -217,19 +225,12 @@ def _target(url: str, parts: SplitResult | None) -> dict[str, Any]:
 
 class MariaDBStore(Store):
     engine = "mariadb"
-    capabilities = frozenset(
-        {
-            Capability.INSERT,
-            Capability.GET,
-            Capability.UPDATE,
-            Capability.DELETE,
-            Capability.FIND,
-            Capability.ORDER,
-            Capability.SIZE,
-            Capability.COMPACT,
-            Capability.SHARED_ACROSS_PROCESSES,
-        }
-    )
+    capabilities = DOCUMENTS | {
+        Capability.ORDER,
+        Capability.SIZE,
+        Capability.COMPACT,
+        Capability.SHARED_ACROSS_PROCESSES,
+    }
     extra = "mariadb"
     url_form = UrlForm(
         "mysql://user:password@host:port/database", schemes=("mysql", "mariadb"), parse=_target
