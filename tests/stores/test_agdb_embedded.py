@@ -99,7 +99,9 @@ def test_references_are_edges_and_a_dangling_one_writes_nothing():
             "sb_refs_comments", comment_schema(users.name, posts.name)
         )
         users.insert(_rows([0, 1], name=["a", "b"], email=["a@x", "b@x"]))
-        posts.insert(_rows([10, 11], seq=[10, 11], author=[0, 1], title=["t", "u"], body=["b", "c"]))
+        posts.insert(
+            _rows([10, 11], seq=[10, 11], author=[0, 1], title=["t", "u"], body=["b", "c"])
+        )
         n = 30
         comments.insert(
             _rows(
@@ -146,7 +148,16 @@ def test_the_gil_is_released_while_agdb_works():
     values = [[{"key": {"String": "x"}, "value": {"I64": i}}] for i in range(n)]
     db.exec_mut(
         json.dumps(
-            [{"InsertNodes": {"count": n, "values": {"Multi": values}, "aliases": [], "ids": {"Ids": []}}}]
+            [
+                {
+                    "InsertNodes": {
+                        "count": n,
+                        "values": {"Multi": values},
+                        "aliases": [],
+                        "ids": {"Ids": []},
+                    }
+                }
+            ]
         ).encode()
     )
     everything = json.dumps(

@@ -10,7 +10,11 @@
 //!
 //! The GIL is released for everything past reading the request bytes:
 //! parsing, the transaction, and writing the result JSON. Reads share the
-//! database (a read lock, as the server's), writes take it alone.
+//! database (a read lock, as the server's), writes take it alone. At most
+//! `workers` calls run in agdb at once (the others wait, asleep): what the
+//! server's and the study's tokio runtime do with one worker thread per core.
+//! Without that bound, 200 reader threads all run at once on 2 cores, and the
+//! thread that is handed the GIL back waits behind them for a core.
 
 use agdb::DbAny;
 use agdb::DbAnyTransaction;
@@ -28,6 +32,8 @@ use pyo3::exceptions::PyException;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use std::sync::Condvar;
+use std::sync::Mutex;
 use std::sync::RwLock;
 use std::sync::RwLockReadGuard;
 use std::sync::RwLockWriteGuard;
@@ -41,11 +47,52 @@ fn db_failure(e: DbError) -> Failure {
     e.description
 }
 
+/// A counting semaphore: at most `permits` holders at once (0: no bound).
+struct Gate {
+    permits: usize,
+    held: Mutex<usize>,
+    freed: Condvar,
+}
+
+struct Permit<'a>(&'a Gate);
+
+impl Gate {
+    fn new(permits: usize) -> Self {
+        Self {
+            permits,
+            held: Mutex::new(0),
+            freed: Condvar::new(),
+        }
+    }
+
+    fn enter(&self) -> Permit<'_> {
+        if self.permits > 0 {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            while *held >= self.permits {
+                held = self.freed.wait(held).unwrap_or_else(|e| e.into_inner());
+            }
+            *held += 1;
+        }
+        Permit(self)
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        if self.0.permits > 0 {
+            let mut held = self.0.held.lock().unwrap_or_else(|e| e.into_inner());
+            *held -= 1;
+            self.0.freed.notify_one();
+        }
+    }
+}
+
 /// One agdb database: `memory`, `file` or `mapped` (agdb's `DbAny` kinds).
 #[pyclass(frozen)]
 struct Database {
     db: RwLock<Option<DbAny>>,
     kind: String,
+    gate: Gate,
 }
 
 impl Database {
@@ -81,8 +128,14 @@ fn to_py(py: Python<'_>, out: Result<Vec<u8>, Failure>) -> PyResult<Py<PyBytes>>
 impl Database {
     /// Opens (or creates) the database at `path`; `memory` keeps nothing on disk.
     #[new]
-    #[pyo3(signature = (kind, path, sync_mode = None))]
-    fn new(py: Python<'_>, kind: &str, path: &str, sync_mode: Option<&str>) -> PyResult<Self> {
+    #[pyo3(signature = (kind, path, sync_mode = None, workers = 0))]
+    fn new(
+        py: Python<'_>,
+        kind: &str,
+        path: &str,
+        sync_mode: Option<&str>,
+        workers: usize,
+    ) -> PyResult<Self> {
         let mode = match sync_mode {
             None | Some("none") => SyncMode::None,
             Some("commit") => SyncMode::Commit,
@@ -106,12 +159,14 @@ impl Database {
         Ok(Self {
             db: RwLock::new(Some(db)),
             kind: kind.to_string(),
+            gate: Gate::new(workers),
         })
     }
 
     /// Read-only queries (JSON) in one read transaction; their results (JSON).
     fn exec(&self, py: Python<'_>, queries: &[u8]) -> PyResult<Py<PyBytes>> {
         let out = py.allow_threads(|| {
+            let _permit = self.gate.enter();
             let mut queries = parse(queries)?;
             let guard = self.read()?;
             let db = guard.as_ref().ok_or_else(closed)?;
@@ -132,6 +187,7 @@ impl Database {
     /// Queries (JSON) in one write transaction: all apply or none.
     fn exec_mut(&self, py: Python<'_>, queries: &[u8]) -> PyResult<Py<PyBytes>> {
         let out = py.allow_threads(|| {
+            let _permit = self.gate.enter();
             let queries = parse(queries)?;
             let mut guard = self.write()?;
             let db = guard.as_mut().ok_or_else(closed)?;
@@ -177,6 +233,11 @@ impl Database {
     #[getter]
     fn kind(&self) -> &str {
         &self.kind
+    }
+
+    #[getter]
+    fn workers(&self) -> usize {
+        self.gate.permits
     }
 
     /// Flushes and lets the files go (agdb does that when the database is dropped).

@@ -10,7 +10,11 @@ store is ``AgdbStore`` with another transport, :class:`EmbeddedAgdb`, in
 place of the HTTP client: the graph model, filters and decoding have one
 home. The extension releases the GIL while it parses, runs and answers, so
 client threads overlap in agdb the way server requests do; reads share a
-database, writes take it alone (agdb's own locking in the server).
+database, writes take it alone (agdb's own locking in the server). At most
+``workers`` calls run in agdb at once (default: one per core), as the
+server's tokio runtime and the study's run them: with 200 reader threads
+all inside agdb on 2 cores, a thread handed the GIL back waited behind them
+for a core, and reads were 5x slower than the server's (see the engine page).
 
 Storage: ``db_type`` ``mapped`` (agdb's default: a file, memory-mapped),
 ``file`` (file only), ``memory`` (nothing on disk): the study's three
@@ -22,12 +26,13 @@ databases again (``storebench-agdb.json`` records each one's db_type).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 from typing import Any, Literal
 
-from pydantic import StrictBool
+from pydantic import NonNegativeInt, StrictBool
 
 from storebench.errors import UserError
 from storebench.servers.agdb import AgdbError, Query, QueryResult, ServerDatabase
@@ -59,10 +64,11 @@ class EmbeddedAgdb:
     apart. JSON in and out, as over HTTP: encoding and decoding stay in
     Python, as the server store's do."""
 
-    def __init__(self, directory: str | None, sync_mode: str | None = None):
+    def __init__(self, directory: str | None, sync_mode: str | None = None, workers: int = 0):
         self.native = _native()
         self.directory = directory  # None: memory databases only
         self.sync_mode = sync_mode
+        self.workers = workers  # agdb calls at once per database (0: no bound)
         self._dbs: dict[str, Any] = {}  # name -> storebench_agdb.Database
         self._lock = threading.Lock()  # opening, adding, deleting
 
@@ -106,7 +112,7 @@ class EmbeddedAgdb:
 
     def _open(self, db: str, kind: str) -> Any:
         try:
-            return self.native.Database(kind, self._path(db), self.sync_mode)
+            return self.native.Database(kind, self._path(db), self.sync_mode, self.workers)
         except self.native.QueryError as exc:
             raise AgdbError(QUERY_FAILED, str(exc), f"open {db}") from exc
 
@@ -150,10 +156,8 @@ class EmbeddedAgdb:
                 self._save_catalog(catalog)
         if self.directory is not None:
             for name in (db, f".{db}"):  # the database and its write-ahead log
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     os.remove(os.path.join(self.directory, name))
-                except FileNotFoundError:
-                    pass
 
     # --- queries ---------------------------------------------------------------
     def _run(self, run: Any, what: str, queries: list[Query]) -> list[QueryResult]:
@@ -200,12 +204,15 @@ class AgdbEmbeddedStore(AgdbStore):
         shrink_to_fit: StrictBool = False
         # agdb's own default (none): commits are not fsynced; commit fsyncs each
         sync_mode: Literal["none", "commit"] | None = None
+        # agdb calls running at once (the server's tokio worker threads); 0: no bound
+        workers: NonNegativeInt | None = None
 
     def _open_transport(self) -> EmbeddedAgdb:  # type: ignore[override]
         self.owner = OWNER
         opts = self.options
         directory = None if opts.db_type == "memory" else self.local_path(mkdir=True)
-        return EmbeddedAgdb(directory, opts.sync_mode)
+        workers = (os.cpu_count() or 1) if opts.workers is None else opts.workers
+        return EmbeddedAgdb(directory, opts.sync_mode, workers)
 
     @classmethod
     def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
