@@ -13,8 +13,7 @@
 //! database (a read lock, as the server's), writes take it alone. At most
 //! `workers` calls run in agdb at once (the others wait, asleep): what the
 //! server's and the study's tokio runtime do with one worker thread per core.
-//! Without that bound, 200 reader threads all run at once on 2 cores, and the
-//! thread that is handed the GIL back waits behind them for a core.
+//! Without that bound, 200 reader threads all run agdb at once on 2 cores.
 
 use agdb::DbAny;
 use agdb::DbAnyTransaction;

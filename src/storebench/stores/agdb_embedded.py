@@ -12,9 +12,9 @@ home. The extension releases the GIL while it parses, runs and answers, so
 client threads overlap in agdb the way server requests do; reads share a
 database, writes take it alone (agdb's own locking in the server). At most
 ``workers`` calls run in agdb at once (default: one per core), as the
-server's tokio runtime and the study's run them: with 200 reader threads
-all inside agdb on 2 cores, a thread handed the GIL back waited behind them
-for a core, and reads were 5x slower than the server's (see the engine page).
+server's tokio runtime and the study's run them: otherwise the social
+scenario's 200 reader threads all run agdb at once (a load average of 60
+on 2 cores, see docs/engines/agdb-embedded.md).
 
 Storage: ``db_type`` ``mapped`` (agdb's default: a file, memory-mapped),
 ``file`` (file only), ``memory`` (nothing on disk): the study's three
