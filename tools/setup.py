@@ -17,6 +17,10 @@ Components, in order:
                      pyproject.toml changes
   elastic            the Elasticsearch and OpenSearch distributions from
                      Maven Central, unpacked into storebench's cache
+  agdb embedded      storebench's agdb extension (native/agdb_embedded,
+                     Rust + PyO3) built with maturin and installed into the
+                     virtual environment; rebuilt when its sources change
+                     (cargo's target directory is kept in storebench's cache)
   agdb               agdb_server built with cargo into storebench's cache
                      (about 8 minutes on 2 cores, once)
   milvus             the real Milvus standalone server (the `milvus` wheel,
@@ -28,8 +32,8 @@ Components, in order:
                      minute, once)
 
 ``STOREBENCH_EMBEDDED_ONLY=1`` leaves out what only the managed server
-engines need (Java, Maven, MariaDB, socat, the distributions, agdb, Milvus,
-Weaviate, FerretDB); the test suite
+engines need (Java, Maven, MariaDB, socat, the distributions, agdb_server,
+Milvus, Weaviate, FerretDB; embedded agdb stays); the test suite
 then skips those engines' tests. Without it nothing is skipped.
 
 Downloads are tried again on network errors (bounded, with backoff, each
@@ -41,6 +45,7 @@ virtual environment exists.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -182,6 +187,93 @@ def python_env(venv: Path, extras: str) -> Callable[[], str]:
     return install
 
 
+# --- embedded agdb (a Rust extension) ------------------------------------------------
+
+AGDB_CRATE = ROOT / "native" / "agdb_embedded"
+AGDB_MODULE = "storebench_agdb"
+
+
+def crate_hash(crate: Path) -> str:
+    """A hash of what the build reads (manifests, lock file, sources): the
+    extension is rebuilt only when one of them changes."""
+    h = hashlib.sha256()
+    files = [crate / n for n in ("Cargo.toml", "Cargo.lock", "pyproject.toml", "build.rs")]
+    files += sorted((crate / "src").rglob("*.rs"))
+    for f in files:
+        if f.is_file():
+            h.update(f.relative_to(crate).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _cargo_bin() -> Path | None:
+    found = shutil.which("cargo")
+    if found:
+        return Path(found).parent
+    home = Path(os.path.expanduser("~")) / ".cargo" / "bin"
+    return home if (home / "cargo").is_file() else None
+
+
+def cache_root() -> Path:
+    """storebench's cache (as storebench.servers.agdb.install_root's parent)."""
+    env = os.environ.get("STOREBENCH_DATA")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "storebench"
+
+
+def agdb_embedded(venv: Path) -> Callable[[], str]:
+    def install() -> str:
+        python = venv / "bin" / "python"
+        digest = crate_hash(AGDB_CRATE)
+        stamp = venv / ".setup-agdb-embedded"
+        if stamp.is_file() and stamp.read_text().strip() == digest:
+            r = subprocess.run(
+                [str(python), "-c", f"import {AGDB_MODULE}"], capture_output=True, text=True
+            )
+            if r.returncode == 0:
+                return f"up to date ({digest})"
+        cargo = _cargo_bin()
+        if cargo is None:
+            raise SetupError(
+                "building the agdb extension needs cargo (a Rust toolchain with edition 2024, "
+                "Rust >= 1.85: https://rustup.rs); Debian's packaged cargo is too old"
+            )
+        env = dict(
+            os.environ,
+            PATH=f"{cargo}{os.pathsep}{os.environ.get('PATH', '')}",
+            CARGO_TARGET_DIR=str(cache_root() / "agdb-embedded" / "target"),
+        )
+        # pip builds the wheel with maturin (from PyPI, in an isolated build
+        # environment) and installs it; a download that fails is tried again
+        r = retry.run_retrying(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "--force-reinstall",
+                "--no-deps",
+                str(AGDB_CRATE),
+            ],
+            "pip install native/agdb_embedded",
+            transient=retry.NETWORK,
+            log=log,
+            env=env,
+            cwd=ROOT,
+        )
+        if r.returncode != 0:
+            raise SetupError(
+                f"building native/agdb_embedded failed: {retry.cause(r.stdout + r.stderr, 10)}"
+            )
+        stamp.write_text(digest + "\n")
+        return f"built and installed {AGDB_MODULE} ({digest})"
+
+    return install
+
+
 def module_step(venv: Path, *args: str) -> Callable[[], str]:
     """Run ``python -m <module> ...`` in the venv; its last stdout line says what is there."""
 
@@ -219,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         steps = [
             ("system packages", system_packages),
             ("python", python_env(venv, "test")),
+            ("agdb embedded", agdb_embedded(venv)),
             (
                 "elastic",
                 module_step(venv, "storebench.servers.elastic", "--fetch") if servers else skip,

@@ -107,7 +107,7 @@ ENV_FORMS: dict[str, tuple[str, str]] = {
 }
 PATH_STORES = {
     "null", "memory", "sqlite", "sqlite-vec", "duckdb", "lancedb", "chroma", "hnswlib",
-    "faiss", "usearch", "qdrant-edge", "kuzu", "mongita",
+    "faiss", "usearch", "qdrant-edge", "kuzu", "mongita", "agdb-embedded",
 }  # fmt: skip
 
 

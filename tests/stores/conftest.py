@@ -18,6 +18,12 @@ ENGINES: dict[str, Callable[[Path], StoreSpec]] = {
     "sqlite:memory": lambda tmp: StoreSpec(
         "sqlite", options={"mode": "memory", "synchronous": "off"}
     ),
+    # agdb in this process (the storebench_agdb extension): the study's three storage kinds
+    "agdb-embedded": lambda tmp: StoreSpec("agdb-embedded"),  # mapped, a private directory
+    "agdb-embedded:file": lambda tmp: StoreSpec(
+        "agdb-embedded", str(tmp / "agdb"), options={"db_type": "file"}
+    ),
+    "agdb-embedded:memory": lambda tmp: StoreSpec("agdb-embedded", options={"db_type": "memory"}),
     # servers: external mode, against one server per engine the tests started
     "agdb": lambda tmp: StoreSpec("agdb", shared_url("agdb")),  # graph: no vector search
     "pgvector": lambda tmp: StoreSpec("pgvector", shared_url("pgvector")),

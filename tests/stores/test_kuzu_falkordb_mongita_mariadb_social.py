@@ -1,6 +1,7 @@
 """The social study's graph and document engines (kuzu, falkordb, mongita,
 mariadb, and postgres = pgvector without vectors): references between
-collections, and the social scenario end to end in both modes."""
+collections, and the social scenario end to end in both modes (embedded
+agdb too; the agdb server's run is in test_agdb.py)."""
 
 from pathlib import Path
 
@@ -166,7 +167,17 @@ def _scenario(tmp: Path, store: dict, mode: str) -> Path:
 
 @pytest.mark.parametrize("mode", ["default", "compat"])
 @pytest.mark.parametrize(
-    "engine", ["kuzu", "kuzu:memory", "falkordb", "mongita", "mariadb", "postgres:sync-off"]
+    "engine",
+    [
+        "kuzu",
+        "kuzu:memory",
+        "falkordb",
+        "mongita",
+        "mariadb",
+        "postgres:sync-off",
+        "agdb-embedded",
+        "agdb-embedded:memory",
+    ],
 )
 def test_social_runs_end_to_end(engine, mode, tmp_path):
     name, _, variant = engine.partition(":")
@@ -174,7 +185,7 @@ def test_social_runs_end_to_end(engine, mode, tmp_path):
     if name in ("falkordb", "mariadb"):
         store["url"] = spec_for(name, tmp_path).url
     if variant == "memory":
-        store["options"] = {"mode": "memory"}
+        store["options"] = {"db_type" if name.startswith("agdb") else "mode": "memory"}
     if name == "postgres":  # the social study's postgres: pgvector, no vectors
         store = {
             "engine": "pgvector",

@@ -32,6 +32,7 @@ ACCEPTED = {
     "qdrant-edge": ["{d}/qdrant", "{d}"],
     "kuzu": ["{d}/db.kuzu"],
     "mongita": ["{d}/mongita"],
+    "agdb-embedded": ["{d}/agdb", "agdb-embedded://{d}/agdb"],
     "milvus": [
         "{d}/bench.db",
         "http://127.0.0.1:19530",
@@ -68,6 +69,7 @@ REFUSED = {
     "mongodb": [("mongodb://h/a.b", "a.b"), ("http://h:27017", "scheme 'http'")],
     "sqlite": [("/no/such/dir/x.db", "does not exist"), ("redis://h", "not a path"), ("", "empty")],
     "qdrant-edge": [("/no/such/dir/q", "does not exist")],
+    "agdb-embedded": [("/no/such/dir/agdb", "does not exist")],
     "milvus": [("/no/such/dir/m.db", "does not exist"), ("grpc://h:1", "scheme 'grpc'")],
     "redis": [
         (f"redis://:{SECRET}@127.0.0.1:notaport/0", "port 'notaport'"),

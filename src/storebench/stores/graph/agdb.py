@@ -641,10 +641,21 @@ class AgdbStore(Store):
         self._created_dbs: set[str] = set()
         self._roots: dict[tuple[str, str], int] = {}  # (db, collection) -> root node id
         try:
-            self.api = self._connect()
+            self.api = self._open_transport()
         except BaseException:
             self.close()
             raise
+
+    def _open_transport(self) -> AgdbApi:
+        """What carries the queries (the seam: the embedded store runs the
+        same queries in its own process instead): here the server's HTTP API."""
+        if self.spec.url is None:
+            from storebench.servers.agdb import AgdbServer
+
+            opts = self.options
+            self.managed = AgdbServer(log_level=opts.log_level, sync_mode=opts.sync_mode).start()
+            self.spec = self.spec.with_(url=self.managed.url)
+        return self._connect()
 
     def _connect(self) -> AgdbApi:
         url = self.spec.url or ""
