@@ -649,12 +649,6 @@ class AgdbStore(Store):
     def _open_transport(self) -> AgdbApi:
         """What carries the queries (the seam: the embedded store runs the
         same queries in its own process instead): here the server's HTTP API."""
-        if self.spec.url is None:
-            from storebench.servers.agdb import AgdbServer
-
-            opts = self.options
-            self.managed = AgdbServer(log_level=opts.log_level, sync_mode=opts.sync_mode).start()
-            self.spec = self.spec.with_(url=self.managed.url)
         return self._connect()
 
     def _connect(self) -> AgdbApi:

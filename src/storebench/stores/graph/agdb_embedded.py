@@ -39,6 +39,7 @@ from storebench.servers.agdb import AgdbError, Query, QueryResult, ServerDatabas
 from storebench.stores.base import Capability, MiB, StoreSpec
 from storebench.stores.config import DIRECTORY, StoreOptions
 from storebench.stores.graph.agdb import AgdbStore
+from storebench.stores.params import IndexParams
 
 OWNER = "storebench"  # the server's databases have owners; here one, for the same names
 CATALOG = "storebench-agdb.json"
@@ -207,6 +208,10 @@ class AgdbEmbeddedStore(AgdbStore):
         # agdb calls running at once (the server's tokio worker threads); 0: no bound
         workers: NonNegativeInt | None = None
 
+    @classmethod
+    def managed_server(cls, options: Any) -> None:
+        return None  # agdb runs in this process
+
     def _open_transport(self) -> EmbeddedAgdb:  # type: ignore[override]
         self.owner = OWNER
         opts = self.options
@@ -215,7 +220,9 @@ class AgdbEmbeddedStore(AgdbStore):
         return EmbeddedAgdb(directory, opts.sync_mode, workers)
 
     @classmethod
-    def memory_use(cls, spec: StoreSpec, dim: int, field_bytes: int) -> tuple[int, int]:
+    def memory_use(
+        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
         # in this process, whatever the db_type (mapped pages count too); vectors as f64
         return 8 * dim + 2 * field_bytes + 256, 16 * MiB
 
