@@ -1,5 +1,9 @@
-"""The Milvus store, through pymilvus's ``MilvusClient``: Milvus Lite
-(``milvus-lite``) managed or embedded, or any Milvus server by URL.
+"""The Milvus stores, through pymilvus's ``MilvusClient``: ``milvus`` is the
+real Milvus (the standalone server of a release from the ``milvus`` wheel,
+managed, or any Milvus server by URL); ``milvus-lite`` is Milvus Lite 3, the
+pure-Python rewrite (managed, or in this process on a file). One client code
+for both: they differ in the server they are managed with and the URLs they
+take.
 
 A collection is a Milvus collection ``(id INT64 primary key, f0.., v
 FLOAT_VECTOR)``: scalar fields are stored under aliases (``f0``, ``f1``, ...,
@@ -20,24 +24,29 @@ COSINE are similarities (returned as ``-dot`` and ``1 - cos``).
 
 Where it runs:
 
-- no URL: a managed Milvus Lite server in its own process
-  (``servers/milvus.py``), started and stopped by ``stores.opening``;
-- ``url`` a path (``/data/bench.db``): Milvus Lite inside this process, as
-  ``MilvusClient("bench.db")`` runs it; the spec then points at its gRPC
-  port, so client processes reach the same data while this store is open;
-- ``url`` ``http(s)://[user:password@]host:19530``: any Milvus server
+- ``milvus``, no URL: the Milvus standalone server of release ``version``
+  (option; ``servers/milvus_standalone.py``), started and stopped by
+  ``stores.opening``;
+- ``milvus-lite``, no URL: a managed Milvus Lite server in its own process
+  (``servers/milvus.py``);
+- ``milvus-lite``, ``url`` a path (``/data/bench.db``): Milvus Lite inside
+  this process, as ``MilvusClient("bench.db")`` runs it; the spec then points
+  at its gRPC port, so client processes reach the same data while this store
+  is open;
+- either, ``url`` ``http(s)://[user:password@]host:19530``: any Milvus server
   (``MILVUS_TOKEN`` or ``MILVUS_USER``/``MILVUS_PASSWORD`` give credentials
   the URL leaves out).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
 from collections.abc import Callable, Mapping
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -56,6 +65,9 @@ from storebench.stores.base import (
     hnsw_bytes,
     redact_url,
 )
+from pydantic import field_validator
+
+from storebench.servers import milvus_standalone
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.filters import And, Cmp, Filter, In, Not, Or, Range
 from storebench.stores.params import HnswIndex, HnswSearch, IndexParams
@@ -296,7 +308,8 @@ class MilvusCollection(Collection):
         self.store._index_type.pop(self.name, None)
 
 
-URL_FORM = UrlForm(
+URL_FORM = UrlForm("http(s)://[user:password@]host:19530", schemes=("http", "https", "tcp"))
+LITE_URL_FORM = UrlForm(
     "http(s)://[user:password@]host:19530 or a Milvus Lite file path",
     schemes=("http", "https", "tcp"),
     path=True,
@@ -304,6 +317,8 @@ URL_FORM = UrlForm(
 
 
 class MilvusStore(Store):
+    """The real Milvus: managed, the standalone server of release ``version``."""
+
     engine = "milvus"
     capabilities = frozenset(Capability) - {Capability.ORDER, Capability.SIZE, Capability.PIPELINE}
     Index = HnswIndex
@@ -312,13 +327,21 @@ class MilvusStore(Store):
     url_form = URL_FORM
 
     class Options(StoreOptions):
-        lite_path: str | None = None  # set by the store: the file a path url named
+        # the managed server's release (installed into the cache on first use)
+        version: str = milvus_standalone.DEFAULT_VERSION
+        managed_only: ClassVar[tuple[str, ...]] = ("version",)
+
+        @field_validator("version", mode="before")
+        @classmethod
+        def _a_release(cls, v: Any) -> str:
+            try:
+                return milvus_standalone.check_version(str(v))
+            except UserError as exc:
+                raise ValueError(str(exc).split(": ", 1)[-1]) from None
 
     @classmethod
     def managed_server(cls, options: Options) -> Callable[[], Server]:
-        from storebench.servers.milvus import MilvusLiteServer
-
-        return MilvusLiteServer
+        return functools.partial(milvus_standalone.MilvusServer, version=options.version)
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -327,13 +350,16 @@ class MilvusStore(Store):
         self._kw: dict[str, Any] = {"retry_times": _RETRIES}
         self._lite_path: str | None = None
         url = spec.url
-        if url is not None and URL_FORM.is_path(self.engine, url):  # Milvus Lite in this process
+        if url is not None and self.url_form.is_path(self.engine, url):
+            # Milvus Lite in this process
             from milvus_lite.server_manager import server_manager_instance
 
             path = self.local_path()
             uri = server_manager_instance.start_and_get_uri(path)
             if uri is None:
-                raise UserError(f"Milvus Lite could not open {path}", where="store milvus url")
+                raise UserError(
+                    f"Milvus Lite could not open {path}", where=f"store {self.engine} url"
+                )
             self._lite_path = path
             self.spec = self.spec.with_(url=uri)
             self.fill_option("lite_path", path)
@@ -360,7 +386,7 @@ class MilvusStore(Store):
         except Exception as exc:
             msg = str(exc).replace(token, "***") if token else str(exc)
             raise UserError(
-                f"cannot reach Milvus at {redact_url(self.spec.url)}: {msg}", where="store milvus"
+                f"cannot reach Milvus at {redact_url(self.spec.url)}: {msg}", where=f"store {self.engine}"
             ) from exc
         return client
 
@@ -371,7 +397,7 @@ class MilvusStore(Store):
         if not name.replace("_", "a").isalnum() or not name.isascii() or name[0].isdigit():
             raise UserError(
                 f"collection name {name!r}: Milvus allows letters, digits and _ only",
-                where="store milvus",
+                where=f"store {self.engine}",
             )
         coll = MilvusCollection(self, name, schema)
         s = self.client.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -396,7 +422,7 @@ class MilvusStore(Store):
     def _open(self, name: str, schema: Schema) -> Collection:
         if not self.has_collection(name):
             raise UserError(
-                f"no collection {name!r} in {redact_url(self.spec.url)}", where="store milvus"
+                f"no collection {name!r} in {redact_url(self.spec.url)}", where=f"store {self.engine}"
             )
         coll = MilvusCollection(self, name, schema)
         if schema.dim is not None:
@@ -412,13 +438,16 @@ class MilvusStore(Store):
     ) -> tuple[int, int]:
         if spec.url is not None and "://" in spec.url:
             return 0, 0  # a server of yours: not counted
-        # Milvus Lite (managed, or in this process): the loaded segments and index
+        # the managed server (or Milvus Lite in this process): the loaded segments and index
         m = index.m or 16
         return 4 * dim + field_bytes + 64 + hnsw_bytes(dim, m), 256 * MiB
 
     def versions(self) -> dict[str, str]:
         v = self._server_version
-        engine = v.replace("milvus_lite-", "Milvus Lite ") if "lite" in v else f"Milvus {v}"
+        if v.startswith("milvus_lite-"):  # Milvus Lite 3, the Python rewrite
+            engine = v.replace("milvus_lite-", "Milvus Lite ")
+        else:  # the `milvus` wheel's standalone build calls itself v2.3.5-lite: the real engine
+            engine = f"Milvus {v.removesuffix('-lite')}"
         return {"engine": engine, "client": f"pymilvus {metadata.version('pymilvus')}"}
 
     def close(self) -> None:
@@ -434,3 +463,19 @@ class MilvusStore(Store):
             server_manager_instance.release_server(self._lite_path)
             self._lite_path = None
         super().close()
+
+
+class MilvusLiteStore(MilvusStore):
+    """Milvus Lite 3: managed in its own process, or in this one on a file."""
+
+    engine = "milvus-lite"
+    url_form = LITE_URL_FORM
+
+    class Options(StoreOptions):
+        lite_path: str | None = None  # set by the store: the file a path url named
+
+    @classmethod
+    def managed_server(cls, options: StoreOptions) -> Callable[[], Server]:
+        from storebench.servers.milvus import MilvusLiteServer
+
+        return MilvusLiteServer
