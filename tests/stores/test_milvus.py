@@ -137,7 +137,8 @@ def test_foreign_collections_survive_a_full_run(engine, tmp_path):
         s = c.create_schema(auto_id=False, enable_dynamic_field=False)
         s.add_field("id", DataType.INT64, is_primary=True)
         s.add_field("v", DataType.FLOAT_VECTOR, dim=4)
-        c.create_collection(name, schema=s)
+        # Strong: the real Milvus's default (Bounded) would hide the rows just inserted
+        c.create_collection(name, schema=s, consistency_level="Strong")
         ip = c.prepare_index_params()
         ip.add_index(field_name="v", index_type="FLAT", metric_type="L2")
         c.create_index(name, ip)

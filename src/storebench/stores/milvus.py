@@ -15,9 +15,10 @@ Vector index: a FLAT index (exact) from the start, so searches are exact
 until ``build_index``, which releases the collection, drops the index,
 **flushes** (without a flush, Milvus Lite keeps the rows in its in-memory
 segment and searches them by brute force, whatever the index), creates HNSW
-(``m`` -> ``M``, ``ef_construct`` -> ``efConstruction``), waits until the
+(``m`` -> ``M``, ``ef_construct`` -> ``efConstruction``; Milvus Lite's
+defaults, 16 and 200, for those not given: Milvus 2.2/2.3 has none), waits until the
 engine reports it finished with no pending rows, and loads the collection.
-``ef`` is the search parameter ``ef``.
+``ef`` is the search parameter ``ef`` (64 if not given, Milvus Lite's default).
 
 Distances: Milvus's L2 is squared (the square root is returned), IP and
 COSINE are similarities (returned as ``-dot`` and ``1 - cos``).
@@ -81,6 +82,11 @@ _NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": objec
 _OPS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _PAGE = 16_384  # Milvus's largest query window (offset + limit)
 _POLL_S = 0.02  # interval between describe_index polls while the engine builds
+# HNSW parameters not given: Milvus Lite's defaults, sent to every engine
+# (Milvus 2.2/2.3 has none: it refuses an index without M and efConstruction,
+# and a search without ef), so both build and search the same graph
+_HNSW_BUILD = {"M": 16, "efConstruction": 200}
+_HNSW_EF = 64
 _RETRIES = (
     3  # RPC retries before a call fails (pymilvus's default, 75, hides a dead server for minutes)
 )
@@ -246,8 +252,8 @@ class MilvusCollection(Collection):
 
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         params: dict[str, Any] = {"metric_type": self._metric}
-        ef = self.store.ef
-        if ef and self.store._index_type.get(self.name) == "HNSW":
+        ef = self.store.ef or _HNSW_EF
+        if self.store._index_type.get(self.name) == "HNSW":
             params["params"] = {"ef": max(ef, int(k))}
         res = self._c.search(
             self.name,
@@ -281,7 +287,7 @@ class MilvusCollection(Collection):
 
     def build_index(self, params: HnswIndex) -> None:
         names = {"m": "M", "ef_construct": "efConstruction"}
-        hnsw = {names[k]: v for k, v in params.given().items()}
+        hnsw = _HNSW_BUILD | {names[k]: v for k, v in params.given().items()}
         c = self._c
         c.release_collection(self.name, **self._kw)
         c.drop_index(self.name, "v", **self._kw)
