@@ -22,6 +22,7 @@ ENGINES = [
     pytest.param(e, marks=pytest.mark.skipif(S.skipped(e), reason="STOREBENCH_SKIP_ENGINES"))
     for e in ("milvus", "milvus-lite")
 ]
+OTHER_RELEASE = "2.2.16"  # the 2.2 line the Milvus evaluation used
 lite_only = pytest.mark.skipif(S.skipped("milvus-lite"), reason="STOREBENCH_SKIP_ENGINES")
 
 
@@ -163,3 +164,17 @@ def test_foreign_collections_survive_a_full_run(engine, tmp_path):
         for n in names:
             c.drop_collection(n)
         c.close()
+
+
+@pytest.mark.skipif(S.skipped("milvus"), reason="STOREBENCH_SKIP_ENGINES")
+def test_tune_across_two_releases_records_each(tmp_path):
+    import storebench
+
+    sets = {"n": 2000, "dim": 16, "queries": 50, "max_clients": 2, "duration_s": 0.5}
+    sets |= {"warmup_s": 0.1, "grid.store.version": [OTHER_RELEASE, M.DEFAULT_VERSION]}
+    recs = storebench.run("tune", stores=["milvus"], set=sets, results_dir=tmp_path)
+    assert [r["status"] for r in recs] == ["ok", "ok"], [r["error"] for r in recs]
+    releases = [OTHER_RELEASE, M.DEFAULT_VERSION]
+    assert [r["store"]["options"] for r in recs] == [{"version": v} for v in releases]
+    assert [r["grid_point"] for r in recs] == [{"store.version": v} for v in releases]
+    assert [r["versions"]["engine"] for r in recs] == [f"Milvus v{v}" for v in releases]

@@ -44,6 +44,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import threading
 from collections.abc import Callable, Mapping
 from importlib import metadata
@@ -87,6 +88,8 @@ _POLL_S = 0.02  # interval between describe_index polls while the engine builds
 # and a search without ef), so both build and search the same graph
 _HNSW_BUILD = {"M": 16, "efConstruction": 200}
 _HNSW_EF = 64
+# every row (Milvus 2.2 refuses an empty query expression)
+_ALL = "id >= 0 or id < 0"
 _RETRIES = (
     3  # RPC retries before a call fails (pymilvus's default, 75, hides a dead server for minutes)
 )
@@ -94,6 +97,13 @@ _RETRIES = (
 
 class IndexBuildFailed(StorebenchError):
     pass
+
+
+def _release(server_version: str) -> tuple[int, int]:
+    """(major, minor) of a Milvus server's version; Milvus Lite counts as
+    new (it has what 2.6 has)."""
+    m = re.match(r"v?(\d+)\.(\d+)", server_version)
+    return (int(m.group(1)), int(m.group(2))) if m else (99, 0)
 
 
 def _literal(value: Any) -> str:
@@ -207,11 +217,27 @@ class MilvusCollection(Collection):
     def update(self, docs: DocBatch) -> None:
         fields = list(docs.fields)
         full = set(fields) == set(self._fields) and (docs.vectors is not None or not self._vec)
+        if not full and not self.store._partial_update:
+            # Milvus < 2.6 upserts whole rows only: the rest read back first
+            # (two calls, not atomic against a concurrent writer of the same ids)
+            docs, fields = self._whole(docs), self._fields
+            full = True
         rows = self._rows_in(docs, fields)
         if full:
             self._c.upsert(self.name, rows, **self._kw)
         else:  # only the given fields (Milvus >= 2.6, Milvus Lite)
             self._c.upsert(self.name, rows, partial_update=True, **self._kw)
+
+    def _whole(self, docs: DocBatch) -> DocBatch:
+        """``docs`` with the fields (and vector) they leave out as stored."""
+        stored = self.get(docs.ids)
+        at = {int(i): j for j, i in enumerate(stored.ids.tolist())}
+        rows = np.array([at[int(i)] for i in docs.ids.tolist()], np.int64)  # KeyError: no such id
+        fields = {f: docs.fields.get(f, stored.fields[f][rows]) for f in self._fields}
+        vecs = docs.vectors
+        if self._vec and vecs is None:
+            vecs = stored.vectors[rows]  # type: ignore[index]
+        return DocBatch(docs.ids, fields, vecs)
 
     def delete(self, ids: np.ndarray) -> None:
         self._c.delete(self.name, ids=ids.tolist(), **self._kw)
@@ -224,7 +250,7 @@ class MilvusCollection(Collection):
     ) -> DocBatch:
         if order is not None:
             return super().find(where, order, limit)  # NotSupported
-        expr = "" if where is None else to_expr(where, self._attr)
+        expr = _ALL if where is None else to_expr(where, self._attr)
         out = ["id", *self._attr.values()]
         n = _PAGE if limit is None else min(int(limit), _PAGE)
         rows = list(self._c.query(self.name, filter=expr, output_fields=out, limit=n, **self._kw))
@@ -282,7 +308,9 @@ class MilvusCollection(Collection):
         return SearchResult(ids, dist)
 
     def count(self) -> int:
-        res = self._c.query(self.name, filter="", output_fields=["count(*)"], **self._kw)
+        if not self.store._count_star:  # Milvus 2.2: no count(*), the ids are counted
+            return len(self._iterate(_ALL, ["id"], None))
+        res = self._c.query(self.name, filter=_ALL, output_fields=["count(*)"], **self._kw)
         return int(res[0]["count(*)"])
 
     def build_index(self, params: HnswIndex) -> None:
@@ -389,6 +417,9 @@ class MilvusStore(Store):
         try:
             client = MilvusClient(uri=urlunsplit(parts), token=token, grpc_options=GRPC_OPTIONS)
             self._server_version = str(client.get_server_version(**self._kw))
+            release = _release(self._server_version)
+            self._count_star = release >= (2, 3)
+            self._partial_update = release >= (2, 6)
         except Exception as exc:
             msg = str(exc).replace(token, "***") if token else str(exc)
             raise UserError(
