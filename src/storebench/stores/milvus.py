@@ -48,7 +48,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -289,6 +289,7 @@ class MilvusCollection(Collection):
             output_fields=["id"],
             search_params=params,
             anns_field="v",
+            consistency_level=self.store.options.search_consistency,
             **self._kw,
         )
         q = len(vectors)
@@ -350,6 +351,15 @@ LITE_URL_FORM = UrlForm(
 )
 
 
+class SearchConsistency(StoreOptions):
+    """``search_consistency``: the level searches read at. Strong (the
+    default: a search sees every acknowledged write) makes the real Milvus
+    wait for its next time tick (200 ms) on each search; Bounded,
+    Session or Eventually do not (Bounded: writes older than a few seconds)."""
+
+    search_consistency: Literal["Strong", "Bounded", "Session", "Eventually"] = "Strong"
+
+
 class MilvusStore(Store):
     """The real Milvus: managed, the standalone server of release ``version``."""
 
@@ -360,7 +370,7 @@ class MilvusStore(Store):
     extra = "milvus"
     url_form = URL_FORM
 
-    class Options(StoreOptions):
+    class Options(SearchConsistency):
         # the managed server's release (installed into the cache on first use)
         version: str = milvus_standalone.DEFAULT_VERSION
         managed_only: ClassVar[tuple[str, ...]] = ("version",)
@@ -508,7 +518,7 @@ class MilvusLiteStore(MilvusStore):
     engine = "milvus-lite"
     url_form = LITE_URL_FORM
 
-    class Options(StoreOptions):
+    class Options(SearchConsistency):
         lite_path: str | None = None  # set by the store: the file a path url named
 
     @classmethod
