@@ -464,7 +464,8 @@ class Scenario:
             ):
                 raise self.error(
                     ("grid", key),
-                    "grid keys are workload parameters, index.X, search.X or store.X (a store option)",
+                    "grid keys are workload parameters, index.X, search.X "
+                    "or store.X (a store option)",
                 )
         classes = [store_class(e.engine) for e in f.stores]
         for key in f.grid:

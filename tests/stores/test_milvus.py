@@ -32,7 +32,8 @@ def test_managed_server_starts_serves_and_stops(engine):
 
 
 @pytest.mark.parametrize(
-    ("engine", "says"), [("milvus", f"Milvus v{M.DEFAULT_VERSION}"), ("milvus-lite", "Milvus Lite 3")]
+    ("engine", "says"),
+    [("milvus", f"Milvus v{M.DEFAULT_VERSION}"), ("milvus-lite", "Milvus Lite 3")],
 )
 def test_the_record_says_which_engine_ran(engine, says):
     if S.skipped(engine):

@@ -433,7 +433,8 @@ class MilvusStore(Store):
         except Exception as exc:
             msg = str(exc).replace(token, "***") if token else str(exc)
             raise UserError(
-                f"cannot reach Milvus at {redact_url(self.spec.url)}: {msg}", where=f"store {self.engine}"
+                f"cannot reach Milvus at {redact_url(self.spec.url)}: {msg}",
+                where=f"store {self.engine}",
             ) from exc
         return client
 
@@ -469,7 +470,8 @@ class MilvusStore(Store):
     def _open(self, name: str, schema: Schema) -> Collection:
         if not self.has_collection(name):
             raise UserError(
-                f"no collection {name!r} in {redact_url(self.spec.url)}", where=f"store {self.engine}"
+                f"no collection {name!r} in {redact_url(self.spec.url)}",
+                where=f"store {self.engine}",
             )
         coll = MilvusCollection(self, name, schema)
         if schema.dim is not None:
