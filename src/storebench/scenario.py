@@ -513,9 +513,14 @@ class Scenario:
                 raise self.error(("grid", key), "empty: a grid axis needs at least one value")
         for key in f.grid:
             head = key.split(".")[0]
-            if head not in ("params", "index", "search") and head not in wl.Params.model_fields:
+            if (
+                head not in ("params", "index", "search", "store")
+                and head not in wl.Params.model_fields
+            ):
                 raise self.error(
-                    ("grid", key), "grid keys are workload parameters, index.X or search.X"
+                    ("grid", key),
+                    "grid keys are workload parameters, index.X, search.X "
+                    "or store.X (a store option)",
                 )
         classes = [store_class(e.engine) for e in f.stores]
         for key in f.grid:
@@ -533,11 +538,16 @@ class Scenario:
                 raise self.error(
                     ("grid", key), f"no store in this scenario has {kind} parameter {name!r}"
                 )
-        param_keys = [k for k in f.grid if not k.startswith(("index.", "search."))]
+            # a store option no store has is a typo wherever it was written
+            if kind == "store" and not any(name in c.Options.names() for c in classes):
+                raise self.error(("grid", key), f"no store in this scenario has option {name!r}")
+        param_keys = [k for k in f.grid if not k.startswith(("index.", "search.", "store."))]
         index_keys = [k for k in f.grid if k.startswith("index.")]
         search_keys = [k for k in f.grid if k.startswith("search.")]
+        option_keys = [k for k in f.grid if k.startswith("store.")]
         engines = [
-            self._store_params(i, e, index_keys, search_keys) for i, e in enumerate(f.stores)
+            self._store_params(i, e, index_keys, search_keys, option_keys)
+            for i, e in enumerate(f.stores)
         ]
         stated = self.stated(param_keys)
         fields = wl.Params.model_fields
@@ -563,9 +573,16 @@ class Scenario:
                 raise self.error(self._param_loc(exc.where or "", param_keys), msg) from exc
             for i, entry in enumerate(f.stores):
                 sp = engines[i]
-                for index in sp.indexes:
-                    spec = StoreSpec(entry.engine, entry.url, entry.options, checked[i])
-                    gp = dict(zip(param_keys, point, strict=True)) | sp.grid_point(index)
+                variants = sp.variants or [(dict(entry.options), checked[i], {})]
+                for (options, typed, option_point), index in itertools.product(
+                    variants, sp.indexes
+                ):
+                    spec = StoreSpec(entry.engine, entry.url, options, typed)
+                    gp = (
+                        dict(zip(param_keys, point, strict=True))
+                        | option_point
+                        | sp.grid_point(index)
+                    )
                     for r in range(f.repeats):
                         runs.append(
                             Run(
@@ -588,13 +605,32 @@ class Scenario:
         return runs
 
     def _store_params(
-        self, i: int, entry: StoreEntry, index_keys: list[str], search_keys: list[str]
+        self,
+        i: int,
+        entry: StoreEntry,
+        index_keys: list[str],
+        search_keys: list[str],
+        option_keys: list[str],
     ) -> _StoreParams:
         """A store entry's index and search parameters, typed: its own values,
-        and the grid's ``index.X`` / ``search.X`` axes the engine has (the
-        others collapse for it: recorded as not applicable)."""
+        and the grid's ``index.X`` / ``search.X`` axes the engine has; and its
+        options across the grid's ``store.X`` axes it has (the others
+        collapse for it: recorded as not applicable)."""
         cls = store_class(entry.engine)
         at = ("stores", i)
+        own_options = [k for k in option_keys if k.removeprefix("store.") in cls.Options.names()]
+        for key in own_options:  # each value as the store reads it, named by the grid key
+            name = key.removeprefix("store.")
+            for v in self.file.grid[key]:
+                try:
+                    cls.check_spec(entry.url, dict(entry.options) | {name: v})
+                except SpecError as exc:
+                    raise self.error(("grid", key), exc.message) from exc
+        variants = []
+        for combo in itertools.product(*(self.file.grid[k] for k in own_options)):
+            point = dict(zip(own_options, combo, strict=True))
+            options = dict(entry.options) | {k.removeprefix("store."): v for k, v in point.items()}
+            variants.append((options, cls.check_spec(entry.url, options), point))
         at_index = (*at, "index")
         # the entry's own values first (an error names their key), then each grid value
         self._engine_params(cls.Index, entry.index, at_index, entry.engine)
@@ -630,7 +666,12 @@ class Scenario:
             search,
             settings,
             sweep,
-            tuple(k for k in index_keys + search_keys if k not in own_index + own_search),
+            tuple(
+                k
+                for k in index_keys + search_keys + option_keys
+                if k not in own_index + own_search + own_options
+            ),
+            variants if own_options else [],
         )
 
 
@@ -644,6 +685,11 @@ class _StoreParams:
     settings: tuple[SearchParams, ...]  # the sweep over them: measured in each run
     sweep: dict[str, list[Any]]  # the grid's search.X axes this engine has
     not_applicable: tuple[str, ...]
+    # the entry's options across the grid's store.X axes it has: (options,
+    # typed, grid point) each; empty without such an axis (the entry's own)
+    variants: list[tuple[dict[str, Any], StoreOptions, dict[str, Any]]] = field(
+        default_factory=list
+    )
 
     def grid_point(self, index: IndexParams) -> dict[str, Any]:
         return {k: getattr(index, k.removeprefix("index.")) for k in self.index_keys}

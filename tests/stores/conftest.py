@@ -29,6 +29,7 @@ ENGINES: dict[str, Callable[[Path], StoreSpec]] = {
     "pgvector": lambda tmp: StoreSpec("pgvector", shared_url("pgvector")),
     "redis": lambda tmp: StoreSpec("redis", shared_url("redis")),
     "milvus": lambda tmp: StoreSpec("milvus", shared_url("milvus")),
+    "milvus-lite": lambda tmp: StoreSpec("milvus-lite", shared_url("milvus-lite")),
     "hnswlib": lambda tmp: StoreSpec("hnswlib"),
     "faiss": lambda tmp: StoreSpec("faiss"),
     "usearch": lambda tmp: StoreSpec("usearch"),
@@ -64,6 +65,7 @@ PARAMS: dict[str, tuple[dict[str, int], dict[str, int]]] = {
     "pgvector": ({"m": 16, "ef_construct": 200}, {"ef": 200}),
     "redis": ({"m": 16, "ef_construct": 200}, {"ef": 200}),
     "milvus": ({"m": 16, "ef_construct": 200}, {"ef": 200}),
+    "milvus-lite": ({"m": 16, "ef_construct": 200}, {"ef": 200}),
     "hnswlib": ({"m": 16, "ef_construct": 200}, {"ef": 200}),
     "faiss": ({"m": 16, "ef_construct": 200}, {"ef": 200}),
     # usearch's multi-threaded add now and then builds a weaker graph on this

@@ -40,6 +40,12 @@ def _redis() -> Server:
 
 
 def _milvus() -> Server:
+    from storebench.servers.milvus_standalone import MilvusServer
+
+    return MilvusServer()
+
+
+def _milvus_lite() -> Server:
     from storebench.servers.milvus import MilvusLiteServer
 
     return MilvusLiteServer()
@@ -79,7 +85,8 @@ FACTORIES: dict[str, Callable[[], Server]] = {
     "agdb": _agdb,
     "pgvector": _postgres,
     "redis": _redis,
-    "milvus": _milvus,
+    "milvus": _milvus,  # the real Milvus standalone (each in its own network namespace)
+    "milvus-lite": _milvus_lite,
     "falkordb": _falkordb,
     "mariadb": _mariadb,
     "mongodb": _ferretdb,

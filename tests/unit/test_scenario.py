@@ -133,3 +133,44 @@ def test_records_append_whole_lines_and_bad_lines_are_reported(tmp_path):
     with pytest.raises(ValueError):
         results.to_json_line({"run_id": "x", "bad": float("nan")})
     assert json.loads(results.to_json_line({"run_id": "ok"}))["run_id"] == "ok"
+
+
+def test_a_store_option_is_a_grid_axis_for_the_stores_that_have_it(tmp_path):
+    p = write(tmp_path, GOOD)
+    sets = ["grid.store.version=[2.2.16, 2.3.5]"]
+    runs = Scenario.load(str(p), sets=sets, stores=["memory", "milvus"]).plan()
+    # each release a run of its own, in the spec (and so in store.options) and the grid point
+    assert [(r.spec.engine, r.spec.options.get("version"), r.grid_point) for r in runs] == [
+        ("memory", None, {}),
+        ("milvus", "2.2.16", {"store.version": "2.2.16"}),
+        ("milvus", "2.3.5", {"store.version": "2.3.5"}),
+    ]
+    assert [r.spec.checked_options.version for r in runs[1:]] == ["2.2.16", "2.3.5"]
+    assert [r.store_info()["options"] for r in runs] == [
+        {},
+        {"version": "2.2.16"},
+        {"version": "2.3.5"},
+    ]
+    # a store without the option collapses and says so
+    assert runs[0].not_applicable == ("store.version",) and runs[1].not_applicable == ()
+    assert len({r.key for r in runs}) == len(runs)
+    # the grid's value replaces the entry's own
+    own = write(
+        tmp_path,
+        GOOD.replace("stores: [memory]", "stores: [{engine: milvus, options: {version: 2.3.5}}]"),
+    )
+    (run,) = Scenario.load(str(own), sets=["grid.store.version=[2.2.16]"]).plan()
+    assert run.spec.options == {"version": "2.2.16"}
+    # each value checked by the store's options at plan time, named by the grid key
+    with pytest.raises(
+        UserError, match=r"--set grid.store.version: option version of milvus: .*no server binary"
+    ):
+        Scenario.load(str(p), sets=["grid.store.version=[2.3.5, 2.1.0]"], stores=["milvus"])
+    # an option no store here has is an error naming the key, in a file too
+    with pytest.raises(
+        UserError, match=r"--set grid.store.versoin: no store in this scenario has option 'versoin'"
+    ):
+        Scenario.load(str(p), sets=["grid.store.versoin=[2.3.5]"], stores=["memory", "milvus"])
+    q = write(tmp_path, GOOD + "grid:\n  store.version: [2.3.5]\n")
+    with pytest.raises(UserError, match=rf"{q}:\d+: grid.store.version: no store in this scenario"):
+        Scenario.load(str(q))

@@ -34,6 +34,11 @@ ACCEPTED = {
     "mongita": ["{d}/mongita"],
     "agdb-embedded": ["{d}/agdb", "agdb-embedded://{d}/agdb"],
     "milvus": [
+        "http://127.0.0.1:19530",
+        f"https://root:{SECRET}@milvus.example:443/mydb",
+        "tcp://h:19530",
+    ],
+    "milvus-lite": [
         "{d}/bench.db",
         "http://127.0.0.1:19530",
         f"https://root:{SECRET}@milvus.example:443/mydb",
@@ -70,7 +75,8 @@ REFUSED = {
     "sqlite": [("/no/such/dir/x.db", "does not exist"), ("redis://h", "not a path"), ("", "empty")],
     "qdrant-edge": [("/no/such/dir/q", "does not exist")],
     "agdb-embedded": [("/no/such/dir/agdb", "does not exist")],
-    "milvus": [("/no/such/dir/m.db", "does not exist"), ("grpc://h:1", "scheme 'grpc'")],
+    "milvus": [("/tmp/m.db", "expected http(s)://"), ("grpc://h:1", "scheme 'grpc'")],
+    "milvus-lite": [("/no/such/dir/m.db", "does not exist"), ("grpc://h:1", "scheme 'grpc'")],
     "redis": [
         (f"redis://:{SECRET}@127.0.0.1:notaport/0", "port 'notaport'"),
         ("redis://h:70000/0", "port '70000'"),

@@ -1,5 +1,9 @@
-"""The Milvus store, through pymilvus's ``MilvusClient``: Milvus Lite
-(``milvus-lite``) managed or embedded, or any Milvus server by URL.
+"""The Milvus stores, through pymilvus's ``MilvusClient``: ``milvus`` is the
+real Milvus (the standalone server of a release from the ``milvus`` wheel,
+managed, or any Milvus server by URL); ``milvus-lite`` is Milvus Lite 3, the
+pure-Python rewrite (managed, or in this process on a file). One client code
+for both: they differ in the server they are managed with and the URLs they
+take.
 
 A collection is a Milvus collection ``(id INT64 primary key, f0.., v
 FLOAT_VECTOR)``: scalar fields are stored under aliases (``f0``, ``f1``, ...,
@@ -11,41 +15,50 @@ Vector index: a FLAT index (exact) from the start, so searches are exact
 until ``build_index``, which releases the collection, drops the index,
 **flushes** (without a flush, Milvus Lite keeps the rows in its in-memory
 segment and searches them by brute force, whatever the index), creates HNSW
-(``m`` -> ``M``, ``ef_construct`` -> ``efConstruction``), waits until the
+(``m`` -> ``M``, ``ef_construct`` -> ``efConstruction``; Milvus Lite's
+defaults, 16 and 200, for those not given: Milvus 2.2/2.3 has none), waits until the
 engine reports it finished with no pending rows, and loads the collection.
-``ef`` is the search parameter ``ef``.
+``ef`` is the search parameter ``ef`` (64 if not given, Milvus Lite's default).
 
 Distances: Milvus's L2 is squared (the square root is returned), IP and
 COSINE are similarities (returned as ``-dot`` and ``1 - cos``).
 
 Where it runs:
 
-- no URL: a managed Milvus Lite server in its own process
-  (``servers/milvus.py``), started and stopped by ``stores.opening``;
-- ``url`` a path (``/data/bench.db``): Milvus Lite inside this process, as
-  ``MilvusClient("bench.db")`` runs it; the spec then points at its gRPC
-  port, so client processes reach the same data while this store is open;
-- ``url`` ``http(s)://[user:password@]host:19530``: any Milvus server
+- ``milvus``, no URL: the Milvus standalone server of release ``version``
+  (option; ``servers/milvus_standalone.py``), started and stopped by
+  ``stores.opening``;
+- ``milvus-lite``, no URL: a managed Milvus Lite server in its own process
+  (``servers/milvus.py``);
+- ``milvus-lite``, ``url`` a path (``/data/bench.db``): Milvus Lite inside
+  this process, as ``MilvusClient("bench.db")`` runs it; the spec then points
+  at its gRPC port, so client processes reach the same data while this store
+  is open;
+- either, ``url`` ``http(s)://[user:password@]host:19530``: any Milvus server
   (``MILVUS_TOKEN`` or ``MILVUS_USER``/``MILVUS_PASSWORD`` give credentials
   the URL leaves out).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import threading
 from collections.abc import Callable, Mapping
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
+from pydantic import field_validator
 from pymilvus import DataType, MilvusClient
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import And, Cmp, Filter, In, Not, Or, Range
 from storebench.errors import StorebenchError, UserError
+from storebench.servers import milvus_standalone
 from storebench.servers.milvus import GRPC_OPTIONS  # the client's gRPC policy: see there
 from storebench.stores.base import (
     Capability,
@@ -69,6 +82,13 @@ _NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": objec
 _OPS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _PAGE = 16_384  # Milvus's largest query window (offset + limit)
 _POLL_S = 0.02  # interval between describe_index polls while the engine builds
+# HNSW parameters not given: Milvus Lite's defaults, sent to every engine
+# (Milvus 2.2/2.3 has none: it refuses an index without M and efConstruction,
+# and a search without ef), so both build and search the same graph
+_HNSW_BUILD = {"M": 16, "efConstruction": 200}
+_HNSW_EF = 64
+# every row (Milvus 2.2 refuses an empty query expression)
+_ALL = "id >= 0 or id < 0"
 _RETRIES = (
     3  # RPC retries before a call fails (pymilvus's default, 75, hides a dead server for minutes)
 )
@@ -76,6 +96,13 @@ _RETRIES = (
 
 class IndexBuildFailed(StorebenchError):
     pass
+
+
+def _release(server_version: str) -> tuple[int, int]:
+    """(major, minor) of a Milvus server's version; Milvus Lite counts as
+    new (it has what 2.6 has)."""
+    m = re.match(r"v?(\d+)\.(\d+)", server_version)
+    return (int(m.group(1)), int(m.group(2))) if m else (99, 0)
 
 
 def _literal(value: Any) -> str:
@@ -189,11 +216,27 @@ class MilvusCollection(Collection):
     def update(self, docs: DocBatch) -> None:
         fields = list(docs.fields)
         full = set(fields) == set(self._fields) and (docs.vectors is not None or not self._vec)
+        if not full and not self.store._partial_update:
+            # Milvus < 2.6 upserts whole rows only: the rest read back first
+            # (two calls, not atomic against a concurrent writer of the same ids)
+            docs, fields = self._whole(docs), self._fields
+            full = True
         rows = self._rows_in(docs, fields)
         if full:
             self._c.upsert(self.name, rows, **self._kw)
         else:  # only the given fields (Milvus >= 2.6, Milvus Lite)
             self._c.upsert(self.name, rows, partial_update=True, **self._kw)
+
+    def _whole(self, docs: DocBatch) -> DocBatch:
+        """``docs`` with the fields (and vector) they leave out as stored."""
+        stored = self.get(docs.ids)
+        at = {int(i): j for j, i in enumerate(stored.ids.tolist())}
+        rows = np.array([at[int(i)] for i in docs.ids.tolist()], np.int64)  # KeyError: no such id
+        fields = {f: docs.fields.get(f, stored.fields[f][rows]) for f in self._fields}
+        vecs = docs.vectors
+        if self._vec and vecs is None:
+            vecs = stored.vectors[rows]  # type: ignore[index]
+        return DocBatch(docs.ids, fields, vecs)
 
     def delete(self, ids: np.ndarray) -> None:
         self._c.delete(self.name, ids=ids.tolist(), **self._kw)
@@ -206,7 +249,7 @@ class MilvusCollection(Collection):
     ) -> DocBatch:
         if order is not None:
             return super().find(where, order, limit)  # NotSupported
-        expr = "" if where is None else to_expr(where, self._attr)
+        expr = _ALL if where is None else to_expr(where, self._attr)
         out = ["id", *self._attr.values()]
         n = _PAGE if limit is None else min(int(limit), _PAGE)
         rows = list(self._c.query(self.name, filter=expr, output_fields=out, limit=n, **self._kw))
@@ -234,8 +277,8 @@ class MilvusCollection(Collection):
 
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         params: dict[str, Any] = {"metric_type": self._metric}
-        ef = self.store.ef
-        if ef and self.store._index_type.get(self.name) == "HNSW":
+        ef = self.store.ef or _HNSW_EF
+        if self.store._index_type.get(self.name) == "HNSW":
             params["params"] = {"ef": max(ef, int(k))}
         res = self._c.search(
             self.name,
@@ -245,6 +288,7 @@ class MilvusCollection(Collection):
             output_fields=["id"],
             search_params=params,
             anns_field="v",
+            consistency_level=self.store.options.search_consistency,
             **self._kw,
         )
         q = len(vectors)
@@ -264,12 +308,14 @@ class MilvusCollection(Collection):
         return SearchResult(ids, dist)
 
     def count(self) -> int:
-        res = self._c.query(self.name, filter="", output_fields=["count(*)"], **self._kw)
+        if not self.store._count_star:  # Milvus 2.2: no count(*), the ids are counted
+            return len(self._iterate(_ALL, ["id"], None))
+        res = self._c.query(self.name, filter=_ALL, output_fields=["count(*)"], **self._kw)
         return int(res[0]["count(*)"])
 
     def build_index(self, params: HnswIndex) -> None:
         names = {"m": "M", "ef_construct": "efConstruction"}
-        hnsw = {names[k]: v for k, v in params.given().items()}
+        hnsw = _HNSW_BUILD | {names[k]: v for k, v in params.given().items()}
         c = self._c
         c.release_collection(self.name, **self._kw)
         c.drop_index(self.name, "v", **self._kw)
@@ -296,14 +342,26 @@ class MilvusCollection(Collection):
         self.store._index_type.pop(self.name, None)
 
 
-URL_FORM = UrlForm(
+URL_FORM = UrlForm("http(s)://[user:password@]host:19530", schemes=("http", "https", "tcp"))
+LITE_URL_FORM = UrlForm(
     "http(s)://[user:password@]host:19530 or a Milvus Lite file path",
     schemes=("http", "https", "tcp"),
     path=True,
 )
 
 
+class SearchConsistency(StoreOptions):
+    """``search_consistency``: the level searches read at. Strong (the
+    default: a search sees every acknowledged write) makes the real Milvus
+    wait for its next time tick (200 ms) on each search; Bounded,
+    Session or Eventually do not (Bounded: writes older than a few seconds)."""
+
+    search_consistency: Literal["Strong", "Bounded", "Session", "Eventually"] = "Strong"
+
+
 class MilvusStore(Store):
+    """The real Milvus: managed, the standalone server of release ``version``."""
+
     engine = "milvus"
     capabilities = frozenset(Capability) - {Capability.ORDER, Capability.SIZE, Capability.PIPELINE}
     Index = HnswIndex
@@ -311,14 +369,22 @@ class MilvusStore(Store):
     extra = "milvus"
     url_form = URL_FORM
 
-    class Options(StoreOptions):
-        lite_path: str | None = None  # set by the store: the file a path url named
+    class Options(SearchConsistency):
+        # the managed server's release (installed into the cache on first use)
+        version: str = milvus_standalone.DEFAULT_VERSION
+        managed_only: ClassVar[tuple[str, ...]] = ("version",)
+
+        @field_validator("version", mode="before")
+        @classmethod
+        def _a_release(cls, v: Any) -> str:
+            try:
+                return milvus_standalone.check_version(str(v))
+            except UserError as exc:
+                raise ValueError(str(exc).split(": ", 1)[-1]) from None
 
     @classmethod
     def managed_server(cls, options: Options) -> Callable[[], Server]:
-        from storebench.servers.milvus import MilvusLiteServer
-
-        return MilvusLiteServer
+        return functools.partial(milvus_standalone.MilvusServer, version=options.version)
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -327,13 +393,16 @@ class MilvusStore(Store):
         self._kw: dict[str, Any] = {"retry_times": _RETRIES}
         self._lite_path: str | None = None
         url = spec.url
-        if url is not None and URL_FORM.is_path(self.engine, url):  # Milvus Lite in this process
+        if url is not None and self.url_form.is_path(self.engine, url):
+            # Milvus Lite in this process
             from milvus_lite.server_manager import server_manager_instance
 
             path = self.local_path()
             uri = server_manager_instance.start_and_get_uri(path)
             if uri is None:
-                raise UserError(f"Milvus Lite could not open {path}", where="store milvus url")
+                raise UserError(
+                    f"Milvus Lite could not open {path}", where=f"store {self.engine} url"
+                )
             self._lite_path = path
             self.spec = self.spec.with_(url=uri)
             self.fill_option("lite_path", path)
@@ -357,10 +426,14 @@ class MilvusStore(Store):
         try:
             client = MilvusClient(uri=urlunsplit(parts), token=token, grpc_options=GRPC_OPTIONS)
             self._server_version = str(client.get_server_version(**self._kw))
+            release = _release(self._server_version)
+            self._count_star = release >= (2, 3)
+            self._partial_update = release >= (2, 6)
         except Exception as exc:
             msg = str(exc).replace(token, "***") if token else str(exc)
             raise UserError(
-                f"cannot reach Milvus at {redact_url(self.spec.url)}: {msg}", where="store milvus"
+                f"cannot reach Milvus at {redact_url(self.spec.url)}: {msg}",
+                where=f"store {self.engine}",
             ) from exc
         return client
 
@@ -371,7 +444,7 @@ class MilvusStore(Store):
         if not name.replace("_", "a").isalnum() or not name.isascii() or name[0].isdigit():
             raise UserError(
                 f"collection name {name!r}: Milvus allows letters, digits and _ only",
-                where="store milvus",
+                where=f"store {self.engine}",
             )
         coll = MilvusCollection(self, name, schema)
         s = self.client.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -396,7 +469,8 @@ class MilvusStore(Store):
     def _open(self, name: str, schema: Schema) -> Collection:
         if not self.has_collection(name):
             raise UserError(
-                f"no collection {name!r} in {redact_url(self.spec.url)}", where="store milvus"
+                f"no collection {name!r} in {redact_url(self.spec.url)}",
+                where=f"store {self.engine}",
             )
         coll = MilvusCollection(self, name, schema)
         if schema.dim is not None:
@@ -412,13 +486,16 @@ class MilvusStore(Store):
     ) -> tuple[int, int]:
         if spec.url is not None and "://" in spec.url:
             return 0, 0  # a server of yours: not counted
-        # Milvus Lite (managed, or in this process): the loaded segments and index
+        # the managed server (or Milvus Lite in this process): the loaded segments and index
         m = index.m or 16
         return 4 * dim + field_bytes + 64 + hnsw_bytes(dim, m), 256 * MiB
 
     def versions(self) -> dict[str, str]:
         v = self._server_version
-        engine = v.replace("milvus_lite-", "Milvus Lite ") if "lite" in v else f"Milvus {v}"
+        if v.startswith("milvus_lite-"):  # Milvus Lite 3, the Python rewrite
+            engine = v.replace("milvus_lite-", "Milvus Lite ")
+        else:  # the `milvus` wheel's standalone build calls itself v2.3.5-lite: the real engine
+            engine = f"Milvus {v.removesuffix('-lite')}"
         return {"engine": engine, "client": f"pymilvus {metadata.version('pymilvus')}"}
 
     def close(self) -> None:
@@ -434,3 +511,19 @@ class MilvusStore(Store):
             server_manager_instance.release_server(self._lite_path)
             self._lite_path = None
         super().close()
+
+
+class MilvusLiteStore(MilvusStore):
+    """Milvus Lite 3: managed in its own process, or in this one on a file."""
+
+    engine = "milvus-lite"
+    url_form = LITE_URL_FORM
+
+    class Options(SearchConsistency):
+        lite_path: str | None = None  # set by the store: the file a path url named
+
+    @classmethod
+    def managed_server(cls, options: StoreOptions) -> Callable[[], Server]:
+        from storebench.servers.milvus import MilvusLiteServer
+
+        return MilvusLiteServer
