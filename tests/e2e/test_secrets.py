@@ -89,6 +89,8 @@ FORMS: dict[str, list[str]] = {
         "mariadb://bench:{s.raw}@127.0.0.1:{port}/bench",
     ],
     "arangodb": ["http://root:{s.enc}@127.0.0.1:{port}/bench"],
+    "mongodb": ["mongodb://bench:{s.enc}@127.0.0.1:{port}/bench"],
+    "weaviate": ["http://bench:{s.enc}@127.0.0.1:{port}?grpc_port={port}"],
 }
 # The environment variables each store reads a credential from, and a URL
 # that leaves the credential to it. Its value is planted as the user name
@@ -107,7 +109,7 @@ ENV_FORMS: dict[str, tuple[str, str]] = {
 }
 PATH_STORES = {
     "null", "memory", "sqlite", "sqlite-vec", "duckdb", "lancedb", "chroma", "hnswlib",
-    "faiss", "usearch", "qdrant-edge", "kuzu", "mongita", "agdb-embedded",
+    "faiss", "usearch", "qdrant-edge", "kuzu", "mongita", "agdb-embedded", "milvus-lite",
 }  # fmt: skip
 
 
