@@ -49,6 +49,22 @@ def mariadb_binaries() -> tuple[str, str]:
     return found[0], found[1]
 
 
+# what the record reads back (SHOW GLOBAL VARIABLES), with every setting given
+RECORDED = (
+    "innodb_buffer_pool_size",
+    "innodb_log_file_size",
+    "innodb_flush_log_at_trx_commit",
+    "innodb_flush_method",
+    "innodb_io_capacity",
+    "mhnsw_max_cache_size",
+    "mhnsw_default_m",
+    "sync_binlog",
+    "log_bin",
+    "max_connections",
+    "thread_handling",
+)
+
+
 class MariaDBServer(Server):
     name = "mariadb"
     refuses_root = True
@@ -141,6 +157,27 @@ class MariaDBServer(Server):
             [self.mariadbd, "--version"], capture_output=True, text=True, check=False
         )
         return out.stdout.strip()
+
+    def running_settings(self) -> dict[str, str]:
+        """``SHOW GLOBAL VARIABLES`` of InnoDB's memory and durability, the
+        vector index's cache, connections, and every setting given."""
+        import pymysql
+
+        names = sorted({*RECORDED, *(k.replace("-", "_") for k in self.settings)})
+        conn = pymysql.connect(
+            host="127.0.0.1", port=self.port, user=USER, password=self.password, connect_timeout=5
+        )
+        try:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SHOW GLOBAL VARIABLES WHERE Variable_name IN ("
+                    + ", ".join(["%s"] * len(names))
+                    + ")",
+                    names,
+                )
+                return {str(k): str(v) for k, v in sorted(cur.fetchall())}
+        finally:
+            conn.close()
 
     @property
     def url(self) -> str:

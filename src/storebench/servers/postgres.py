@@ -57,7 +57,11 @@ GiB = 1 << 30
 SHARED_BUFFERS_SHARE, SHARED_BUFFERS_MAX = 0.25, 8 * GiB
 EFFECTIVE_CACHE_SHARE = 0.75
 MAINTENANCE_SHARE, MAINTENANCE_MAX, MAINTENANCE_OF_FREE = 0.125, 4 * GiB, 0.25
-INITDB = {"shared_buffers": 128 * MiB, "effective_cache_size": 4 * GiB, "maintenance_work_mem": 64 * MiB}
+INITDB = {
+    "shared_buffers": 128 * MiB,
+    "effective_cache_size": 4 * GiB,
+    "maintenance_work_mem": 64 * MiB,
+}
 # what the record reads back from pg_settings (with every setting given)
 RECORDED = (
     "shared_buffers",
@@ -153,7 +157,9 @@ def machine_settings(
     free = int(vm.available) if free is None else free
     cores = (os.cpu_count() or 1) if cores is None else cores
     shared = min(int(total * SHARED_BUFFERS_SHARE), SHARED_BUFFERS_MAX)
-    maintenance = min(int(total * MAINTENANCE_SHARE), MAINTENANCE_MAX, int(free * MAINTENANCE_OF_FREE))
+    maintenance = min(
+        int(total * MAINTENANCE_SHARE), MAINTENANCE_MAX, int(free * MAINTENANCE_OF_FREE)
+    )
     shm = _shm_free()
     if shm is not None:
         maintenance = min(maintenance, shm // 2)
