@@ -35,7 +35,6 @@ PERSISTENCE = {
 }
 
 
-@dataclass(frozen=True)
 # what the record reads back with CONFIG GET
 RECORDED = (
     "maxmemory",
@@ -48,6 +47,7 @@ RECORDED = (
 )
 
 
+@dataclass(frozen=True)
 class Module:
     """A Redis module in a wheel: the package (import name), the module's
     file inside it and the arguments it loads with."""
