@@ -111,6 +111,15 @@ def test_a_setting_of_the_user_wins_over_either_tuning():
     assert recorded["shared_buffers"] == "128MB"
 
 
+def test_the_run_record_carries_the_settings_the_server_ran_with(tmp_path):
+    rec = S.crud_run("pgvector", tmp_path)
+    assert rec["status"] == "ok", rec["error"]
+    settings = rec["server"]["settings"]
+    assert settings["tuning"] == "machine"
+    assert settings["shared_buffers"] == machine_settings()["shared_buffers"]
+    assert settings["max_parallel_maintenance_workers"] == str((os.cpu_count() or 1) - 1)
+
+
 def plan_error(tmp_path, options: dict, n: int = 1000) -> str:
     """The one-line error of a crud run on managed pgvector with ``options``,
     refused before anything starts or is written."""
