@@ -42,6 +42,20 @@ MiB = 1 << 20
 # 8 GB, never below MariaDB's default 128 MB
 BUFFER_POOL_SHARE, BUFFER_POOL_MAX, BUFFER_POOL_DEFAULT = 0.25, 8 << 30, 128 * MiB
 Tuning = Literal["machine", "defaults"]
+# what the record reads back (SHOW GLOBAL VARIABLES), with every setting given
+RECORDED = (
+    "innodb_buffer_pool_size",
+    "innodb_log_file_size",
+    "innodb_flush_log_at_trx_commit",
+    "innodb_flush_method",
+    "innodb_io_capacity",
+    "mhnsw_max_cache_size",
+    "mhnsw_default_m",
+    "sync_binlog",
+    "log_bin",
+    "max_connections",
+    "thread_handling",
+)
 
 
 def machine_settings(total: int | None = None) -> dict[str, str]:
@@ -85,22 +99,6 @@ def mariadb_binaries() -> tuple[str, str]:
             )
         found.append(path)
     return found[0], found[1]
-
-
-# what the record reads back (SHOW GLOBAL VARIABLES), with every setting given
-RECORDED = (
-    "innodb_buffer_pool_size",
-    "innodb_log_file_size",
-    "innodb_flush_log_at_trx_commit",
-    "innodb_flush_method",
-    "innodb_io_capacity",
-    "mhnsw_max_cache_size",
-    "mhnsw_default_m",
-    "sync_binlog",
-    "log_bin",
-    "max_connections",
-    "thread_handling",
-)
 
 
 class MariaDBServer(Server):

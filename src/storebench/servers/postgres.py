@@ -34,9 +34,9 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar, Literal
+from urllib.parse import quote
 
 import psutil
-from urllib.parse import quote
 
 from storebench.servers.base import Server, ServerError
 
@@ -127,9 +127,7 @@ def check_settings(settings: Mapping[str, object]) -> None:
             raise ValueError(f"{name!r} is not a PostgreSQL setting name")
         if name in MEMORY_UNIT:
             memory_bytes(name, value)
-        elif name in COUNTS and (
-            isinstance(value, bool) or not str(value).strip().isdigit()
-        ):
+        elif name in COUNTS and (isinstance(value, bool) or not str(value).strip().isdigit()):
             raise ValueError(f"{name}: {value!r} is not a whole number of 0 or more")
 
 
