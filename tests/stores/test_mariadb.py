@@ -41,6 +41,31 @@ def test_managed_server_runs_unprivileged_on_localhost_and_stops_with_the_store(
     assert not datadir.exists()
 
 
+def managed_settings(options: dict) -> dict:
+    """The server variables a managed MariaDB opened with ``options`` ran
+    with, as its run record has them."""
+    opened = open_store(StoreSpec("mariadb", options=options))
+    try:
+        return opened.server_facts()["settings"]  # type: ignore[index]
+    finally:
+        opened.close()
+
+
+def test_the_managed_server_is_tuned_to_the_machine_unless_asked_for_defaults():
+    from storebench.servers.mariadb import machine_settings
+
+    tuned = managed_settings({})
+    pool = int(machine_settings()["innodb_buffer_pool_size"].removesuffix("M")) << 20
+    assert tuned["tuning"] == "machine"
+    # InnoDB rounds the pool up to whole chunks of 128 MB
+    assert pool <= int(tuned["innodb_buffer_pool_size"]) < pool + (128 << 20)
+    defaults = managed_settings({"tuning": "defaults"})
+    assert defaults["tuning"] == "defaults"
+    assert defaults["innodb_buffer_pool_size"] == str(128 << 20)
+    given = managed_settings({"settings": {"innodb_buffer_pool_size": "256M"}})
+    assert given["innodb_buffer_pool_size"] == str(256 << 20)  # the user's wins
+
+
 def test_strings_compare_byte_for_byte():
     # MariaDB's default collation ignores case and trailing spaces
     store = StoreSpec("mariadb", S.shared_url("mariadb")).open()

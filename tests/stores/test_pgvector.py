@@ -1,12 +1,19 @@
-"""pgvector beyond the conformance suite: the managed server's lifecycle, a
-server killed mid-run, other people's data, the HNSW index, bulk load."""
+"""pgvector beyond the conformance suite: the managed server's lifecycle and
+its tuning to the machine, a server killed mid-run, other people's data, the
+HNSW index, bulk load."""
+
+import os
 
 import numpy as np
 import psutil
 import psycopg
 import pytest
+import yaml
 
+import storebench
 from storebench.data.batch import DocBatch
+from storebench.errors import UserError
+from storebench.servers.postgres import GiB, machine_settings, memory_bytes
 from storebench.stores.base import StoreSpec
 from storebench.stores.opening import open_store
 from storebench.stores.params import HnswSearch
@@ -35,6 +42,141 @@ def test_managed_postgres_runs_unprivileged_on_localhost_only():
         assert server.password not in str(store.versions())
     finally:
         opened.close()
+
+
+def in_force(options: dict) -> tuple[dict, dict]:
+    """(what the record says the server ran with, what the server itself
+    answers to SHOW on the store's own connection), for a managed server
+    opened with ``options``."""
+    opened = open_store(StoreSpec("pgvector", options=options))
+    try:
+        recorded = opened.server_facts()["settings"]  # type: ignore[index]
+        conn = opened.store.connection()
+        shown = {
+            name: conn.execute(f"SHOW {name}").fetchone()[0]
+            for name in recorded
+            if name != "tuning"
+        }
+        given = dict(opened.server.given)  # type: ignore[union-attr]
+    finally:
+        opened.close()
+    assert {k: v for k, v in recorded.items() if k != "tuning"} == shown
+    return recorded, given
+
+
+def test_the_managed_server_runs_tuned_to_the_machine_and_the_record_says_so():
+    recorded, given = in_force({})
+    assert recorded["tuning"] == "machine"
+    total, cores = psutil.virtual_memory().total, os.cpu_count() or 1
+    for name in ("shared_buffers", "effective_cache_size", "maintenance_work_mem"):
+        assert memory_bytes(name, recorded[name]) == memory_bytes(name, given[name])
+    # the rule: a quarter of RAM (at most 8 GB), three quarters for the planner
+    shared = memory_bytes("shared_buffers", recorded["shared_buffers"])
+    assert shared == max(min(total // 4, 8 * GiB) // (1 << 20) << 20, 128 << 20)
+    assert memory_bytes("effective_cache_size", recorded["effective_cache_size"]) >= total * 0.74
+    build = memory_bytes("maintenance_work_mem", recorded["maintenance_work_mem"])
+    assert 64 << 20 <= build <= max(min(total // 8, 4 * GiB), 64 << 20)
+    assert recorded["max_parallel_maintenance_workers"] == str(cores - 1)
+    assert recorded["max_parallel_workers"] == str(cores)
+    assert recorded["max_connections"] == "500"
+
+
+def test_tuning_initdb_runs_postgres_defaults():
+    recorded, _ = in_force({"tuning": "initdb"})
+    assert recorded["tuning"] == "initdb"
+    assert recorded["shared_buffers"] == "128MB"
+    assert recorded["maintenance_work_mem"] == "64MB"
+    assert recorded["effective_cache_size"] == "4GB"
+    assert recorded["max_parallel_maintenance_workers"] == "2"
+    assert recorded["max_parallel_workers"] == "8"
+
+
+def test_a_setting_of_the_user_wins_over_either_tuning():
+    recorded, _ = in_force(
+        {
+            "settings": {
+                "shared_buffers": "256MB",
+                "max_parallel_maintenance_workers": 0,
+                "work_mem": "8MB",
+            }
+        }
+    )
+    assert recorded["shared_buffers"] == "256MB"  # the user's
+    assert recorded["max_parallel_maintenance_workers"] == "0"
+    assert recorded["work_mem"] == "8MB"  # given, so recorded
+    tuned = machine_settings()["effective_cache_size"]
+    assert recorded["effective_cache_size"] == tuned  # the rest of the rule stays
+    recorded, _ = in_force({"tuning": "initdb", "settings": {"maintenance_work_mem": "1GB"}})
+    assert recorded["maintenance_work_mem"] == "1GB"
+    assert recorded["shared_buffers"] == "128MB"
+
+
+def test_the_run_record_carries_the_settings_the_server_ran_with(tmp_path):
+    rec = S.crud_run("pgvector", tmp_path)
+    assert rec["status"] == "ok", rec["error"]
+    settings = rec["server"]["settings"]
+    assert settings["tuning"] == "machine"
+    assert settings["shared_buffers"] == machine_settings()["shared_buffers"]
+    assert settings["max_parallel_maintenance_workers"] == str((os.cpu_count() or 1) - 1)
+
+
+def plan_error(tmp_path, options: dict, n: int = 1000) -> str:
+    """The one-line error of a crud run on managed pgvector with ``options``,
+    refused before anything starts or is written."""
+    f = tmp_path / "pg.yaml"
+    f.write_text(
+        yaml.safe_dump(
+            {
+                "name": "pg",
+                "workload": "crud",
+                "stores": [{"engine": "pgvector", "options": options}],
+                "params": {"n": n},
+            }
+        )
+    )
+    with pytest.raises(UserError) as err:
+        storebench.run(str(f), results_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    return str(err.value).replace("\n", " ")
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"tuning": "fast"}, "option tuning of pgvector: Input should be 'machine' or 'initdb'"),
+        (
+            {"settings": {"shared_buffers": "lots"}},
+            "shared_buffers: 'lots' is not a PostgreSQL memory size",
+        ),
+        ({"settings": {"shared_buffers": "1 GiB"}}, "is not a PostgreSQL memory size"),
+        ({"settings": {"max_parallel_maintenance_workers": -1}}, "not a whole number of 0 or more"),
+        ({"settings": {"max_parallel_workers": "two"}}, "not a whole number of 0 or more"),
+        ({"settings": {"shared buffers": "1GB"}}, "is not a PostgreSQL setting name"),
+        (
+            {"maintenance_work_mem": "1gb"},
+            "maintenance_work_mem: '1gb' is not a PostgreSQL memory size",
+        ),
+    ],
+)
+def test_bad_settings_are_refused_at_plan_time(tmp_path, options, message):
+    line = plan_error(tmp_path, options)
+    assert "option " in line and "of pgvector" in line and message in line, line
+
+
+def test_shared_buffers_count_in_the_plan_memory_so_a_run_that_cannot_fit_is_refused(tmp_path):
+    line = plan_error(tmp_path, {"settings": {"shared_buffers": "100TB"}})
+    assert "a run on pgvector needs about" in line and "store 100.0 TiB" in line, line
+    # the tuned server's share: its shared buffers and build memory
+    from storebench.stores.sql.pgvector import PgVectorStore
+
+    tuned = machine_settings()
+    _, fixed = PgVectorStore.memory_use(StoreSpec("pgvector"), None, 128, 0)
+    assert fixed >= memory_bytes("shared_buffers", tuned["shared_buffers"]) + memory_bytes(
+        "maintenance_work_mem", "64MB"
+    )
+    initdb_spec = StoreSpec("pgvector", options={"tuning": "initdb"})
+    _, initdb = PgVectorStore.memory_use(initdb_spec, None, 128, 0)
+    assert initdb == (128 + 64 + 64) << 20
 
 
 @pytest.mark.parametrize("metric", ["l2", "ip", "cosine"])

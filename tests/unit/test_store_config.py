@@ -180,6 +180,9 @@ def test_a_store_that_runs_only_by_url_needs_one():
         ("arangodb", {"async": "yes"}, "option async of arangodb: Input should be a valid boolean"),
         ("qdrant-edge", {"indexing_threshold_kb": 0}, "greater than 0 (got 0)"),
         ("pgvector", {"synchronous_commit": "sometimes"}, "option synchronous_commit of pgvector"),
+        ("pgvector", {"tuning": "pgtune"}, "option tuning of pgvector"),
+        ("pgvector", {"settings": {"work_mem": "4 MiB"}}, "not a PostgreSQL memory size"),
+        ("mariadb", {"settings": {"innodb_buffer_pool_size": "6 gigs"}}, "is not a size"),
         ("mariadb", {"table_engine": "x; DROP"}, "option table_engine of mariadb"),
     ],
 )
@@ -195,6 +198,9 @@ def test_bad_options_are_one_line_naming_option_and_store(engine, options, messa
     [
         ("redis", "redis://h:1/0", {"persistence": "aof"}, "option persistence of redis"),
         ("mariadb", "mysql://u@h/d", {"settings": {"a": 1}}, "managed server"),
+        ("mariadb", "mysql://u@h/d", {"tuning": "defaults"}, "option tuning of mariadb"),
+        ("pgvector", "postgresql://u@h/d", {"tuning": "initdb"}, "option tuning of pgvector"),
+        ("pgvector", "postgresql://u@h/d", {"settings": {"a": 1}}, "option settings of pgvector"),
         ("agdb", "http://u:p@h:3000", {"log_level": "info"}, "option log_level of agdb"),
         ("elasticsearch", "http://h:9200", {"heap": "2g"}, "option heap of elasticsearch"),
         (

@@ -392,6 +392,15 @@ class AgdbServer(Server):
             + "".join(f"{k}: {v}\n" for k, v in settings.items())
         )
 
+    def running_settings(self) -> dict[str, str]:
+        """What its configuration file says of durability and requests
+        (the server has no API to read them back)."""
+        return {
+            "sync_mode": self.sync_mode or "(default)",
+            "log_level": self.log_level,
+            "request_body_limit": str(self.request_body_limit),
+        }
+
     def command(self) -> list[str]:
         return [str(self.binary)]  # reads ./agdb_server.yaml (cwd = the private directory)
 

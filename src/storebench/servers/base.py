@@ -122,6 +122,7 @@ class Server:
             self.user = self.run_as
         self.started_s: float | None = None  # time to readiness, for the record
         self.engine_version = ""
+        self.engine_settings: dict[str, str] = {}  # what it ran with, for the record
 
     # --- what subclasses provide ----------------------------------------------
     def prepare(self) -> None:
@@ -139,6 +140,13 @@ class Server:
 
     def version(self) -> str:
         return ""
+
+    def running_settings(self) -> dict[str, str]:
+        """The settings that bear on the engine's speed (memory, workers,
+        durability) as in force once it is ready, asked of the engine where
+        it can say, else as given to it: the record says what a figure was
+        measured with. The default: nothing known."""
+        return {}
 
     @property
     def url(self) -> str:
@@ -218,6 +226,10 @@ class Server:
             raise
         self.started_s = time.monotonic() - t0
         self.engine_version = self.version()
+        try:
+            self.engine_settings = self.running_settings()
+        except Exception as exc:  # the record lacks them; the run need not fail
+            _log.warning("%s: could not read its settings: %s", self.name, exc)
         return self
 
     def wait_ready(self, t0: float) -> None:

@@ -230,6 +230,20 @@ class LuceneServer(Server):
         nodes = self._get("/_nodes/_local?filter_path=nodes.*.version")["nodes"]
         return f"{self.name} {next(iter(nodes.values()))['version']}"
 
+    def running_settings(self) -> dict[str, str]:
+        """The heap the JVM was given and got, and the processors the node
+        uses (its thread pools are sized from them)."""
+        nodes = self._get(
+            "/_nodes/_local?filter_path=nodes.*.jvm.mem.heap_max_in_bytes,"
+            "nodes.*.os.allocated_processors"
+        )["nodes"]
+        node = next(iter(nodes.values()))
+        return {
+            "heap_options": self.heap_opts,
+            "heap_max_bytes": str(node["jvm"]["mem"]["heap_max_in_bytes"]),
+            "allocated_processors": str(node["os"]["allocated_processors"]),
+        }
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"

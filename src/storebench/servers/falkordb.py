@@ -10,6 +10,7 @@ on. Module arguments (``THREAD_COUNT 4``, ...) go in ``module_args``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from storebench.servers.redis import Module, ModuleRedisServer
@@ -28,3 +29,18 @@ class FalkorDBServer(ModuleRedisServer):
         module_args: list[str] | None = None,
     ):
         super().__init__(datadir, keep, persistence, [str(a) for a in (module_args or [])])
+
+    def running_settings(self) -> dict[str, str]:
+        """Redis's, and the graph module's threads and caches (``GRAPH.CONFIG
+        GET``; its defaults size them from the machine's cores)."""
+        import redis
+
+        found = super().running_settings()
+        with redis.Redis(
+            host="127.0.0.1", port=self.port, password=self.password, socket_timeout=5
+        ) as r:
+            for name in ("THREAD_COUNT", "OMP_THREAD_COUNT", "CACHE_SIZE", "TIMEOUT_DEFAULT"):
+                with contextlib.suppress(redis.ResponseError):  # not in this version
+                    _, value = r.execute_command("GRAPH.CONFIG", "GET", name)
+                    found[name] = str(value)
+        return found

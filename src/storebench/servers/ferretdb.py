@@ -113,6 +113,10 @@ class FerretDBServer(Server):
             f"--log-level={self.log_level}",
         ]
 
+    def running_settings(self) -> dict[str, str]:
+        """Its back end and log level, as given on its command line."""
+        return {"handler": "sqlite", "log_level": self.log_level}
+
     def _client(self):  # type: ignore[no-untyped-def]
         import pymongo
 

@@ -9,8 +9,11 @@ user, allowed from 127.0.0.1 only, with a random password, and the
 ``storebench`` database. ``mariadbd`` refuses to run as root: as root the
 server runs as ``nobody``.
 
-``settings`` adds server variables (``{"innodb_flush_log_at_trx_commit":
-"2"}``: the log written at each commit but flushed to disk once a second).
+It runs tuned to the machine (``machine_settings``: InnoDB's buffer pool,
+its page cache, is a quarter of RAM, not 128 MB) unless asked for MariaDB's
+defaults (``tuning="defaults"``). ``settings`` adds server variables over
+either (``{"innodb_flush_log_at_trx_commit": "2"}``: the log written at each
+commit but flushed to disk once a second).
 
 Not on PyPI: install the package (Debian/Ubuntu: ``apt-get install -y
 mariadb-server``); the server's service is never started or touched.
@@ -23,13 +26,62 @@ import secrets
 import shutil
 import subprocess
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 from urllib.parse import quote
+
+import psutil
 
 from storebench.servers.base import Server, ServerError
 
 USER = "storebench"
 DATABASE = "storebench"
+
+MiB = 1 << 20
+# the machine rule, as for the managed PostgreSQL's shared buffers: a quarter
+# of RAM for the buffer pool (with O_DIRECT, InnoDB's only cache), at most
+# 8 GB, never below MariaDB's default 128 MB
+BUFFER_POOL_SHARE, BUFFER_POOL_MAX, BUFFER_POOL_DEFAULT = 0.25, 8 << 30, 128 * MiB
+Tuning = Literal["machine", "defaults"]
+# what the record reads back (SHOW GLOBAL VARIABLES), with every setting given
+RECORDED = (
+    "innodb_buffer_pool_size",
+    "innodb_log_file_size",
+    "innodb_flush_log_at_trx_commit",
+    "innodb_flush_method",
+    "innodb_io_capacity",
+    "mhnsw_max_cache_size",
+    "mhnsw_default_m",
+    "sync_binlog",
+    "log_bin",
+    "max_connections",
+    "thread_handling",
+)
+
+
+def machine_settings(total: int | None = None) -> dict[str, str]:
+    """The server variables the managed server runs with on this machine
+    (or on one of ``total`` bytes of RAM)."""
+    total = int(psutil.virtual_memory().total) if total is None else total
+    pool = max(min(int(total * BUFFER_POOL_SHARE), BUFFER_POOL_MAX), BUFFER_POOL_DEFAULT)
+    return {"innodb_buffer_pool_size": f"{pool // MiB}M"}
+
+
+def server_settings(tuning: Tuning, settings: dict[str, str]) -> dict[str, str]:
+    """What a managed server is given: the machine's rule (unless
+    ``defaults``), the user's settings over it (either spelling, - or _)."""
+    base = machine_settings() if tuning == "machine" else {}
+    given = {k.replace("-", "_"): v for k, v in settings.items()}
+    return {**{k: v for k, v in base.items() if k not in given}, **settings}
+
+
+def buffer_pool_bytes(value: str) -> int:
+    """``innodb_buffer_pool_size`` in bytes (``6026M``, ``4G``, a number)."""
+    text = value.strip().upper()
+    scale = {"K": 1 << 10, "M": MiB, "G": 1 << 30, "T": 1 << 40}.get(text[-1:], 1)
+    digits = text[:-1] if scale != 1 else text
+    if not digits.isdigit():
+        raise ValueError(f"innodb_buffer_pool_size: {value!r} is not a size (e.g. 4G, 512M)")
+    return int(digits) * scale
 
 
 def mariadb_binaries() -> tuple[str, str]:
@@ -59,12 +111,15 @@ class MariaDBServer(Server):
         datadir: str | os.PathLike[str] | None = None,
         keep: bool = False,
         settings: dict[str, str] | None = None,
+        tuning: Tuning = "machine",
     ):
         super().__init__(datadir, keep)
         self.install_db, self.mariadbd = mariadb_binaries()
         self.data = self.dir / "data"
         self.password = secrets.token_urlsafe(18)
         self.settings = {str(k): str(v) for k, v in (settings or {}).items()}
+        self.tuning = tuning
+        self.given = server_settings(tuning, self.settings)
         self.init_file = self.dir / "init.sql"
 
     def env(self) -> dict[str, str]:
@@ -108,7 +163,7 @@ class MariaDBServer(Server):
             "bind-address": "127.0.0.1",
             "init-file": str(self.init_file),
             "max_connections": "1000",
-            **self.settings,
+            **self.given,
         }
         return [
             self.mariadbd,
@@ -141,6 +196,28 @@ class MariaDBServer(Server):
             [self.mariadbd, "--version"], capture_output=True, text=True, check=False
         )
         return out.stdout.strip()
+
+    def running_settings(self) -> dict[str, str]:
+        """``SHOW GLOBAL VARIABLES`` of InnoDB's memory and durability, the
+        vector index's cache, connections, and every setting given."""
+        import pymysql
+
+        names = sorted({*RECORDED, *(k.replace("-", "_") for k in self.settings)})
+        conn = pymysql.connect(
+            host="127.0.0.1", port=self.port, user=USER, password=self.password, connect_timeout=5
+        )
+        try:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SHOW GLOBAL VARIABLES WHERE Variable_name IN ("
+                    + ", ".join(["%s"] * len(names))
+                    + ")",
+                    names,
+                )
+                found = {str(k): str(v) for k, v in sorted(cur.fetchall())}
+        finally:
+            conn.close()
+        return {"tuning": self.tuning, **found}
 
     @property
     def url(self) -> str:

@@ -122,6 +122,17 @@ def installed(version: str = DEFAULT_VERSION) -> bool:
     return is_installed(home(version))
 
 
+# what the record reads from the configuration it runs with
+RECORDED = (
+    "dataCoord.segment.maxSize",
+    "dataCoord.segment.sealProportion",
+    "queryNode.segcore.chunkRows",
+    "queryNode.cache.enabled",
+    "queryNode.cache.memoryLimit",
+    "common.gracefulTime",
+)
+
+
 class MilvusServer(Server):
     """The Milvus standalone binary of release ``version`` (installed into
     the cache on first use)."""
@@ -241,6 +252,21 @@ class MilvusServer(Server):
         )
 
     # --- readiness and facts ---------------------------------------------------------
+    def running_settings(self) -> dict[str, str]:
+        """The release and, from the configuration it runs with (the
+        wheel's template, defaults kept), what sizes segments and caches."""
+        import yaml
+
+        config = yaml.safe_load((self.config_dir / "milvus.yaml").read_text()) or {}
+        found = {"release": self.release}
+        for dotted in RECORDED:
+            node: object = config
+            for part in dotted.split("."):
+                node = node.get(part) if isinstance(node, dict) else None
+            if node is not None:
+                found[dotted] = str(node)
+        return found
+
     def ready(self) -> bool:
         # the relay accepts before Milvus serves: ready once a real call answers
         from pymilvus import MilvusClient

@@ -35,6 +35,18 @@ PERSISTENCE = {
 }
 
 
+# what the record reads back with CONFIG GET
+RECORDED = (
+    "maxmemory",
+    "maxmemory-policy",
+    "save",
+    "appendonly",
+    "appendfsync",
+    "io-threads",
+    "io-threads-do-reads",
+)
+
+
 @dataclass(frozen=True)
 class Module:
     """A Redis module in a wheel: the package (import name), the module's
@@ -131,6 +143,20 @@ class ModuleRedisServer(Server):
             [str(self.server_bin), "--version"], capture_output=True, text=True, check=False
         )
         return out.stdout.strip()
+
+    def running_settings(self) -> dict[str, str]:
+        """``CONFIG GET`` of memory, persistence and threads, and each
+        module's arguments."""
+        import redis
+
+        with redis.Redis(
+            host="127.0.0.1", port=self.port, password=self.password, socket_timeout=5
+        ) as r:
+            got: dict[str, str] = {}
+            for name in RECORDED:
+                got.update({str(k): str(v) for k, v in r.config_get(name).items()})
+        modules = {f"module {Path(m.path).name}": " ".join(m.args) for m in self.modules if m.args}
+        return {**dict(sorted(got.items())), **modules, "extra_args": " ".join(self.args)}
 
     @property
     def url(self) -> str:

@@ -138,6 +138,19 @@ class WeaviateServer(Server):
         with urllib.request.urlopen(url, timeout=5) as resp:
             return resp.status, resp.read()
 
+    def running_settings(self) -> dict[str, str]:
+        """What it is given through its environment that bears on speed
+        (Go's own limits are its defaults unless set in ours)."""
+        env = self.env()
+        names = (
+            "ASYNC_INDEXING",
+            "QUERY_MAXIMUM_RESULTS",
+            "GOMAXPROCS",
+            "GOMEMLIMIT",
+            "LIMIT_RESOURCES",
+        )
+        return {k: env.get(k, "(default)") for k in names}
+
     def ready(self) -> bool:
         status, _ = self._get("/v1/.well-known/ready")
         return status == 200

@@ -38,7 +38,12 @@ class OpenStore:
         """For the record: how the managed server ran (None when external)."""
         if self.server is None:
             return None
-        return {"managed": True, "startup_s": self.server.started_s, "user": self.server.user}
+        return {
+            "managed": True,
+            "startup_s": self.server.started_s,
+            "user": self.server.user,
+            "settings": self.server.engine_settings,
+        }
 
     def close(self) -> None:
         """The store first (its connections, its private directory), then

@@ -36,12 +36,12 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from importlib import metadata
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import SplitResult, unquote
 
 import numpy as np
 import pymysql
-from pydantic import StringConstraints
+from pydantic import StringConstraints, field_validator
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter, to_sql
@@ -237,18 +237,30 @@ class MariaDBStore(Store):
     )
 
     class Options(StoreOptions):
-        managed_only = ("settings",)
-        settings: dict[str, str | int | float | bool] = {}  # server variables
+        managed_only = ("settings", "tuning")
+        settings: dict[str, str | int | float | bool] = {}  # server variables, over the tuning
+        # the managed server's variables: the machine's rule, or MariaDB's defaults
+        tuning: Literal["machine", "defaults"] = "machine"
         table_engine: Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_]*$")] = (
             "InnoDB"
         )
+
+        @field_validator("settings")
+        @classmethod
+        def _buffer_pool_a_size(cls, v: dict[str, Any]) -> dict[str, Any]:
+            from storebench.servers.mariadb import buffer_pool_bytes
+
+            for k, value in v.items():
+                if k.replace("-", "_") == "innodb_buffer_pool_size":
+                    buffer_pool_bytes(str(value))
+            return v
 
     @classmethod
     def managed_server(cls, options: Options) -> Callable[[], Server]:
         from storebench.servers.mariadb import MariaDBServer
 
         settings = {k: str(v) for k, v in options.settings.items()}
-        return functools.partial(MariaDBServer, settings=settings)
+        return functools.partial(MariaDBServer, settings=settings, tuning=options.tuning)
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -321,10 +333,21 @@ class MariaDBStore(Store):
     def memory_use(
         cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
     ) -> tuple[int, int]:
+        from storebench.servers.mariadb import buffer_pool_bytes, server_settings
+
         if spec.url is not None:
             return 0, 0  # a server of yours: not counted
         # the managed MariaDB keeps data on disk; its buffer pool is fixed
-        return 0, 256 * MiB
+        # (taken as pages are read, all of it in a long run), with 128 MB more
+        options = spec.checked_options
+        if not isinstance(options, cls.Options):
+            options = cls.check_options(spec.options, None)
+        given = server_settings(options.tuning, {k: str(v) for k, v in options.settings.items()})
+        pool = next(
+            (v for k, v in given.items() if k.replace("-", "_") == "innodb_buffer_pool_size"),
+            "128M",
+        )
+        return 0, buffer_pool_bytes(pool) + 128 * MiB
 
     def versions(self) -> dict[str, str]:
         with self.connection().cursor() as cur:

@@ -431,8 +431,10 @@ class PgVectorStore(Store):
     )
 
     class Options(StoreOptions):
-        managed_only = ("settings",)
-        settings: dict[str, str | int | float | bool] = {}  # postgresql.conf
+        managed_only = ("settings", "tuning")
+        settings: dict[str, str | int | float | bool] = {}  # postgresql.conf, over the tuning
+        # the managed server's settings: the machine's rule, or initdb's defaults
+        tuning: Literal["machine", "initdb"] = "machine"
         # a storage mode: on | off
         synchronous_commit: Literal["on", "off", "local", "remote_write", "remote_apply"] | None = (
             None
@@ -446,12 +448,28 @@ class PgVectorStore(Store):
                 return "on" if v else "off"
             return v.lower() if isinstance(v, str) else v
 
+        @field_validator("settings")
+        @classmethod
+        def _postgres_takes_them(cls, v: dict[str, Any]) -> dict[str, Any]:
+            from storebench.servers.postgres import check_settings
+
+            check_settings(v)
+            return v
+
+        @field_validator("maintenance_work_mem")
+        @classmethod
+        def _a_memory_size(cls, v: Any) -> Any:
+            from storebench.servers.postgres import memory_bytes
+
+            if v is not None:
+                memory_bytes("maintenance_work_mem", v)
+            return v
+
     @classmethod
     def managed_server(cls, options: Options) -> Callable[[], Server]:
         from storebench.servers.postgres import PostgresServer
 
-        settings = {k: str(v) for k, v in options.settings.items()}
-        return functools.partial(PostgresServer, settings=settings)
+        return functools.partial(PostgresServer, settings=options.settings, tuning=options.tuning)
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -591,11 +609,20 @@ class PgVectorStore(Store):
     def memory_use(
         cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
     ) -> tuple[int, int]:
+        from storebench.servers.postgres import memory_bytes, server_settings
+
         if spec.url is not None:
             return 0, 0  # a server of yours: not counted
-        # the managed PostgreSQL keeps data on disk: shared buffers and
-        # maintenance_work_mem (index builds) are its fixed share
-        return 0, 256 * MiB
+        # the managed PostgreSQL keeps data on disk: shared buffers (taken
+        # as the server touches them, all of them in a long run), the index
+        # build's memory and its backends are its fixed share
+        options = spec.checked_options
+        if not isinstance(options, cls.Options):
+            options = cls.check_options(spec.options, None)
+        given = server_settings(options.tuning, options.settings)
+        shared = memory_bytes("shared_buffers", given.get("shared_buffers", "128MB"))
+        build = options.maintenance_work_mem or given.get("maintenance_work_mem", "64MB")
+        return 0, shared + memory_bytes("maintenance_work_mem", build) + 64 * MiB
 
     def versions(self) -> dict[str, str]:
         conn = self.connection()
