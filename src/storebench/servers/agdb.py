@@ -40,6 +40,7 @@ from urllib.parse import quote, urlsplit
 from storebench.errors import StorebenchError, UserError
 from storebench.retry import NETWORK, cause, run_retrying
 from storebench.servers.base import Server, ServerError
+from storebench.servers.cache import install_main
 
 AGDB_VERSION = "~0.16.0"  # the cargo version requirement (the study's 0.16)
 BINARY = "agdb_server"
@@ -444,24 +445,12 @@ class AgdbServer(Server):
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m storebench.servers.agdb")
-    ap.add_argument(
-        "--install",
-        action="store_true",
-        help=f"build agdb_server {AGDB_VERSION} with cargo into {install_root()} unless found",
+    return install_main(
+        "storebench.servers.agdb",
+        f"build agdb_server {AGDB_VERSION} with cargo into {install_root()}",
+        lambda: f"agdb_server: {install()}",
+        argv,
     )
-    args = ap.parse_args(argv)
-    if not args.install:
-        ap.print_help()
-        return 2
-    try:
-        print(f"agdb_server: {install()}")
-    except ServerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
 
 
 if __name__ == "__main__":

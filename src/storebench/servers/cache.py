@@ -162,3 +162,25 @@ def go_build_vendored(
         )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def install_main(
+    module: str, what: str, install: Callable[[], str], argv: list[str] | None = None
+) -> int:
+    """``python -m <module> --install``, as set-up runs each server module:
+    ``install()`` makes the engine unless it is there and says what it
+    found or made (one line); a ``ServerError`` is one line and exit 1."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog=f"python -m {module}")
+    ap.add_argument("--install", action="store_true", help=f"{what} unless there")
+    args = ap.parse_args(argv)
+    if not args.install:
+        ap.print_help()
+        return 2
+    try:
+        print(install())
+    except ServerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0

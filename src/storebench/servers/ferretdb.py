@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import ClassVar
 
 from storebench.servers.base import Server, ServerError, port_open
-from storebench.servers.cache import engine_cache, go_build_vendored, install_once, is_installed
+from storebench.servers.cache import (
+    engine_cache,
+    go_build_vendored,
+    install_main,
+    install_once,
+    is_installed,
+)
 
 VERSION = "v1.24.2"
 MODULE = "github.com/FerretDB/FerretDB"
@@ -146,26 +152,18 @@ class FerretDBServer(Server):
         return f"mongodb://127.0.0.1:{self.port}/"
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
+def _install_line() -> str:
+    was = installed()
+    return f"ferretdb: {'found' if was else 'built'} {install()}"
 
-    ap = argparse.ArgumentParser(prog="python -m storebench.servers.ferretdb")
-    ap.add_argument(
-        "--install",
-        action="store_true",
-        help=f"build {BINARY} {VERSION} with Go into {home()} unless built",
+
+def main(argv: list[str] | None = None) -> int:
+    return install_main(
+        "storebench.servers.ferretdb",
+        f"build {BINARY} {VERSION} with Go into {home()}",
+        _install_line,
+        argv,
     )
-    args = ap.parse_args(argv)
-    if not args.install:
-        ap.print_help()
-        return 2
-    try:
-        was = installed()
-        print(f"ferretdb: {'found' if was else 'built'} {install()}")
-    except ServerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
 
 
 if __name__ == "__main__":

@@ -33,7 +33,13 @@ from pathlib import Path
 from typing import ClassVar
 
 from storebench.servers.base import Server, ServerError, free_port
-from storebench.servers.cache import engine_cache, go_install, install_once, is_installed
+from storebench.servers.cache import (
+    engine_cache,
+    go_install,
+    install_main,
+    install_once,
+    is_installed,
+)
 from storebench.servers.netns import isolated
 
 VERSION = "v1.35.2"
@@ -164,26 +170,18 @@ class WeaviateServer(Server):
         return f"http://127.0.0.1:{self.port}?grpc_port={self.grpc_port}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
+def _install_line() -> str:
+    was = installed()
+    return f"weaviate: {'found' if was else 'built'} {install()}"
 
-    ap = argparse.ArgumentParser(prog="python -m storebench.servers.weaviate")
-    ap.add_argument(
-        "--install",
-        action="store_true",
-        help=f"build {BINARY} {VERSION} with Go into {home()} unless built",
+
+def main(argv: list[str] | None = None) -> int:
+    return install_main(
+        "storebench.servers.weaviate",
+        f"build {BINARY} {VERSION} with Go into {home()}",
+        _install_line,
+        argv,
     )
-    args = ap.parse_args(argv)
-    if not args.install:
-        ap.print_help()
-        return 2
-    try:
-        was = installed()
-        print(f"weaviate: {'found' if was else 'built'} {install()}")
-    except ServerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
 
 
 if __name__ == "__main__":
