@@ -351,12 +351,14 @@ LITE_URL_FORM = UrlForm(
 
 
 class SearchConsistency(StoreOptions):
-    """``search_consistency``: the level searches read at. Strong (the
-    default: a search sees every acknowledged write) makes the real Milvus
-    wait for its next time tick (200 ms) on each search; Bounded,
-    Session or Eventually do not (Bounded: writes older than a few seconds)."""
+    """``search_consistency``: the level searches read at. Session (the
+    default) sees every write this client made, and waits for the server's
+    time tick only right after one; Strong (every acknowledged write, any
+    client) makes the real Milvus wait for its next time tick (200 ms) on
+    every search; Bounded (writes older than a few seconds) and Eventually
+    never wait."""
 
-    search_consistency: Literal["Strong", "Bounded", "Session", "Eventually"] = "Strong"
+    search_consistency: Literal["Strong", "Bounded", "Session", "Eventually"] = "Session"
 
 
 class MilvusStore(Store):
