@@ -169,8 +169,9 @@ class StreamingWorkload(Workload):
             if target <= r.loaded:
                 continue
             stages.append(self._stage(ctx, r, p, fraction, target))
-        last = stage_label(p.stages[-1])
-        ctx.headline = f"recall {last}"
+        # runs ranked by the search at the most clients while the last stage was written
+        last = stages[-1]
+        ctx.headline = last["searches"][-1] if last["searches"] else last["recall_task"]
 
     def _stage(
         self, ctx: RunContext, r: SearchRun, p: StreamingParams, fraction: float, target: int
@@ -182,8 +183,11 @@ class StreamingWorkload(Workload):
         inserts, searches = [], []
         # the stage's rows split over the concurrencies, at batch boundaries
         batches = -(-streamed // p.insert_batch)
-        cuts = [r.loaded + min(streamed, (batches * i // len(p.clients)) * p.insert_batch)
-                for i in range(len(p.clients) + 1)]
+        parts = len(p.clients)
+        cuts = [
+            r.loaded + min(streamed, (batches * i // parts) * p.insert_batch)
+            for i in range(parts + 1)
+        ]
         for clients, lo, hi in zip(p.clients, cuts[:-1], cuts[1:], strict=True):
             if hi <= lo:
                 continue
