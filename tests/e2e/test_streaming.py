@@ -12,6 +12,7 @@ import pytest
 
 import storebench
 from storebench import records
+from storebench.report import views
 from tests.stores.servers import skipped
 
 # 400 documents/s in calls of 50: one call due every 125 ms, which every
@@ -136,3 +137,9 @@ def test_records_load_and_show_prints_the_stage_table(tmp_path):
     assert "Per stage" in out
     for word in ("70%", "100%", "1,400", "2,000", "recall@10", "lag"):
         assert word in out, word
+    pytest.importorskip("matplotlib")
+    sections = views.run_views(views.ViewInput("streaming", recs))
+    blocks = {s.title: s.blocks for s in sections}
+    assert "Search while inserting, per stage" in blocks
+    (fig,) = blocks["QPS and latency per stage"]
+    assert fig.name == "streaming-stages" and fig.png

@@ -90,3 +90,55 @@ def streaming_table(v: ViewInput) -> list[Block]:
         ),
         Table("Per stage", header, rows),
     ]
+
+
+@register("streaming", "streaming_plot", "QPS and latency per stage", needs_plots=True)
+def streaming_plot(v: ViewInput) -> list[Block]:
+    """The QPS-latency curve of each stage, one panel per stage: search QPS
+    against p99 (solid) and p50 (dashed) while the stage was written, one
+    point per concurrency, a line per configuration."""
+    from storebench.report import plots
+
+    per_stage: dict[str, list[tuple[str, list[TaskRecord]]]] = {}
+    for c in v.configs():
+        run = v.pick(c).run
+        tasks = {t.name: t for t in run.tasks}
+        for stage in run.metrics.get("stages") or []:
+            pts = [tasks[n] for n in stage.get("searches") or [] if n in tasks]
+            pts = [t for t in pts if t.ops_per_s and t.latency_ns]
+            if pts:
+                per_stage.setdefault(stage.get("label", "?"), []).append((c.label, pts))
+    if not per_stage:
+        return []
+    fig = plots.new_figure(4.0 * len(per_stage) + 1.0, 4.2, 1, len(per_stage), sharey=True)
+    for ax, (stage, lines) in zip(fig.axes, per_stage.items(), strict=True):
+        for name, pts in lines:
+            st = plots.style(name)
+            label = plots.short([name])[0]
+            xs = [t.ops_per_s for t in pts]
+            for key, ls in (("p99", "-"), ("p50", "--")):
+                ys = [t.latency_ns.get(key) for t in pts]
+                ax.plot(
+                    xs,
+                    ys,
+                    color=st["color"],
+                    marker=st["marker"],
+                    ls=ls,
+                    label=label if key == "p99" else None,
+                )
+            for t, x in zip(pts, xs, strict=True):
+                ax.annotate(f"c={t.clients}", (x, t.latency_ns.get("p99")), fontsize="x-small")
+        plots.rate_axis(ax, "x")
+        plots.fmt_ns_axis(ax, "y")
+        ax.set_title(f"while writing to {stage}", fontsize="medium")
+        ax.set_xlabel("search QPS")
+        ax.grid(True, which="both", alpha=0.3)
+    plots.figure_legend(fig, fig.axes)
+    return [
+        plots.render(
+            fig,
+            v.name("stages"),
+            "QPS and latency per stage",
+            "p99 solid, p50 dashed; one point per search concurrency (c=).",
+        )
+    ]
