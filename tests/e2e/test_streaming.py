@@ -143,3 +143,14 @@ def test_records_load_and_show_prints_the_stage_table(tmp_path):
     assert "Search while inserting, per stage" in blocks
     (fig,) = blocks["QPS and latency per stage"]
     assert fig.name == "streaming-stages" and fig.png
+
+
+def test_streaming_on_a_server_given_by_url(tmp_path):
+    """A server storebench did not start (pgvector here): the same stages,
+    recall against each stage's visible set, lag found."""
+    from tests.stores.servers import shared_server
+
+    server = shared_server("pgvector")
+    (rec,) = run([f"pgvector={server.url}"], tmp_path, insert_rate=RATE)
+    assert rec["store"]["url_given"] is True
+    check_stages(rec, exact=False)
