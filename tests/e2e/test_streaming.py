@@ -147,10 +147,20 @@ def test_records_load_and_show_prints_the_stage_table(tmp_path):
 
 def test_streaming_on_a_server_given_by_url(tmp_path):
     """A server storebench did not start (pgvector here): the same stages,
-    recall against each stage's visible set, lag found."""
+    recall against each stage's visible set, lag found; ``show`` of the one
+    run prints its stage table (the run's result)."""
     from tests.stores.servers import shared_server
 
     server = shared_server("pgvector")
     (rec,) = run([f"pgvector={server.url}"], tmp_path, insert_rate=RATE)
     assert rec["store"]["url_given"] is True
     check_stages(rec, exact=False)
+    show = subprocess.run(
+        [sys.executable, "-m", "storebench", "show", str(tmp_path / "streaming.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "250"},
+    )
+    assert show.returncode == 0, show.stderr
+    assert "Per stage" in show.stdout and "1,400" in show.stdout
