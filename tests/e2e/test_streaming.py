@@ -164,3 +164,13 @@ def test_streaming_on_a_server_given_by_url(tmp_path):
     )
     assert show.returncode == 0, show.stderr
     assert "Per stage" in show.stdout and "1,400" in show.stdout
+
+
+def test_a_search_setting_from_the_grid_is_used_and_a_sweep_refused(tmp_path):
+    """One stream of inserts cannot be replayed per search setting: a grid
+    value of search.ef is the run's setting, a sweep of two is refused."""
+    (rec,) = run(["hnswlib"], tmp_path / "one", insert_rate=RATE, grid={"search.ef": [64]})
+    assert rec["status"] == "ok", rec["error"]
+    assert all(t["search"] == {"ef": 64} for n, t in tasks(rec).items() if n.startswith("search "))
+    (rec,) = run(["hnswlib"], tmp_path / "two", insert_rate=RATE, grid={"search.ef": [16, 64]})
+    assert rec["status"] == "failed" and "one search setting per run" in rec["error"]

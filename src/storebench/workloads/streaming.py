@@ -35,6 +35,7 @@ from storebench.driver import Task, loops
 from storebench.errors import UserError
 from storebench.records import TaskRecord
 from storebench.stores.base import Capability, Collection
+from storebench.stores.params import SearchParams
 from storebench.workloads.base import MemoryNeed, RunContext, Workload
 from storebench.workloads.vector.accounting import index_metrics
 from storebench.workloads.vector.data import check_dataset, resolve_dataset
@@ -158,7 +159,14 @@ class StreamingWorkload(Workload):
         start = max(1, int(n * p.start_fraction))
         r.upload(start)
         index_metrics(ctx, r.build_index())
-        setting = ctx.search
+        settings = ctx.search_settings()
+        if len(settings) > 1:  # one stream of inserts cannot be replayed per setting
+            raise UserError(
+                f"streaming measures one search setting per run, not {len(settings)}: give "
+                "each search.X one value (a grid over it sweeps inside one run)",
+                where="grid",
+            )
+        setting = settings[0]
         r.apply(setting)
         stages: list[dict[str, Any]] = []
         ctx.metrics["stages"] = stages
@@ -168,13 +176,20 @@ class StreamingWorkload(Workload):
             target = min(target, n)
             if target <= r.loaded:
                 continue
-            stages.append(self._stage(ctx, r, p, fraction, target))
+            stages.append(self._stage(ctx, r, p, setting, fraction, target))
         # runs ranked by the search at the most clients while the last stage was written
         last = stages[-1]
-        ctx.headline = last["searches"][-1] if last["searches"] else last["recall_task"]
+        headline = last["searches"][-1] if last["searches"] else last["recall_task"]
+        ctx.setting_done(setting, headline, {f"recall@{p.k}": last["recall"]})
 
     def _stage(
-        self, ctx: RunContext, r: SearchRun, p: StreamingParams, fraction: float, target: int
+        self,
+        ctx: RunContext,
+        r: SearchRun,
+        p: StreamingParams,
+        setting: SearchParams,
+        fraction: float,
+        target: int,
     ) -> dict[str, Any]:
         label = stage_label(fraction)
         probe = min(p.insert_batch, target - r.loaded)
@@ -191,7 +206,7 @@ class StreamingWorkload(Workload):
         for clients, lo, hi in zip(p.clients, cuts[:-1], cuts[1:], strict=True):
             if hi <= lo:
                 continue
-            ins, srch = self._mix(ctx, r, p, fraction, clients, lo, hi)
+            ins, srch = self._mix(ctx, r, p, setting, fraction, clients, lo, hi)
             inserts.append(ins)
             searches.append(srch)
             r.loaded = hi
@@ -213,7 +228,7 @@ class StreamingWorkload(Workload):
         r.loaded = target
         r.count_check(target, f"stage {label}")
         r.reset_truth()  # the truth of what is visible now
-        rec = r.measure(f"recall {label}", setting=ctx.search, clients=1, stage=fraction, n=target)
+        rec = r.measure(f"recall {label}", setting=setting, clients=1, stage=fraction, n=target)
         k = f"recall@{p.k}"
         stage |= {
             "lag_s": lag["lag_s"],
@@ -239,6 +254,7 @@ class StreamingWorkload(Workload):
         ctx: RunContext,
         r: SearchRun,
         p: StreamingParams,
+        setting: SearchParams,
         fraction: float,
         clients: int,
         lo: int,
@@ -260,7 +276,7 @@ class StreamingWorkload(Workload):
         )
         search = Task(
             f"search {label} c={clients}",
-            SearchFactory(r.shared_q, p.k, None, ctx.search),
+            SearchFactory(r.shared_q, p.k, None, setting),
             clients=clients,
             duration_s=max(planned_s, p.min_search_s),
             warmup_ops=p.warmup,
@@ -278,7 +294,7 @@ class StreamingWorkload(Workload):
             derive,
             per_task=[
                 {"phase": "insert", "n": lo, "n_end": hi},
-                {"phase": "search", "search": ctx.search.given(), "n": lo, "n_end": hi},
+                {"phase": "search", "search": setting.given(), "n": lo, "n_end": hi},
             ],
             **common,
         )
