@@ -143,11 +143,11 @@ def test_the_override_runs_anyway_and_the_check_uses_available_memory(tmp_path, 
 
 
 def test_the_built_in_scenarios_fit_and_listing_them_checks_nothing(monkeypatch):
-    for name in ("crud", "search", "tune", "scale", "ingest", "social"):
+    for name in ("crud", "search", "tune", "scale", "ingest", "social", "streaming"):
         sc = Scenario.load(name)
         memory.check(sc, sc.plan())  # as shipped, on a test machine
     monkeypatch.setattr(memory, "available", lambda: 0)
-    for name in ("crud", "search", "tune", "scale", "ingest", "social"):
+    for name in ("crud", "search", "tune", "scale", "ingest", "social", "streaming"):
         Scenario.load(name)  # storebench list scenarios, init: not a run
 
 

@@ -468,8 +468,10 @@ def print_records(
 
 
 def wants_study_tables(recs: Sequence[RunRecord | dict[str, Any]]) -> bool:
-    """A study has more than one run, or sweeps search settings in one."""
-    return len(recs) > 1 or any(records.parse(r).search_sweep for r in recs)
+    """A study has more than one run, or sweeps search settings in one, or
+    measures stages inside one (streaming: its table is the run's result)."""
+    runs = [records.parse(r) for r in recs]
+    return len(runs) > 1 or any(r.search_sweep or r.metrics.get("stages") for r in runs)
 
 
 def study_tables(recs: Sequence[RunRecord | dict[str, Any]]) -> list[Any]:

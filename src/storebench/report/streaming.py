@@ -1,0 +1,144 @@
+"""The streaming workload's view: per stage of ingestion, the inserts
+(target and achieved rate, latency from the intended start), the searches
+beside them per concurrency (QPS, p50, p99), recall against what was
+visible at the stage's end, and the lag until a written document is found."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from storebench.records import TaskRecord
+from storebench.report.data import aggregation_note
+from storebench.report.terminal import fmt_ns, fmt_rate
+from storebench.report.views import Block, Table, Text, ViewInput, register
+
+
+def _lat(t: TaskRecord | None, key: str) -> str:
+    return fmt_ns(t.latency_ns.get(key)) if t is not None and t.latency_ns else "-"
+
+
+def _lag(stage: dict[str, Any], timeout: Any) -> str:
+    if stage.get("lag_visible") is False:
+        return f"> {timeout}s (not found)"
+    lag = stage.get("lag_s")
+    return "-" if lag is None else fmt_ns(lag * 1e9)
+
+
+def _achieved(t: TaskRecord) -> str:
+    got = t.get("achieved_rate")
+    text = fmt_rate(got) if got is not None else "-"
+    return text if t.get("sustained", True) else f"{text} NOT SUSTAINED"
+
+
+@register("streaming", "streaming_table", "Search while inserting, per stage")
+def streaming_table(v: ViewInput) -> list[Block]:
+    rows = []
+    k = 10
+    for c in v.configs():
+        run = v.pick(c).run
+        tasks = {t.name: t for t in run.tasks}
+        k = run.params.get("k", 10)
+        timeout = run.params.get("lag_timeout_s", "?")
+        for stage in run.metrics.get("stages") or []:
+            recall = stage.get("recall")
+            pairs = list(zip(stage.get("inserts") or [], stage.get("searches") or [], strict=False))
+            for i, (ins_name, srch_name) in enumerate(pairs or [(None, None)]):
+                ins, srch = tasks.get(ins_name or ""), tasks.get(srch_name or "")
+                first = i == 0
+                rows.append(
+                    [
+                        c.label if first else "",
+                        stage.get("label", "?") if first else "",
+                        f"{stage.get('visible', 0):,}" if first else "",
+                        str(srch.clients) if srch is not None else "-",
+                        fmt_rate(ins.get("target_rate")) if ins is not None else "-",
+                        _achieved(ins) if ins is not None else "-",
+                        _lat(ins, "p50"),
+                        _lat(ins, "p99"),
+                        fmt_rate(srch.ops_per_s) if srch is not None else "-",
+                        _lat(srch, "p50"),
+                        _lat(srch, "p99"),
+                        (f"{recall:.4f}" if recall is not None else "-") if first else "",
+                        _lag(stage, timeout) if first else "",
+                    ]
+                )
+    if not rows:
+        return []
+    header = [
+        "configuration",
+        "stage",
+        "visible",
+        "search clients",
+        "insert target/s",
+        "insert achieved/s",
+        "insert p50",
+        "insert p99",
+        "search QPS",
+        "search p50",
+        "search p99",
+        f"recall@{k}",
+        "lag",
+    ]
+    return [
+        Text(
+            "Each stage inserts its documents at the target rate (open loop: insert latency "
+            "from the intended start) while search clients run, one concurrency over each part "
+            "of the stage. Achieved below 95% of the target: NOT SUSTAINED (the target is never "
+            "lowered). Recall: the query set at one client after the stage, against the exact "
+            "truth of the documents visible then. Lag: from an insert's return until the "
+            "document is found by search. " + aggregation_note(v.how)
+        ),
+        Table("Per stage", header, rows),
+    ]
+
+
+@register("streaming", "streaming_plot", "QPS and latency per stage", needs_plots=True)
+def streaming_plot(v: ViewInput) -> list[Block]:
+    """The QPS-latency curve of each stage, one panel per stage: search QPS
+    against p99 (solid) and p50 (dashed) while the stage was written, one
+    point per concurrency, a line per configuration."""
+    from storebench.report import plots
+
+    per_stage: dict[str, list[tuple[str, list[TaskRecord]]]] = {}
+    for c in v.configs():
+        run = v.pick(c).run
+        tasks = {t.name: t for t in run.tasks}
+        for stage in run.metrics.get("stages") or []:
+            pts = [tasks[n] for n in stage.get("searches") or [] if n in tasks]
+            pts = [t for t in pts if t.ops_per_s and t.latency_ns]
+            if pts:
+                per_stage.setdefault(stage.get("label", "?"), []).append((c.label, pts))
+    if not per_stage:
+        return []
+    fig = plots.new_figure(4.0 * len(per_stage) + 1.0, 4.2, 1, len(per_stage), sharey=True)
+    for ax, (stage, lines) in zip(fig.axes, per_stage.items(), strict=True):
+        for name, pts in lines:
+            st = plots.style(name)
+            label = plots.short([name])[0]
+            xs = [t.ops_per_s for t in pts]
+            for key, ls in (("p99", "-"), ("p50", "--")):
+                ys = [t.latency_ns.get(key) for t in pts]
+                ax.plot(
+                    xs,
+                    ys,
+                    color=st["color"],
+                    marker=st["marker"],
+                    ls=ls,
+                    label=label if key == "p99" else None,
+                )
+            for t, x in zip(pts, xs, strict=True):
+                ax.annotate(f"c={t.clients}", (x, t.latency_ns.get("p99")), fontsize="x-small")
+        plots.rate_axis(ax, "x")
+        plots.fmt_ns_axis(ax, "y")
+        ax.set_title(f"while writing to {stage}", fontsize="medium")
+        ax.set_xlabel("search QPS")
+        ax.grid(True, which="both", alpha=0.3)
+    plots.figure_legend(fig, fig.axes)
+    return [
+        plots.render(
+            fig,
+            v.name("stages"),
+            "QPS and latency per stage",
+            "p99 solid, p50 dashed; one point per search concurrency (c=).",
+        )
+    ]

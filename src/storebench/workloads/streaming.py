@@ -1,0 +1,301 @@
+"""``streaming``: search while inserting (VectorDBBench's streaming cases).
+
+The collection starts with ``start_fraction`` of the data (uploaded and
+indexed, timed like ``search``). Then, stage by stage (``stages``: the
+fractions of the data visible when each ends), the stage's documents are
+inserted at a fixed rate: an open loop of ``insert_batch``-document inserts
+timed from their intended start (a write that queues behind a slow one
+counts its wait), run together with search clients (``Driver.run_mix``). A
+stage's rows are split over the ``clients`` concurrencies in turn, so each
+concurrency searches while a part of the stage is written: the QPS-latency
+curve per stage.
+
+The rate asked for is never lowered: each insert task records its target
+and achieved documents/s, and ``sustained`` false where it achieved less
+than 95% of the target (the engine, or the client, could not keep up).
+
+The last batch of each stage is the lag probe: inserted alone, then the
+engine is searched for its last vector until that document comes back (a
+bounded wait, ``lag_timeout_s``): the lag is the time from the insert's
+return until the document is found. Then the count check, and recall@k of
+the query set at one client against the exact truth of the rows written so
+far (the stage's visible set).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from storebench.data.batch import DocBatch
+from storebench.driver import Task, loops
+from storebench.errors import UserError
+from storebench.records import TaskRecord
+from storebench.stores.base import Capability, Collection
+from storebench.stores.params import SearchParams
+from storebench.workloads.base import MemoryNeed, RunContext, Workload
+from storebench.workloads.vector.accounting import index_metrics
+from storebench.workloads.vector.data import check_dataset, resolve_dataset
+from storebench.workloads.vector.ops import InsertFactory, SearchFactory
+from storebench.workloads.vector.params import VectorParams, client_list, search_memory
+from storebench.workloads.vector.run import SearchRun
+
+SUSTAINED = 0.95  # achieved / target below this: the rate was not sustained
+
+
+class StreamingParams(VectorParams):
+    start_fraction: float = Field(
+        0.5, ge=0.0, lt=1.0, description="fraction of the data loaded and indexed before streaming"
+    )
+    stages: list[float] = Field(
+        default_factory=lambda: [0.8, 1.0],
+        description="fractions of the data visible at the end of each stage (increasing, <= 1)",
+    )
+    insert_rate: float = Field(
+        2_000, gt=0, description="target documents/s inserted while searching (open loop)"
+    )
+    insert_batch: int = Field(100, ge=1, description="documents per insert call while streaming")
+    insert_clients: int = Field(1, ge=1, description="writers sharing the insert rate")
+    clients: list[int] = Field(
+        default_factory=lambda: [1, 4],
+        description="search concurrencies, each in turn over a part of every stage",
+    )
+    min_search_s: float = Field(
+        0.5, gt=0, description="shortest search task beside the inserts (at a very high rate)"
+    )
+    lag_timeout_s: float = Field(
+        10.0, gt=0, description="longest wait for a written document to be found"
+    )
+
+    _clients = field_validator("clients", mode="before")(client_list)
+
+    @field_validator("stages")
+    @classmethod
+    def _increasing(cls, v: list[float]) -> list[float]:
+        if not v:
+            raise ValueError("give at least one stage")
+        for a, b in zip(v, v[1:], strict=False):
+            if not a < b:
+                raise ValueError(f"stages must increase: {a} then {b}")
+        if not (0.0 < v[0] and v[-1] <= 1.0):
+            raise ValueError("stages are fractions in (0, 1]")
+        return v
+
+    def top_clients(self) -> int:
+        return max(self.clients)
+
+
+def stage_label(fraction: float) -> str:
+    return f"{fraction * 100:g}%"
+
+
+def _probe(coll: Collection, batch: DocBatch, k: int, timeout_s: float) -> dict[str, Any]:
+    """Insert ``batch``, then search for its last vector until its id comes
+    back or ``timeout_s`` passes (polls 1 ms apart: a bounded wait)."""
+    coll.insert(batch)
+    t0 = loops.clock()
+    deadline = t0 + int(timeout_s * 1e9)
+    want = int(batch.ids[-1])
+    q = np.ascontiguousarray(batch.vectors[-1:])
+    polls = 0
+    while True:
+        polls += 1
+        found = coll.search(q, k).ids[0]
+        t = loops.clock()
+        if want in found:
+            return {"lag_s": (t - t0) / 1e9, "visible": True, "polls": polls}
+        if t >= deadline:
+            return {"lag_s": None, "visible": False, "polls": polls, "waited_s": (t - t0) / 1e9}
+        time.sleep(0.001)
+
+
+def _insert_fields(rec: TaskRecord, items: int, target: float) -> dict[str, Any]:
+    """Achieved against target documents/s, never a lowered target. An open
+    loop cannot run ahead of its schedule, so the achieved rate is the items
+    over the longer of the planned time and the time taken: the target when
+    the last insert returned in time, less by as much as the inserts fell
+    behind."""
+    planned_s = items / target
+    taken_s = max(rec.elapsed_s, planned_s)
+    achieved = items / taken_s if taken_s > 0 else None
+    return {
+        "items": items,
+        "target_rate": target,
+        "achieved_rate": achieved,
+        "planned_s": planned_s,
+        "sustained": achieved is not None and achieved >= SUSTAINED * target,
+    }
+
+
+class StreamingWorkload(Workload):
+    name = "streaming"
+    Params = StreamingParams
+    requires = frozenset({Capability.INSERT, Capability.SEARCH})
+
+    @classmethod
+    def resolve(cls, p: StreamingParams, stated: frozenset[str]) -> StreamingParams:
+        return resolve_dataset(p, stated)
+
+    @classmethod
+    def check(cls, p: StreamingParams) -> None:
+        check_dataset(p)
+        if p.stages[0] <= p.start_fraction:
+            raise UserError(
+                f"the first stage ({p.stages[0]}) must be above start_fraction "
+                f"({p.start_fraction}): each stage writes documents",
+                where="stages",
+            )
+
+    @classmethod
+    def memory(cls, p: StreamingParams) -> MemoryNeed:
+        return search_memory(p)
+
+    def run(self, ctx: RunContext, p: StreamingParams) -> None:
+        r = SearchRun(ctx, p, "streaming")
+        n = r.data.n
+        start = max(1, int(n * p.start_fraction))
+        r.upload(start)
+        index_metrics(ctx, r.build_index())
+        settings = ctx.search_settings()
+        if len(settings) > 1:  # one stream of inserts cannot be replayed per setting
+            raise UserError(
+                f"streaming measures one search setting per run, not {len(settings)}: give "
+                "each search.X one value (a grid over it sweeps inside one run)",
+                where="grid",
+            )
+        setting = settings[0]
+        r.apply(setting)
+        stages: list[dict[str, Any]] = []
+        ctx.metrics["stages"] = stages
+        ctx.metrics["insert_rate"] = p.insert_rate
+        for fraction in p.stages:
+            target = max(int(n * fraction), r.loaded + 1) if fraction < 1 else n
+            target = min(target, n)
+            if target <= r.loaded:
+                continue
+            stages.append(self._stage(ctx, r, p, setting, fraction, target))
+        # runs ranked by the search at the most clients while the last stage was written
+        last = stages[-1]
+        headline = last["searches"][-1] if last["searches"] else last["recall_task"]
+        ctx.setting_done(setting, headline, {f"recall@{p.k}": last["recall"]})
+
+    def _stage(
+        self,
+        ctx: RunContext,
+        r: SearchRun,
+        p: StreamingParams,
+        setting: SearchParams,
+        fraction: float,
+        target: int,
+    ) -> dict[str, Any]:
+        label = stage_label(fraction)
+        probe = min(p.insert_batch, target - r.loaded)
+        streamed = target - probe - r.loaded  # rows written beside the searches
+        stage: dict[str, Any] = {"stage": fraction, "label": label, "visible": target}
+        inserts, searches = [], []
+        # the stage's rows split over the concurrencies, at batch boundaries
+        batches = -(-streamed // p.insert_batch)
+        parts = len(p.clients)
+        cuts = [
+            r.loaded + min(streamed, (batches * i // parts) * p.insert_batch)
+            for i in range(parts + 1)
+        ]
+        for clients, lo, hi in zip(p.clients, cuts[:-1], cuts[1:], strict=True):
+            if hi <= lo:
+                continue
+            ins, srch = self._mix(ctx, r, p, setting, fraction, clients, lo, hi)
+            inserts.append(ins)
+            searches.append(srch)
+            r.loaded = hi
+        # the lag probe: the stage's last batch, then search until it is found
+        batch = DocBatch(
+            r.data.ids[r.loaded : target],
+            {f: c[r.loaded : target] for f, c in r.data.fields.items()},
+            np.asarray(r.data.vecs[r.loaded : target]),
+        )
+        lag = ctx.once(
+            f"lag {label}",
+            lambda: _probe(r.coll, batch, p.k, p.lag_timeout_s),
+            items=len(batch),
+            derive=lambda rec, out: out,
+            phase="lag",
+            stage=fraction,
+            n=target,
+        )
+        r.loaded = target
+        r.count_check(target, f"stage {label}")
+        r.reset_truth()  # the truth of what is visible now
+        rec = r.measure(f"recall {label}", setting=setting, clients=1, stage=fraction, n=target)
+        k = f"recall@{p.k}"
+        stage |= {
+            "lag_s": lag["lag_s"],
+            "lag_visible": lag["visible"],
+            "recall": rec.get(k) if rec is not None else None,
+            "recall_task": f"recall {label}",
+            "inserts": [t.name for t in inserts],
+            "searches": [t.name for t in searches],
+        }
+        if inserts:
+            items = sum(t.items for t in inserts)
+            secs = sum(max(t.elapsed_s, t.get("planned_s", 0.0)) for t in inserts)
+            achieved = items / secs if secs > 0 else None
+            stage |= {
+                "target_rate": p.insert_rate,
+                "achieved_rate": achieved,
+                "sustained": all(t.get("sustained") for t in inserts),
+            }
+        return stage
+
+    def _mix(
+        self,
+        ctx: RunContext,
+        r: SearchRun,
+        p: StreamingParams,
+        setting: SearchParams,
+        fraction: float,
+        clients: int,
+        lo: int,
+        hi: int,
+    ) -> tuple[TaskRecord, TaskRecord]:
+        """Insert rows [lo, hi) at the target rate while ``clients`` search."""
+        label = stage_label(fraction)
+        ops = -(-(hi - lo) // p.insert_batch)
+        planned_s = (hi - lo) / p.insert_rate
+        executor = r.executor(clients + p.insert_clients)
+        insert = Task(
+            f"insert {label} c={clients}",
+            InsertFactory(r.shared_ids, r.shared_fields, r.shared_vecs, p.insert_batch, lo, hi),
+            clients=min(p.insert_clients, ops),
+            ops=ops,
+            rate=p.insert_rate / p.insert_batch,
+            items_per_op=p.insert_batch,
+            executor=executor,
+        )
+        search = Task(
+            f"search {label} c={clients}",
+            SearchFactory(r.shared_q, p.k, None, setting),
+            clients=clients,
+            duration_s=max(planned_s, p.min_search_s),
+            warmup_ops=p.warmup,
+            executor=executor,
+        )
+        def derive(rec: TaskRecord, _: Any) -> dict[str, Any]:
+            if rec.name == insert.name:
+                return _insert_fields(rec, hi - lo, p.insert_rate)
+            return {}
+
+        common = {"stage": fraction, "executor": ctx.executor_name(search)}
+        ctx.measure_mix(
+            [insert, search],
+            r.coll,
+            derive,
+            per_task=[
+                {"phase": "insert", "n": lo, "n_end": hi},
+                {"phase": "search", "search": setting.given(), "n": lo, "n_end": hi},
+            ],
+            **common,
+        )
+        return ctx.tasks[-2], ctx.tasks[-1]
