@@ -80,7 +80,7 @@ class StreamingParams(VectorParams):
         for a, b in zip(v, v[1:], strict=False):
             if not a < b:
                 raise ValueError(f"stages must increase: {a} then {b}")
-        if not (0.0 < v[0] and v[-1] <= 1.0):
+        if not (v[0] > 0.0 and v[-1] <= 1.0):
             raise ValueError("stages are fractions in (0, 1]")
         return v
 
@@ -282,6 +282,7 @@ class StreamingWorkload(Workload):
             warmup_ops=p.warmup,
             executor=executor,
         )
+
         def derive(rec: TaskRecord, _: Any) -> dict[str, Any]:
             if rec.name == insert.name:
                 return _insert_fields(rec, hi - lo, p.insert_rate)
