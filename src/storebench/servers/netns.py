@@ -45,16 +45,18 @@ def isolated(command: list[str], relays: list[tuple[int, int]], sockdir: Path) -
     """``command`` in a new network namespace, with each ``(outer, inner)``
     port pair relayed from 127.0.0.1:outer outside to 127.0.0.1:inner inside."""
     t = tools()
+    # nodelay on every TCP side: without it Nagle's algorithm meets the
+    # peer's delayed ACK and small gRPC/HTTP replies wait ~40 ms
     relay = f"{shlex.quote(t['setpriv'])} --pdeathsig KILL {shlex.quote(t['socat'])}"
     inside = [f"{shlex.quote(t['ip'])} link set lo up || exit 1"]
     outside = []
     for outer, inner in relays:
         sock = shlex.quote(str(sockdir / f"relay-{inner}.sock"))
         inside.append(
-            f"{relay} UNIX-LISTEN:{sock},fork,unlink-early,backlog=1024 TCP:127.0.0.1:{inner} &"
+            f"{relay} UNIX-LISTEN:{sock},fork,unlink-early,backlog=1024 TCP:127.0.0.1:{inner},nodelay &"
         )
         outside.append(
-            f"{relay} TCP-LISTEN:{outer},bind=127.0.0.1,fork,reuseaddr,backlog=1024 "
+            f"{relay} TCP-LISTEN:{outer},bind=127.0.0.1,fork,reuseaddr,nodelay,backlog=1024 "
             f"UNIX-CONNECT:{sock} &"
         )
     inside.append('exec "$@"')
