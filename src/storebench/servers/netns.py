@@ -53,7 +53,8 @@ def isolated(command: list[str], relays: list[tuple[int, int]], sockdir: Path) -
     for outer, inner in relays:
         sock = shlex.quote(str(sockdir / f"relay-{inner}.sock"))
         inside.append(
-            f"{relay} UNIX-LISTEN:{sock},fork,unlink-early,backlog=1024 TCP:127.0.0.1:{inner},nodelay &"
+            f"{relay} UNIX-LISTEN:{sock},fork,unlink-early,backlog=1024 "
+            f"TCP:127.0.0.1:{inner},nodelay &"
         )
         outside.append(
             f"{relay} TCP-LISTEN:{outer},bind=127.0.0.1,fork,reuseaddr,nodelay,backlog=1024 "
