@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
 from importlib import metadata
 from typing import Any
 
@@ -45,11 +44,10 @@ from storebench.data.filters import Filter
 from storebench.errors import UserError
 from storebench.stores.base import DOCUMENTS, Capability, Collection, Store, StoreSpec
 from storebench.stores.config import DIRECTORY, InMemoryMode
+from storebench.stores.document.mongodocs import MongoDocs
 from storebench.stores.document.mongoquery import conjunctions, key
 from storebench.stores.params import IndexParams
 
-_NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
-VEC = "_vector"
 DATABASE = "storebench"
 
 
@@ -58,42 +56,10 @@ def to_mongita(f: Filter | None) -> list[dict[str, Any]]:
     return conjunctions(f, "store mongita filter")
 
 
-class MongitaCollection(Collection):
+class MongitaCollection(MongoDocs):
     store: MongitaStore
 
-    def __init__(self, store: MongitaStore, name: str, schema: Schema):
-        super().__init__(store, name, schema)
-        for f in schema.fields:
-            if key(f) in ("_id", VEC) or f.startswith("$"):
-                raise UserError(
-                    f"field name {f!r} is reserved by the mongita store", where="store mongita"
-                )
-        self.c = store.db[name]
-        self._keys = {f: key(f) for f in schema.fields}
-        self._vec = schema.dim is not None
-
-    def _docs(self, docs: DocBatch, fields: list[str]) -> Iterator[dict[str, Any]]:
-        cols = [(self._keys[f], docs.fields[f].tolist()) for f in fields]
-        vecs = docs.vectors if self._vec else None
-        for i, id_ in enumerate(docs.ids.tolist()):
-            d: dict[str, Any] = {"_id": str(id_)}
-            for k, values in cols:
-                d[k] = values[i]
-            if vecs is not None:
-                d[VEC] = vecs[i].tobytes()
-            yield d
-
-    def _to_batch(self, found: list[dict[str, Any]], with_vectors: bool) -> DocBatch:
-        ids = np.array([int(d["_id"]) for d in found], np.int64)
-        fields: dict[str, np.ndarray] = {
-            f: np.array([d[k] for d in found], dtype=_NP_TYPE[self.schema.fields[f]])
-            for f, k in self._keys.items()
-        }
-        vecs = None
-        if with_vectors and self._vec:
-            dim = int(self.schema.dim or 0)
-            vecs = np.frombuffer(b"".join(d[VEC] for d in found), np.float32).reshape(-1, dim)
-        return DocBatch(ids, fields, vecs)
+    id_value = staticmethod(str)  # Mongita keys documents by string
 
     def insert(self, docs: DocBatch) -> None:
         if len(np.unique(docs.ids)) != len(docs):  # the last of an id's rows wins

@@ -20,7 +20,7 @@ defaults to ``storebench``). Without one, a FerretDB server is started on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult
@@ -35,14 +35,13 @@ from storebench.data.filters import Filter
 from storebench.errors import UserError
 from storebench.stores.base import DOCUMENTS, Capability, Collection, Store, StoreSpec, redact_url
 from storebench.stores.config import UrlForm
+from storebench.stores.document.mongodocs import VEC, MongoDocs
 from storebench.stores.document.mongoquery import key, to_mongodb
 from storebench.stores.params import IndexParams
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
 
-_NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
-VEC = "_vector"
 DATABASE = "storebench"
 
 
@@ -58,42 +57,10 @@ URL_FORM = UrlForm(
 )
 
 
-class MongoCollection(Collection):
+class MongoCollection(MongoDocs):
     store: MongoStore
 
-    def __init__(self, store: MongoStore, name: str, schema: Schema):
-        super().__init__(store, name, schema)
-        for f in schema.fields:
-            if key(f) in ("_id", VEC) or f.startswith("$"):
-                raise UserError(
-                    f"field name {f!r} is reserved by the mongodb store", where="store mongodb"
-                )
-        self.c = store.db[name]
-        self._keys = {f: key(f) for f in schema.fields}
-        self._vec = schema.dim is not None
-
-    def _docs(self, docs: DocBatch, fields: list[str]) -> Iterator[dict[str, Any]]:
-        cols = [(self._keys[f], docs.fields[f].tolist()) for f in fields]
-        vecs = docs.vectors if self._vec else None
-        for i, id_ in enumerate(docs.ids.tolist()):
-            d: dict[str, Any] = {"_id": id_}
-            for k, values in cols:
-                d[k] = values[i]
-            if vecs is not None:
-                d[VEC] = Binary(vecs[i].tobytes())
-            yield d
-
-    def _to_batch(self, found: list[dict[str, Any]], with_vectors: bool) -> DocBatch:
-        ids = np.array([int(d["_id"]) for d in found], np.int64)
-        fields: dict[str, np.ndarray] = {
-            f: np.array([d[k] for d in found], dtype=_NP_TYPE[self.schema.fields[f]])
-            for f, k in self._keys.items()
-        }
-        vecs = None
-        if with_vectors and self._vec:
-            dim = int(self.schema.dim or 0)
-            vecs = np.frombuffer(b"".join(d[VEC] for d in found), np.float32).reshape(-1, dim)
-        return DocBatch(ids, fields, vecs)
+    vector_value = staticmethod(Binary)  # BSON binary
 
     def insert(self, docs: DocBatch) -> None:
         if len(np.unique(docs.ids)) != len(docs):  # the last of an id's rows wins
