@@ -219,7 +219,12 @@ def _index(key: str, value: int) -> dict:
 
 @pytest.mark.parametrize("db_type", ["mapped", "file", "memory"])
 def test_each_db_type_holds_the_data_and_compaction_shrinks_it_after_deletes(db_type):
-    store = _open(db_type=db_type)
+    check_db_type_and_compaction(_open(db_type=db_type), db_type)
+
+
+def check_db_type_and_compaction(store, db_type: str) -> None:
+    """A database of ``db_type`` holds the data, and compaction after
+    deletes shrinks it (the server and embedded agdb alike); closes ``store``."""
     try:
         docs = make_docs(2000, seed=7)
         coll = store.create_collection(f"sb{db_type}_shrink", docs.schema(indexed=("tags.i",)))

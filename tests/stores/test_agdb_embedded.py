@@ -22,6 +22,7 @@ from storebench.stores.graph.agdb import DanglingReference
 from storebench.stores.graph.agdb_embedded import AgdbEmbeddedStore
 from storebench.workloads.social import SEQ, USERS, comment_schema, post_schema
 from tests.conftest import make_docs
+from tests.stores.test_agdb import check_db_type_and_compaction
 
 native = pytest.importorskip("storebench_agdb", reason="built by tools/setup.py")
 
@@ -44,24 +45,7 @@ def _rows(ids: list[int], **cols: list) -> DocBatch:
 
 @pytest.mark.parametrize("db_type", ["mapped", "file", "memory"])
 def test_each_db_type_holds_the_data_and_compaction_shrinks_it_after_deletes(db_type):
-    store = _open(db_type=db_type)
-    try:
-        docs = make_docs(2000, seed=7)
-        coll = store.create_collection(f"sb{db_type}_shrink", docs.schema(indexed=("tags.i",)))
-        assert store._dbs()[f"sb{db_type}"]["db_type"] == db_type
-        coll.insert(docs)
-        coll.delete(docs.ids[:1500])
-        before = coll.size_bytes()
-        coll.compact()
-        after = coll.size_bytes()
-        assert 0 < after < before, (before, after)
-        assert coll.count() == 500
-        got = coll.get(docs.ids[1490:1510]).sorted_by_id()
-        assert got.ids.tolist() == list(range(1500, 1510))
-        assert got.vectors.tobytes() == docs.vectors[1500:1510].tobytes()
-        coll.drop()
-    finally:
-        store.close()
+    check_db_type_and_compaction(_open(db_type=db_type), db_type)
 
 
 @pytest.mark.parametrize("db_type", ["mapped", "file"])
