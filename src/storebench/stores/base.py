@@ -127,6 +127,16 @@ class StoreSpec:
             object.__setattr__(self, k, v)
         self.__post_init__()
 
+    def server_maker(self) -> tuple[StoreOptions, Callable[[], Server] | None]:
+        """The checked options, and what builds the managed server opening
+        this spec needs (None: it has a URL, or the store runs embedded or
+        needs a URL). Builds and starts nothing."""
+        cls = store_class(self.engine)
+        options = self.checked_options
+        if not isinstance(options, cls.Options):
+            options = cls.check_options(self.options, None)
+        return options, None if self.url is not None else cls.managed_server(options)
+
     def open(self) -> Store:
         """The store, on this spec as it is. If opening fails or is
         interrupted half-way, what it had started goes (a private
@@ -134,16 +144,12 @@ class StoreSpec:
         server is refused: ``stores.opening.open_store`` starts the server
         (client processes open the spec that has its URL)."""
         cls = store_class(self.engine)
-        if self.url is None:
-            options = self.checked_options
-            if not isinstance(options, cls.Options):
-                options = cls.check_options(self.options, None)
-            if cls.managed_server(options) is not None:
-                raise UserError(
-                    f"store {self.engine} without a url runs on a managed server: "
-                    "open it with storebench.stores.opening.open_store, which starts it",
-                    where="store",
-                )
+        if self.server_maker()[1] is not None:
+            raise UserError(
+                f"store {self.engine} without a url runs on a managed server: "
+                "open it with storebench.stores.opening.open_store, which starts it",
+                where="store",
+            )
         store = cls.__new__(cls)
         try:
             type(store).__init__(store, self)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from storebench.stores.base import Store, StoreSpec, store_class
+from storebench.stores.base import Store, StoreSpec
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -71,20 +71,10 @@ class OpenStore:
         self.close()
 
 
-def _server_maker(spec: StoreSpec) -> tuple[Any, Any]:
-    """The spec's checked options and what builds its managed server (None:
-    the spec has a URL, or the store runs embedded or needs a URL)."""
-    cls = store_class(spec.engine)
-    options = spec.checked_options
-    if not isinstance(options, cls.Options):
-        options = cls.check_options(spec.options, None)
-    return options, None if spec.url is not None else cls.managed_server(options)
-
-
 def starts_server(spec: StoreSpec) -> bool:
     """Whether ``open_store(spec)`` would start a managed server (nothing
     is built or started to tell)."""
-    return _server_maker(spec)[1] is not None
+    return spec.server_maker()[1] is not None
 
 
 def open_store(spec: StoreSpec) -> OpenStore:
@@ -94,7 +84,7 @@ def open_store(spec: StoreSpec) -> OpenStore:
     store's private directory (``StoreSpec.open``), then the server."""
     if spec.url is not None:
         return OpenStore(spec.open())
-    options, make = _server_maker(spec)
+    options, make = spec.server_maker()
     if make is None:  # embedded, or a store that needs a URL (it says so as it opens)
         return OpenStore(spec.open())
     server: Server | None = None
