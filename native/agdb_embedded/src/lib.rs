@@ -266,41 +266,68 @@ impl From<Failure> for TxFailure {
     }
 }
 
+/// Replaces the `{"Alias": ":N"}` references of a query by the ids of the
+/// N-th earlier result (the server's rule), for every kind of query.
+fn inject(q: &mut QueryType, results: &[QueryResult]) -> Result<(), Failure> {
+    match q {
+        QueryType::Search(q) => inject_results_search(q, results),
+        QueryType::SelectAliases(q) => inject_results(&mut q.0, results),
+        QueryType::SelectKeys(q) => inject_results(&mut q.0, results),
+        QueryType::SelectKeyCount(q) => inject_results(&mut q.0, results),
+        QueryType::SelectValues(q) => inject_results(&mut q.ids, results),
+        QueryType::InsertAlias(q) => inject_results(&mut q.ids, results),
+        QueryType::InsertEdges(q) => {
+            inject_results(&mut q.ids, results)?;
+            inject_results(&mut q.from, results)?;
+            inject_results(&mut q.to, results)
+        }
+        QueryType::InsertNodes(q) => inject_results(&mut q.ids, results),
+        QueryType::InsertValues(q) => inject_results(&mut q.ids, results),
+        QueryType::Remove(q) => inject_results(&mut q.0, results),
+        QueryType::RemoveValues(q) => inject_results(&mut q.0.ids, results),
+        QueryType::SelectAllAliases(_)
+        | QueryType::SelectEdgeCount(_)
+        | QueryType::SelectIndexes(_)
+        | QueryType::SelectNodeCount(_)
+        | QueryType::InsertIndex(_)
+        | QueryType::RemoveAliases(_)
+        | QueryType::RemoveIndex(_) => Ok(()),
+    }
+}
+
+/// Runs a read query on a transaction of either kind; `$other` are the arms
+/// for the rest (mutable queries: run on a write transaction, refused on a
+/// read one). A macro, not a function: agdb's two transaction types share no
+/// trait for `exec`.
+macro_rules! exec_read_or {
+    ($t:expr, $q:expr, { $($other:tt)* }) => {
+        match $q {
+            QueryType::Search(q) => $t.exec(&*q),
+            QueryType::SelectAliases(q) => $t.exec(&*q),
+            QueryType::SelectAllAliases(q) => $t.exec(&*q),
+            QueryType::SelectEdgeCount(q) => $t.exec(&*q),
+            QueryType::SelectIndexes(q) => $t.exec(&*q),
+            QueryType::SelectKeys(q) => $t.exec(&*q),
+            QueryType::SelectKeyCount(q) => $t.exec(&*q),
+            QueryType::SelectNodeCount(q) => $t.exec(&*q),
+            QueryType::SelectValues(q) => $t.exec(&*q),
+            $($other)*
+        }
+    };
+}
+
 fn t_exec(
     t: &DbAnyTransaction,
     q: &mut QueryType,
     results: &[QueryResult],
 ) -> Result<QueryResult, Failure> {
-    match q {
-        QueryType::Search(q) => {
-            inject_results_search(q, results)?;
-            t.exec(&*q)
-        }
-        QueryType::SelectAliases(q) => {
-            inject_results(&mut q.0, results)?;
-            t.exec(&*q)
-        }
-        QueryType::SelectAllAliases(q) => t.exec(&*q),
-        QueryType::SelectEdgeCount(q) => t.exec(&*q),
-        QueryType::SelectIndexes(q) => t.exec(&*q),
-        QueryType::SelectKeys(q) => {
-            inject_results(&mut q.0, results)?;
-            t.exec(&*q)
-        }
-        QueryType::SelectKeyCount(q) => {
-            inject_results(&mut q.0, results)?;
-            t.exec(&*q)
-        }
-        QueryType::SelectNodeCount(q) => t.exec(&*q),
-        QueryType::SelectValues(q) => {
-            inject_results(&mut q.ids, results)?;
-            t.exec(&*q)
-        }
+    inject(q, results)?;
+    exec_read_or!(t, q, {
         _ => Err(DbError::query(
             agdb::DbErrorType::NotAllowed,
             "mutable query not allowed",
         )),
-    }
+    })
     .map_err(db_failure)
 }
 
@@ -309,61 +336,18 @@ fn t_exec_mut(
     mut q: QueryType,
     results: &[QueryResult],
 ) -> Result<QueryResult, Failure> {
-    match &mut q {
-        QueryType::Search(q) => {
-            inject_results_search(q, results)?;
-            t.exec(&*q)
-        }
-        QueryType::SelectAliases(q) => {
-            inject_results(&mut q.0, results)?;
-            t.exec(&*q)
-        }
-        QueryType::SelectAllAliases(q) => t.exec(&*q),
-        QueryType::SelectEdgeCount(q) => t.exec(&*q),
-        QueryType::SelectIndexes(q) => t.exec(&*q),
-        QueryType::SelectKeys(q) => {
-            inject_results(&mut q.0, results)?;
-            t.exec(&*q)
-        }
-        QueryType::SelectKeyCount(q) => {
-            inject_results(&mut q.0, results)?;
-            t.exec(&*q)
-        }
-        QueryType::SelectNodeCount(q) => t.exec(&*q),
-        QueryType::SelectValues(q) => {
-            inject_results(&mut q.ids, results)?;
-            t.exec(&*q)
-        }
-        QueryType::InsertAlias(q) => {
-            inject_results(&mut q.ids, results)?;
-            t.exec_mut(&*q)
-        }
-        QueryType::InsertEdges(q) => {
-            inject_results(&mut q.ids, results)?;
-            inject_results(&mut q.from, results)?;
-            inject_results(&mut q.to, results)?;
-            t.exec_mut(&*q)
-        }
-        QueryType::InsertNodes(q) => {
-            inject_results(&mut q.ids, results)?;
-            t.exec_mut(&*q)
-        }
-        QueryType::InsertValues(q) => {
-            inject_results(&mut q.ids, results)?;
-            t.exec_mut(&*q)
-        }
-        QueryType::Remove(q) => {
-            inject_results(&mut q.0, results)?;
-            t.exec_mut(&*q)
-        }
-        QueryType::InsertIndex(q) => t.exec_mut(&*q),
-        QueryType::RemoveAliases(q) => t.exec_mut(&*q),
-        QueryType::RemoveIndex(q) => t.exec_mut(&*q),
-        QueryType::RemoveValues(q) => {
-            inject_results(&mut q.0.ids, results)?;
-            t.exec_mut(&*q)
-        }
-    }
+    inject(&mut q, results)?;
+    exec_read_or!(t, &q, {
+        QueryType::InsertAlias(q) => t.exec_mut(q),
+        QueryType::InsertEdges(q) => t.exec_mut(q),
+        QueryType::InsertNodes(q) => t.exec_mut(q),
+        QueryType::InsertValues(q) => t.exec_mut(q),
+        QueryType::Remove(q) => t.exec_mut(q),
+        QueryType::InsertIndex(q) => t.exec_mut(q),
+        QueryType::RemoveAliases(q) => t.exec_mut(q),
+        QueryType::RemoveIndex(q) => t.exec_mut(q),
+        QueryType::RemoveValues(q) => t.exec_mut(q),
+    })
     .map_err(db_failure)
 }
 
