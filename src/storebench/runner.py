@@ -40,7 +40,7 @@ from storebench.progress import NoProgress
 from storebench.records import RECORD_VERSION, RunRecord, StoreInfo
 from storebench.redaction import redact_obj
 from storebench.scenario import Run, Scenario
-from storebench.stores.base import Collection
+from storebench.stores.base import Collection, StoreSpec
 from storebench.stores.opening import OpenStore, open_store
 from storebench.workloads.base import RunContext, workload_class
 
@@ -48,8 +48,16 @@ log = logging.getLogger("storebench")
 DYING_SERVER_S = 2.0  # a failed run waits this long for a managed server that is exiting
 
 
+def _store_info(run: Run, spec: StoreSpec) -> StoreInfo:
+    """The record's store: the run's, as ``spec`` (the run's, or the opened
+    store's with the defaults it filled in and a managed server's url) shows
+    it, and whether the user gave the url."""
+    return StoreInfo.model_validate(
+        run.store_info() | spec.describe() | {"url_given": run.spec.url is not None}
+    )
+
+
 def _base_record(run: Run, run_id: str) -> RunRecord:
-    store = StoreInfo.model_validate(run.store_info() | {"url_given": run.spec.url is not None})
     return RunRecord(
         record_version=RECORD_VERSION,
         run_id=run_id,
@@ -58,7 +66,7 @@ def _base_record(run: Run, run_id: str) -> RunRecord:
         workload=run.workload,
         mode=run.mode,
         repeat=run.repeat,
-        store=store,
+        store=_store_info(run, run.spec),
         params=run.params.model_dump(),
         grid_point=run.grid_point,
         search_sweep=run.sweep,
@@ -180,9 +188,7 @@ def execute(
             store, server = opened.store, opened.server
             record.versions.update(store.versions())
             # with defaults the store filled in (and the managed server's url)
-            record.store = StoreInfo.model_validate(
-                run.store_info() | store.spec.describe() | {"url_given": run.spec.url is not None}
-            )
+            record.store = _store_info(run, store.spec)
             executor = setup_executor(choose_executor(store, run.executor), run.driver)
             driver = Driver(
                 progress,
