@@ -323,8 +323,10 @@ def url_identifies(rec: RunRecord) -> bool:
     return not (rec.server or {}).get("managed") and not private_location(rec.store.url)
 
 
-# identity keys a planned run cannot know before it runs (``--resume``)
+# identity keys a planned run cannot know before it runs (``--resume``); of
+# the dataset's, it knows the content hash (``Workload.data_identity``)
 KNOWN_AFTER_RUN = ("versions.", "executor", "dataset.")
+KNOWN_BEFORE_RUN = ("dataset.content_hash",)
 
 
 def _flatten(prefix: str, d: Mapping[str, Any], out: dict[str, Any]) -> None:
@@ -352,9 +354,10 @@ def config_identity(rec: RunRecord) -> dict[str, Any]:
     for part in ("options", "index", "search"):
         _flatten(f"store.{part}", getattr(store, part) or {}, out)
     _flatten("params", rec.params, out)
-    dataset = rec.get("dataset")
-    if isinstance(dataset, dict):
-        _flatten("dataset", dataset, out)
+    # the data: as the workload described it, and as a newer record may
+    for data in (rec.metrics.get("data"), rec.get("dataset")):
+        if isinstance(data, dict):
+            _flatten("dataset", data, out)
     return out
 
 
@@ -363,14 +366,15 @@ def digest(obj: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def config_id(rec: RunRecord, drop: Iterable[str] = ()) -> str:
+def config_id(rec: RunRecord, drop: Iterable[str] = (), keep: Iterable[str] = ()) -> str:
     """A short id of ``config_identity`` (keys in ``drop``, or starting with
-    one ending in ``.``, left out)."""
-    drop = tuple(drop)
+    one ending in ``.``, left out, except those in ``keep``)."""
+    drop, keep = tuple(drop), frozenset(keep)
     ident = {
         k: v
         for k, v in config_identity(rec).items()
-        if k not in drop and not any(d.endswith(".") and k.startswith(d) for d in drop)
+        if k in keep
+        or (k not in drop and not any(d.endswith(".") and k.startswith(d) for d in drop))
     }
     return digest(ident)
 
@@ -378,7 +382,7 @@ def config_id(rec: RunRecord, drop: Iterable[str] = ()) -> str:
 def plan_id(rec: RunRecord) -> tuple[str, int]:
     """A run's configuration without what only running tells, and its
     repeat: ``--resume`` skips a planned run whose plan_id an ok record has."""
-    return config_id(rec, KNOWN_AFTER_RUN), rec.repeat
+    return config_id(rec, KNOWN_AFTER_RUN, KNOWN_BEFORE_RUN), rec.repeat
 
 
 # --- reading, older versions ---------------------------------------------------------

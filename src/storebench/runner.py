@@ -82,7 +82,11 @@ def _base_record(run: Run, run_id: str) -> RunRecord:
 def planned(run: Run) -> RunRecord:
     """The record a planned run starts with (for ``--resume``: its
     configuration, less what only running tells, ``records.plan_id``)."""
-    return _base_record(run, "planned")
+    record = _base_record(run, "planned")
+    known = workload_class(run.workload).data_identity(run.params)
+    if known:
+        record.metrics["data"] = known
+    return record
 
 
 def drop_collections(colls: list[Collection]) -> list[str]:

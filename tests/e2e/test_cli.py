@@ -145,6 +145,31 @@ def test_python_api_returns_the_records(tmp_path):
     )
 
 
+def test_resume_measures_again_a_dataset_replaced_under_the_same_name(tmp_path, monkeypatch):
+    from storebench.data import datasets
+    from storebench.data.datasets import SyntheticSpec
+
+    monkeypatch.setenv("STOREBENCH_DATA", str(tmp_path / "data"))
+    datasets.make_synthetic(SyntheticSpec(n=400, dim=8, nq=10), "d")
+    setting = {"dataset": "d", "clients": [1], "queries": 10}
+    first = storebench.run("search", stores=["memory"], set=setting, results_dir=tmp_path)
+    assert first and all(r["status"] == "ok" for r in first)
+    assert first[0]["metrics"]["data"]["content_hash"] == datasets.load("d").content_hash
+    again = storebench.run(
+        "search", stores=["memory"], set=setting, results_dir=tmp_path, resume=True
+    )
+    assert again == []  # the same data: done
+    datasets.make_synthetic(SyntheticSpec(n=400, dim=8, nq=10, seed=1), "d", replace=True)
+    changed = storebench.run(
+        "search", stores=["memory"], set=setting, results_dir=tmp_path, resume=True
+    )
+    # other data under that name: measured again, every run of it
+    assert len(changed) == len(first) and all(r["status"] == "ok" for r in changed)
+    assert (
+        changed[0]["metrics"]["data"]["content_hash"] != first[0]["metrics"]["data"]["content_hash"]
+    )
+
+
 def test_init_writes_a_scenario_to_edit_and_never_overwrites(tmp_path):
     r = sb("init", "social", cwd=tmp_path)
     assert r.returncode == 0 and (tmp_path / "social.yaml").read_text().startswith("# agdb")

@@ -81,6 +81,21 @@ class Workload:
         raise UserError naming the parameter. Runs before anything starts."""
 
     @classmethod
+    def data_identity(cls, params: Any) -> dict[str, Any]:
+        """What names the data a run reads beyond its parameters, known
+        before it runs (in the record's ``metrics.data``; ``--resume``
+        compares them): a dataset's content hash, so a dataset file replaced under the
+        same name is measured again, not taken as done. Nothing for
+        generated data (its parameters name it)."""
+        name = getattr(params, "dataset", None)
+        if name is None:
+            return {}
+        from storebench.data import datasets
+
+        ds = datasets.load(name, metric=getattr(params, "metric", None))
+        return {"content_hash": ds.content_hash}
+
+    @classmethod
     def memory(cls, params: Any) -> MemoryNeed | None:
         """What a run with these parameters holds in memory (the plan
         refuses a run that cannot fit: ``storebench.memory``); None: not
