@@ -379,6 +379,11 @@ def test_search_binds_the_vector_once_uses_the_index_and_finds_what_the_old_quer
         coll.build_index(HnswIndex(m=16, ef_construct=64))
         coll.set_search_params(HnswSearch(ef=40))
         res = coll.search(queries, 10)
+        for j in range(0, len(queries), 7):  # one vector per call: the search ops' case
+            one = coll.search(queries[j : j + 1], 10)
+            assert one.ids.tolist() == res.ids[j : j + 1].tolist()
+            assert one.distances.tolist() == res.distances[j : j + 1].tolist()
+            assert one.ids.dtype == np.int64 and one.distances.dtype == np.float32
         where = Cmp("label", "eq", docs.fields["label"][0])
         filtered = coll.search(queries, 10, where)
         conn = store.connection()
@@ -426,8 +431,13 @@ def test_search_of_an_empty_collection_pads_and_a_broken_statement_raises():
     store = StoreSpec("pgvector", S.shared_url("pgvector")).open()
     try:
         coll = store.create_collection("sb_empty_search", docs.schema())
-        res = coll.search(docs.vectors[:2], 3)
-        assert (res.ids == -1).all() and np.isinf(res.distances).all()
+        for q in (1, 2):
+            res = coll.search(docs.vectors[:q], 3)
+            assert res.ids.shape == (q, 3) and (res.ids == -1).all()
+            assert np.isinf(res.distances).all()
+        coll.insert(docs.slice(0, 2))  # fewer than k: padded
+        res = coll.search(docs.vectors[:1], 3)
+        assert res.ids.tolist() == [[0, 1, -1]] and np.isinf(res.distances[0, 2])
         coll.insert(docs)
         res = coll.search(docs.vectors[:2], 3)
         assert res.ids[:, 0].tolist() == docs.ids[:2].tolist()

@@ -116,23 +116,24 @@ class _VectorLoader(Loader):
         return np.frombuffer(data, ">f4", offset=4).astype(np.float32)
 
 
-# a one-dimensional binary array: a 20-byte header (dimensions, null flag,
-# element type, length, lower bound), then per element its length and value
-_ARRAY_HEAD = 20
-_INT8_ITEMS = np.dtype([("len", ">i4"), ("v", ">i8")])
-_FLOAT8_ITEMS = np.dtype([("len", ">i4"), ("v", ">f8")])
+def _row_types(k: int) -> tuple[np.dtype[Any], np.dtype[Any]]:
+    """A reply's ids and distances as one (1, k) row each: made once per k
+    (a dtype made per call costs as much as the rest of the decoding)."""
+    return np.dtype((">i8", (k,))), np.dtype((">f4", (k,)))
 
 
-def _int8_array(data: bytes) -> np.ndarray:
-    """A binary ``bigint[]`` without NULLs (as ``array_agg`` of ids) as int64."""
-    n = int.from_bytes(data[12:16], "big")
-    return np.frombuffer(data, _INT8_ITEMS, n, _ARRAY_HEAD)["v"]
+_ROW_TYPES: dict[int, tuple[np.dtype[Any], np.dtype[Any]]] = {}
 
 
-def _float8_array(data: bytes) -> np.ndarray:
-    """A binary ``double precision[]`` without NULLs as float64."""
-    n = int.from_bytes(data[12:16], "big")
-    return np.frombuffer(data, _FLOAT8_ITEMS, n, _ARRAY_HEAD)["v"]
+def _neighbours(ids: np.ndarray, dist: np.ndarray, got: bytes | None, d: bytes | None) -> None:
+    """One query's row of a search result from its reply (``_knn_sql``):
+    padded with -1 and inf past what was found (nothing: None)."""
+    n = len(got) // 8 if got else 0
+    if n:
+        ids[:n] = np.frombuffer(got, ">i8")  # type: ignore[arg-type]
+        dist[:n] = np.frombuffer(d, ">f4")  # type: ignore[arg-type]
+    ids[n:] = -1
+    dist[n:] = np.inf
 
 
 def copy_binary(
@@ -202,6 +203,7 @@ class PgVectorCollection(Collection):
         self._opclass, self._op = _OPS[schema.metric]
         self._index = quote(f"{name}_hnsw")
         self._inserts: dict[tuple[int, bool], str] = {}  # INSERT per (rows, with vectors)
+        self._knn: dict[int, str] = {}  # the unfiltered search per k (``_knn_sql``)
 
     def _cur(self) -> psycopg.Cursor[Any]:
         return self.store.connection().cursor(binary=True)
@@ -367,14 +369,16 @@ class PgVectorCollection(Collection):
         return self._rows_to_batch(rows, with_vectors=False)
 
     def _knn_sql(self, k: int, where: str, mark: str) -> str:
-        """k nearest as two arrays, ids and distances in order: the vector is
-        bound once (``mark``), the operator used once (``ORDER BY d`` is the
-        index's order: the plan is an HNSW index scan, see the tests), and
-        the reply is one row whose two binary arrays numpy reads whole, not
-        a Python tuple per neighbour. The arrays are ordered by (d, id), so
-        ids and distances pair up whatever order the index gave."""
+        """k nearest as one row of two byte strings, the ids (big-endian
+        int64) and their distances (big-endian float32) in order: the vector
+        is bound once (``mark``), the operator used once (``ORDER BY d`` is
+        the index's order: the plan is an HNSW index scan, see the tests),
+        and numpy reads each reply whole, no Python object per neighbour.
+        Both are ordered by (d, id), so they pair up whatever order the
+        index gave."""
         return (
-            "SELECT array_agg(id ORDER BY d, id), array_agg(d ORDER BY d, id) FROM "
+            "SELECT string_agg(int8send(id), '' ORDER BY d, id), "
+            "string_agg(float4send(d::real), '' ORDER BY d, id) FROM "
             f"(SELECT id, v {self._op} {mark} AS d FROM {self._t}{where} "
             f"ORDER BY d LIMIT {int(k)}) AS knn"
         )
@@ -382,33 +386,40 @@ class PgVectorCollection(Collection):
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         """One statement per query vector. Without a filter it is prepared
         once per connection and run through libpq itself (the vector
-        encoded to pgvector's binary form, the reply's arrays read by
-        numpy): a quarter of the client CPU of a cursor's execute and
-        fetch, which is most of a query's cost at a 100-neighbour reply."""
+        encoded to pgvector's binary form, the reply read by numpy): half
+        the client CPU of a cursor's execute and fetch, which are most of a
+        query's client cost at a 100-neighbour reply."""
         self.store._apply_settings()
         q = len(vectors)
-        ids = np.full((q, k), -1, np.int64)
-        dist = np.full((q, k), np.inf, np.float32)
         if where is None:
-            run = self.store._prepared(self._knn_sql(k, "", "$1"))
+            sql = self._knn.get(k) or self._knn.setdefault(k, self._knn_sql(k, "", "$1"))
+            run = self.store._prepared(sql)
             vecs = np.asarray(vectors, dtype=">f4")
             head = vecs.shape[1].to_bytes(2, "big") + b"\x00\x00"
+            if q == 1:  # the search ops' case: as few numpy calls as can be
+                res = run(head + vecs.tobytes())
+                got, d = res.get_value(0, 0), res.get_value(0, 1)
+                if got is not None and len(got) == 8 * k:
+                    i8, f4 = _ROW_TYPES.get(k) or _ROW_TYPES.setdefault(k, _row_types(k))
+                    return SearchResult(
+                        np.frombuffer(got, i8).astype(np.int64),
+                        np.frombuffer(d, f4).astype(np.float32),
+                    )
+                ids, dist = np.empty((1, k), np.int64), np.empty((1, k), np.float32)
+                _neighbours(ids[0], dist[0], got, d)
+                return SearchResult(ids, dist)
+            ids, dist = np.empty((q, k), np.int64), np.empty((q, k), np.float32)
             for j in range(q):
-                row = run(head + vecs[j].tobytes())
-                if row[0] is not None:
-                    got = _int8_array(row[0])
-                    ids[j, : len(got)] = got
-                    dist[j, : len(got)] = _float8_array(row[1])
+                res = run(head + vecs[j].tobytes())
+                _neighbours(ids[j], dist[j], res.get_value(0, 0), res.get_value(0, 1))
             return SearchResult(ids, dist)
+        ids, dist = np.empty((q, k), np.int64), np.empty((q, k), np.float32)
         wsql, wparams = self._where(where)
         sql = self._knn_sql(k, wsql, "%s")
         with self._cur() as cur:
             for j in range(q):
                 cur.execute(sql, [vectors[j], *wparams])
-                got_ids, got_d = cur.fetchone()  # type: ignore[misc]
-                if got_ids:
-                    ids[j, : len(got_ids)] = got_ids
-                    dist[j, : len(got_ids)] = got_d
+                _neighbours(ids[j], dist[j], *cur.fetchone())  # type: ignore[misc]
         return SearchResult(ids, dist)
 
     def count(self) -> int:
@@ -597,13 +608,13 @@ class PgVectorStore(Store):
             self._local.writer = cur
         return cur
 
-    def _prepared(self, sql: str) -> Callable[[bytes], tuple[bytes | None, ...]]:
-        """This thread's runner of ``sql``, a statement whose one parameter
-        is a vector in pgvector's binary form: prepared on the server once
-        per connection, then each call one ``PQexecPrepared`` (the GIL
-        released while it waits) returning the reply's first row as raw
-        binary values. Bypassing the cursor's adaptation, row building and
-        wait loop is what makes a query's client cost a libpq call."""
+    def _prepared(self, sql: str) -> Callable[[bytes], Any]:
+        """This thread's runner of ``sql``, a query whose one parameter is a
+        vector in pgvector's binary form: prepared on the server once per
+        connection, then each call one ``PQexecPrepared`` (the GIL released
+        while it waits) returning the checked result (``PGresult``, values
+        binary). Without the cursor's adaptation, row building and wait
+        loop, a query's client cost is little more than libpq's."""
         conn = self.connection()
         runners: dict[str, Any] | None = getattr(self._local, "prepared", None)
         if runners is None:
@@ -615,7 +626,7 @@ class PgVectorStore(Store):
         name = f"storebench_{len(runners)}".encode()
 
         def check(res: Any) -> Any:
-            if res.status in (ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK):
+            if res.status == ExecStatus.TUPLES_OK or res.status == ExecStatus.COMMAND_OK:
                 return res
             if pgconn.status == ConnStatus.BAD:
                 message = pgconn.get_error_message(encoding)
@@ -625,11 +636,8 @@ class PgVectorStore(Store):
         check(pgconn.prepare(name, sql.encode(), [self._vector_oid]))
         formats = [Format.BINARY]
 
-        def run(vector: bytes) -> tuple[bytes | None, ...]:
-            res = check(pgconn.exec_prepared(name, [vector], formats, Format.BINARY))
-            if not res.ntuples:
-                return (None,) * res.nfields
-            return tuple(res.get_value(0, i) for i in range(res.nfields))
+        def run(vector: bytes) -> Any:
+            return check(pgconn.exec_prepared(name, [vector], formats, Format.BINARY))
 
         runners[sql] = run
         return run
