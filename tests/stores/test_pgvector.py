@@ -415,6 +415,10 @@ def test_search_binds_the_vector_once_uses_the_index_and_finds_what_the_old_quer
                 "Index Scan using sb_query_shape_hnsw" in text
             ), text
             assert f"Order By: (v {op}" in text, text
+        # prepared, the statement runs with the generic plan after five runs: that too
+        plan = conn.execute("EXPLAIN (GENERIC_PLAN) " + coll._knn_sql(10, "", "$1")).fetchall()
+        text = "\n".join(r[0] for r in plan)
+        assert "Index Scan using sb_query_shape_hnsw" in text and "Order By: (v" in text, text
         # prepared on the server once for this connection, the vector its one parameter
         prepared = conn.execute(
             "SELECT parameter_types::text FROM pg_prepared_statements WHERE statement LIKE %s",
