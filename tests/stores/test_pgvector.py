@@ -355,3 +355,99 @@ def test_small_inserts_are_one_prepared_insert_and_large_ones_a_copy(monkeypatch
         coll.drop()
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("metric", ["l2", "cosine"])
+def test_search_binds_the_vector_once_uses_the_index_and_finds_what_the_old_query_did(metric):
+    """The search statement (the vector bound once, ``ORDER BY d``) is an
+    HNSW index scan, prepared once per connection; it returns the ids and
+    distances of the statement it replaced (``SELECT id, v <-> %s ..
+    ORDER BY v <-> %s``, the vector bound twice), query by query, filtered
+    or not."""
+    from storebench.data.filters import Cmp
+    from storebench.stores.params import HnswIndex
+
+    docs = make_docs(3000, dim=32, seed=3)
+    queries = make_docs(40, dim=32, seed=4).vectors
+    if metric != "l2":
+        docs.vectors[:] /= np.linalg.norm(docs.vectors, axis=1, keepdims=True)
+    store = StoreSpec("pgvector", S.shared_url("pgvector")).open()
+    try:
+        coll = store.create_collection("sb_query_shape", docs.schema(metric))
+        for b in docs.batches(1000):
+            coll.insert(b)
+        coll.build_index(HnswIndex(m=16, ef_construct=64))
+        coll.set_search_params(HnswSearch(ef=40))
+        res = coll.search(queries, 10)
+        for j in range(0, len(queries), 7):  # one vector per call: the search ops' case
+            one = coll.search(queries[j : j + 1], 10)
+            assert one.ids.tolist() == res.ids[j : j + 1].tolist()
+            assert one.distances.tolist() == res.distances[j : j + 1].tolist()
+            assert one.ids.dtype == np.int64 and one.distances.dtype == np.float32
+        where = Cmp("label", "eq", docs.fields["label"][0])
+        filtered = coll.search(queries, 10, where)
+        conn = store.connection()
+        op = {"l2": "<->", "cosine": "<=>"}[metric]
+        t = '"sb_query_shape"'
+        for sql, ids, dist in [
+            (f"SELECT id, v {op} %s FROM {t} ORDER BY v {op} %s LIMIT 10", res.ids, res.distances),
+            (
+                f"SELECT id, v {op} %s FROM {t} WHERE label = %s ORDER BY v {op} %s LIMIT 10",
+                filtered.ids,
+                filtered.distances,
+            ),
+        ]:
+            for j, v in enumerate(queries):
+                params = [v, v] if "WHERE" not in sql else [v, where.value, v]
+                rows = conn.cursor(binary=True).execute(sql, params).fetchall()
+                assert sorted(ids[j, : len(rows)].tolist()) == sorted(r[0] for r in rows)
+                assert (ids[j, len(rows) :] == -1).all()
+                np.testing.assert_allclose(
+                    dist[j, : len(rows)], sorted(r[1] for r in rows), rtol=1e-6
+                )
+                assert (np.diff(dist[j, : len(rows)]) >= 0).all()
+        for wsql, params in [("", []), (' WHERE "label" = %s', [where.value])]:
+            plan = conn.execute(
+                "EXPLAIN " + coll._knn_sql(10, wsql, "%s"), [queries[0], *params]
+            ).fetchall()
+            text = "\n".join(r[0] for r in plan)
+            assert 'Index Scan using "sb_query_shape_hnsw"' in text or (
+                "Index Scan using sb_query_shape_hnsw" in text
+            ), text
+            assert f"Order By: (v {op}" in text, text
+        # prepared, the statement runs with the generic plan after five runs: that too
+        plan = conn.execute("EXPLAIN (GENERIC_PLAN) " + coll._knn_sql(10, "", "$1")).fetchall()
+        text = "\n".join(r[0] for r in plan)
+        assert "Index Scan using sb_query_shape_hnsw" in text and "Order By: (v" in text, text
+        # prepared on the server once for this connection, the vector its one parameter
+        prepared = conn.execute(
+            "SELECT parameter_types::text FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%FROM (SELECT id, v%sb_query_shape%"],
+        ).fetchall()
+        assert prepared.count(("{vector}",)) == 1  # the filtered one: psycopg's to prepare
+        coll.drop()
+    finally:
+        store.close()
+
+
+def test_search_of_an_empty_collection_pads_and_a_broken_statement_raises():
+    docs = make_docs(5)
+    store = StoreSpec("pgvector", S.shared_url("pgvector")).open()
+    try:
+        coll = store.create_collection("sb_empty_search", docs.schema())
+        for q in (1, 2):
+            res = coll.search(docs.vectors[:q], 3)
+            assert res.ids.shape == (q, 3) and (res.ids == -1).all()
+            assert np.isinf(res.distances).all()
+        coll.insert(docs.slice(0, 2))  # fewer than k: padded
+        res = coll.search(docs.vectors[:1], 3)
+        assert res.ids.tolist() == [[0, 1, -1]] and np.isinf(res.distances[0, 2])
+        coll.insert(docs)
+        res = coll.search(docs.vectors[:2], 3)
+        assert res.ids[:, 0].tolist() == docs.ids[:2].tolist()
+        with pytest.raises(psycopg.errors.DataException):  # the wrong dimension
+            coll.search(np.zeros((1, 3), np.float32), 3)
+        assert coll.search(docs.vectors[:1], 2).ids[0, 0] == docs.ids[0]  # still usable
+        coll.drop()
+    finally:
+        store.close()

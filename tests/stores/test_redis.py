@@ -9,7 +9,7 @@ import redis
 from storebench.data import filters as F
 from storebench.stores.base import StoreSpec
 from storebench.stores.opening import open_store
-from storebench.stores.params import HnswIndex
+from storebench.stores.params import HnswIndex, HnswSearch
 from storebench.stores.vector.redis import to_query
 from tests.conftest import make_docs
 from tests.stores import servers as S
@@ -277,3 +277,78 @@ def test_foreign_keys_and_indexes_survive_a_full_run(tmp_path):
         r.close()
     password = S.shared_server("redis").password
     assert all(password not in f.read_text() for f in tmp_path.glob("*.jsonl"))
+
+
+def hnsw_m(info: dict) -> int | None:
+    """M of the index's HNSW vector attribute (FT.INFO), None if not HNSW."""
+    (vector,) = [a for a in info["attributes"] if b"VECTOR" in a]
+    return vector[vector.index(b"M") + 1] if b"HNSW" in vector else None
+
+
+def test_a_collection_made_with_index_parameters_loads_straight_into_hnsw():
+    """Created with the run's index parameters, the collection's index is
+    HNSW from the start: the HSETs insert into it, build_index with those
+    parameters builds nothing and says so (False: built during the upload),
+    and search reaches the recall of the FLAT upload rebuilt to HNSW. Other
+    parameters rebuild (True)."""
+    from storebench.data.truth import GroundTruth, recall_at_k
+
+    docs = make_docs(3000, dim=32, seed=3)
+    queries = make_docs(50, dim=32, seed=4).vectors
+    truth = GroundTruth.compute(docs.ids, docs.vectors, queries, 20, "l2")
+    params = HnswIndex(m=16, ef_construct=64)
+    store = StoreSpec("redis", S.shared_url("redis")).open()
+    try:
+        recalls = {}
+        for name, given in (("sb_hnsw_first", params), ("sb_flat_first", None)):
+            coll = store.create_collection(name, docs.schema(), given)
+            algorithm = coll._info()["attributes"][-1]
+            assert (b"HNSW" in algorithm) == (given is not None), algorithm
+            for b in docs.batches(500):
+                coll.insert(b)
+            assert coll.build_index(params) is (given is None)
+            info = coll._info()
+            assert int(info["num_docs"]) == 3000 and float(info["percent_indexed"]) == 1.0
+            assert hnsw_m(info) == 16, info
+            coll.set_search_params(HnswSearch(ef=100))
+            res = coll.search(queries, 10)
+            recalls[name] = float(recall_at_k(res.ids, truth, 10).mean())
+            if given is not None:  # other parameters: a build after all
+                assert coll.build_index(HnswIndex(m=8, ef_construct=64)) is True
+                assert hnsw_m(coll._info()) == 8
+                assert coll.count() == 3000
+            coll.drop()
+        assert recalls["sb_hnsw_first"] >= 0.95
+        assert abs(recalls["sb_hnsw_first"] - recalls["sb_flat_first"]) <= 0.02, recalls
+    finally:
+        store.close()
+
+
+def test_a_search_run_records_the_index_as_built_during_the_upload(tmp_path):
+    """The record tells the truth about where the index time went: the
+    upload task holds it, the index task built nothing (no time, no rate)."""
+    import storebench
+
+    recs = storebench.run(
+        "search",
+        stores=[f"redis={S.shared_url('redis')}"],
+        set={
+            "n": 2000,
+            "dim": 16,
+            "queries": 50,
+            "clients": [1],
+            "labels": [],
+            "grid": {"index.m": [16], "index.ef_construct": [64], "search.ef": [64]},
+        },
+        results_dir=tmp_path,
+    )
+    rec = recs[0]
+    assert rec["status"] == "ok", rec["error"]
+    tasks = {t["name"]: t for t in rec["tasks"]}
+    assert tasks["upload"]["phase"] == "upload" and tasks["upload"]["items"] == 2000
+    index = tasks["build_index"]
+    assert index["index_build"] == "during_insert"
+    assert index["items"] == 0 and index["ops_per_s"] is None
+    assert rec["metrics"]["index"] == "during upload" and "index_s" not in rec["metrics"]
+    recalls = [t["recall@10"] for t in rec["tasks"] if t.get("recall@10") is not None]
+    assert recalls and min(recalls) >= 0.9, recalls
