@@ -326,7 +326,10 @@ class Series:
     def latency_record(self) -> dict[str, list[int]]:
         """Each interval's p50, p99 and max (ns): the record's compact form."""
         pct = self.percentiles(SERIES_PERCENTILES)
-        return {**{f"p{p:g}": pct[p].tolist() for p in SERIES_PERCENTILES}, "max": self.maxs.tolist()}
+        return {
+            **{f"p{p:g}": pct[p].tolist() for p in SERIES_PERCENTILES},
+            "max": self.maxs.tolist(),
+        }
 
     def to_record(
         self, elapsed_ns: int, service: Series | None = None, items_per_op: float = 1.0

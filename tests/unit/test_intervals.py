@@ -387,3 +387,38 @@ def test_over_time_views_read_series_and_skip_older_records(virtual_clock, coll)
         t.pop("series", None)
     assert timeline_view(ViewInput("crud", [old])) == []
     assert sparklines(old) == []
+
+
+def nothing(coll, c, clients):
+    return FnOp(lambda i: None)
+
+
+def test_over_time_views_show_service_time_errors_and_items(monkeypatch, coll):
+    pytest.importorskip("matplotlib")
+    from storebench.report.timeline import sparklines, timeline_view
+    from storebench.report.views import ViewInput
+
+    # the open loop on the real clock (it sleeps until each op is due)
+    insert = Task("insert", nothing, duration_s=0.3, rate=100.0, items_per_op=50)
+    batched, _ = Driver(interval_s=0.1).run(insert, coll)
+    vc = VirtualClock()
+    monkeypatch.setattr(loops_mod, "clock", vc)
+    get = Task("get", StallAtSecond3(vc, fail_every=10), duration_s=4.0, max_errors=10**6)
+    failing, _ = Driver().run(get, coll)
+    rec = RunRecord(
+        run_id="r1",
+        workload="crud",
+        status="ok",
+        tasks=[TaskRecord.of(failing), TaskRecord.of(batched)],
+    )
+    lines = sparklines(rec)
+    names = [line[0] for line in lines]
+    assert names == ["get", "  errors", "insert", "  service time"]
+    assert lines[1][1].endswith(f"{sum(failing.errors.values()):,} in all")
+    assert lines[2][1].endswith(" items/s") and " 5,000.." in lines[2][1]
+    blocks = timeline_view(ViewInput("crud", [rec]))
+    header, rows = blocks[1].columns, blocks[1].rows
+    got = {row[1]: dict(zip(header, row, strict=True)) for row in rows}
+    assert got["get"]["errors"].startswith(f"{sum(failing.errors.values()):,} (most at ")
+    assert got["get"]["service p99 median"] == "-"
+    assert got["insert"]["errors"] == "0" and got["insert"]["service p99 median"] != "-"
