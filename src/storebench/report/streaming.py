@@ -9,6 +9,7 @@ from typing import Any
 
 from storebench.records import TaskRecord
 from storebench.report.data import aggregation_note
+from storebench.report.summary import FOOTPRINT_COLUMNS, FOOTPRINT_NOTE, footprint, footprint_cells
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import Block, Table, Text, ViewInput, register
 
@@ -41,6 +42,8 @@ def streaming_table(v: ViewInput) -> list[Block]:
         timeout = run.params.get("lag_timeout_s", "?")
         for stage in run.metrics.get("stages") or []:
             recall = stage.get("recall")
+            at = stage.get("stage")
+            fp = footprint_cells(footprint(run, lambda t, at=at: t.get("stage") == at, stage))
             pairs = list(zip(stage.get("inserts") or [], stage.get("searches") or [], strict=False))
             for i, (ins_name, srch_name) in enumerate(pairs or [(None, None)]):
                 ins, srch = tasks.get(ins_name or ""), tasks.get(srch_name or "")
@@ -60,6 +63,7 @@ def streaming_table(v: ViewInput) -> list[Block]:
                         _lat(srch, "p99"),
                         (f"{recall:.4f}" if recall is not None else "-") if first else "",
                         _lag(stage, timeout) if first else "",
+                        *(fp if first else ["", "", ""]),
                     ]
                 )
     if not rows:
@@ -78,6 +82,7 @@ def streaming_table(v: ViewInput) -> list[Block]:
         "search p99",
         f"recall@{k}",
         "lag",
+        *FOOTPRINT_COLUMNS,
     ]
     return [
         Text(
@@ -86,7 +91,8 @@ def streaming_table(v: ViewInput) -> list[Block]:
             "of the stage. Achieved below 95% of the target: NOT SUSTAINED (the target is never "
             "lowered). Recall: the query set at one client after the stage, against the exact "
             "truth of the documents visible then. Lag: from an insert's return until the "
-            "document is found by search. " + aggregation_note(v.how)
+            "document is found by search. Footprint: at the stage's end (peak RSS of its "
+            "tasks). " + aggregation_note(v.how) + " " + FOOTPRINT_NOTE
         ),
         Table("Per stage", header, rows),
     ]

@@ -15,7 +15,7 @@ tables they describe could disagree.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,12 +50,16 @@ VECTOR_WORKLOADS = ("search", "tune", "scale")
 @dataclass(frozen=True)
 class Footprint:
     peak_rss: float | None  # a managed server's peak resident memory over the run
-    data_bytes: float | None  # its data directory, or the store's own size
+    data_bytes: float | None  # the store's own size (data and indexes), else its data directory
     vectors: int | None  # vectors the data holds (vector workloads)
+    from_dir: bool = False  # data_bytes is a server's data directory, not the store's figure
 
     @property
     def per_vector(self) -> float | None:
-        if self.data_bytes and self.vectors:
+        """Bytes per vector from the store's own size only: a server's data
+        directory is no measure of what the vectors take (an in-memory
+        server's holds its snapshots; a database's, its log and catalogs)."""
+        if self.data_bytes and self.vectors and not self.from_dir:
             return self.data_bytes / self.vectors
         return None
 
@@ -68,22 +72,29 @@ def _num(x: Any) -> float | None:
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
 
 
-def footprint(run: Record) -> Footprint:
-    """What a run's store held: the managed server's peak RSS and data
-    directory (sampled per task), else the size the store reports."""
-    rss = [v for t in run.tasks if (v := _num(t.get("server_peak_rss_bytes"))) is not None]
-    disk = [v for t in run.tasks if (v := _num(t.get("server_data_bytes"))) is not None]
-    size = next(
-        (v for k in ("size_bytes", "db_size_bytes") if (v := _num(run.metrics.get(k)))), None
-    )
-    data = max(disk) if disk else size
-    vectors = None
-    if run.workload in VECTOR_WORKLOADS:
+def footprint(
+    run: Record,
+    where: Callable[[Any], bool] | None = None,
+    sized: Mapping[str, Any] | None = None,
+) -> Footprint:
+    """What a run's store held: the managed server's peak RSS (sampled per
+    task), the size the store reports of its data and indexes (else the
+    server's data directory) and the vectors it held then. ``where`` keeps
+    the tasks of a part of the run (a stage, a size), ``sized`` that part's
+    ``size_bytes`` and ``size_vectors``."""
+    tasks = [t for t in run.tasks if where is None or where(t)]
+    rss = [v for t in tasks if (v := _num(t.get("server_peak_rss_bytes"))) is not None]
+    disk = [v for t in tasks if (v := _num(t.get("server_data_bytes"))) is not None]
+    m = run.metrics if sized is None else sized
+    size = next((v for k in ("size_bytes", "db_size_bytes") if (v := _num(m.get(k)))), None)
+    vectors = m.get("size_vectors")
+    if not isinstance(vectors, int) and sized is None and run.workload in VECTOR_WORKLOADS:
         d = run.metrics.get("data")
         n = d.get("n") if isinstance(d, dict) else None
-        n = n if isinstance(n, int) else run.params.get("n")
-        vectors = n if isinstance(n, int) and n > 0 else None
-    return Footprint(max(rss) if rss else None, data, vectors)
+        vectors = n if isinstance(n, int) else run.params.get("n")
+    vectors = vectors if isinstance(vectors, int) and vectors > 0 else None
+    data = size if size is not None else max(disk) if disk else None
+    return Footprint(max(rss) if rss else None, data, vectors, size is None and bool(disk))
 
 
 def fmt_bytes(v: float | None) -> str:
@@ -100,7 +111,17 @@ FOOTPRINT_COLUMNS = ["peak server RSS", "data size", "bytes/vector"]
 
 def footprint_cells(f: Footprint) -> list[str]:
     pv = f.per_vector
-    return [fmt_bytes(f.peak_rss), fmt_bytes(f.data_bytes), "-" if pv is None else f"{pv:,.0f}"]
+    data = fmt_bytes(f.data_bytes) + (" (dir)" if f.from_dir else "")
+    return [fmt_bytes(f.peak_rss), data, "-" if pv is None else f"{pv:,.0f}"]
+
+
+FOOTPRINT_NOTE = (
+    "Peak server RSS: a managed server's resident memory, sampled over the run (the peak of "
+    "its tasks); data size: the store's own count of the collection's data and indexes "
+    "(a table with its indexes, keys with their index's memory), else (dir) the server's "
+    "data directory, which holds an in-memory server's snapshots only and a database's log "
+    "too; bytes/vector: the store's count over the vectors it held, never from a directory."
+)
 
 
 # --- ranking -------------------------------------------------------------------------
@@ -549,12 +570,7 @@ def footprint_section(recs: list[Record], how: str, plots_on: bool) -> Section |
     if not rows:
         return None
     blocks: list[Block] = [
-        Text(
-            "Peak server RSS: a managed server's resident memory, sampled over the run (the "
-            "peak of its tasks); data size: its data directory, else the size the store "
-            "reports (an in-memory server's directory holds only its snapshots); bytes/vector: "
-            "data size over the vectors loaded."
-        ),
+        Text(FOOTPRINT_NOTE),
         Table(
             "Footprint",
             ["configuration", *FOOTPRINT_COLUMNS, "run"],

@@ -226,6 +226,7 @@ class StreamingWorkload(Workload):
         lag_s = ctx.tasks[-1].get("lag_s")  # the lag task's time, when it was found
         r.loaded = target
         r.count_check(target, f"stage {label}")
+        r.size(stage)
         r.reset_truth()  # the truth of what is visible now
         rec = r.measure(f"recall {label}", setting=setting, clients=1, stage=fraction, n=target)
         k = f"recall@{p.k}"
