@@ -157,7 +157,7 @@ def test_a_rate_the_engine_cannot_sustain_is_reported_not_lowered(tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "COLUMNS": "250"},
+        env={**os.environ, "COLUMNS": "320"},  # the stage table is wide: no cell wraps
     )
     assert show.returncode == 0, show.stderr
     flagged = [line for line in show.stdout.splitlines() if "NOT SUSTAINED" in line]
