@@ -19,7 +19,7 @@ from storebench.report.data import (
     short_key,
     varying_keys,
 )
-from storebench.report.summary import FOOTPRINT_COLUMNS, footprint, footprint_cells
+from storebench.report.footprint import FOOTPRINT_COLUMNS, footprint, footprint_cells
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import Block, Table, Text, ViewInput, distinct, register
 

@@ -41,7 +41,12 @@ from storebench.report.data import (
     short_run,
     varying_keys,
 )
-from storebench.report.summary import FOOTPRINT_COLUMNS, FOOTPRINT_NOTE, footprint, footprint_cells
+from storebench.report.footprint import (
+    FOOTPRINT_COLUMNS,
+    FOOTPRINT_NOTE,
+    footprint,
+    footprint_cells,
+)
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import Block, Table, Text, ViewInput, distinct, register
 

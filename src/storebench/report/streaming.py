@@ -9,7 +9,12 @@ from typing import Any
 
 from storebench.records import TaskRecord
 from storebench.report.data import aggregation_note
-from storebench.report.summary import FOOTPRINT_COLUMNS, FOOTPRINT_NOTE, footprint, footprint_cells
+from storebench.report.footprint import (
+    FOOTPRINT_COLUMNS,
+    FOOTPRINT_NOTE,
+    footprint,
+    footprint_cells,
+)
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import Block, Table, Text, ViewInput, register
 
