@@ -8,7 +8,9 @@ merged p99 is the p99 of the union of all samples, never a max of p99s.
 A ``Series`` is the same per interval of the task (by when each operation
 ended): sparse bucket counts per interval, so a long task costs memory by the
 buckets it used, not intervals x the histogram's 33k buckets; clients'
-series merge exactly interval by interval.
+series merge exactly interval by interval. Beside the latencies each interval
+counts its failed operations, and an open loop keeps a second series of its
+service times (``TaskStats.service_series``).
 """
 
 from __future__ import annotations
@@ -185,7 +187,8 @@ class Series:
     bucket counts are sparse (``keys`` = interval x BUCKETS + bucket index,
     sorted, with their ``counts``), beside each interval's exact min, max and
     sum, so merging clients' series is exact and so is the whole task's
-    histogram rebuilt from them."""
+    histogram rebuilt from them. ``errors`` counts the operations that failed
+    in each interval (they have no latency)."""
 
     def __init__(self, interval_ns: int) -> None:
         self.interval_ns = int(interval_ns)
@@ -194,13 +197,26 @@ class Series:
         self.mins = np.zeros(0, np.int64)  # int64 max where an interval is empty
         self.maxs = np.zeros(0, np.int64)
         self.sums = np.zeros(0, np.int64)
+        self.errors = np.zeros(0, np.int64)  # failed operations per interval
         self.clamped = 0
 
     @classmethod
-    def of(cls, values: np.ndarray, ends: np.ndarray, start_ns: int, interval_ns: int) -> Series:
+    def of(
+        cls,
+        values: np.ndarray,
+        ends: np.ndarray,
+        start_ns: int,
+        interval_ns: int,
+        failed: np.ndarray | None = None,
+    ) -> Series:
         """The series of operations with latency ``values`` that ended at
-        ``ends`` (same clock as ``start_ns``)."""
+        ``ends`` (same clock as ``start_ns``); ``failed``: when the failed
+        operations ended."""
         s = cls(interval_ns)
+        if failed is not None and len(failed):
+            kf = np.maximum((np.asarray(failed, np.int64) - start_ns) // s.interval_ns, 0)
+            s._size(int(kf.max()) + 1)
+            np.add.at(s.errors, kf, 1)
         v = np.asarray(values, np.int64)
         if not v.size:
             return s
@@ -233,6 +249,7 @@ class Series:
             self.mins = np.r_[self.mins, np.full(pad, np.iinfo(np.int64).max, np.int64)]
             self.maxs = np.r_[self.maxs, np.zeros(pad, np.int64)]
             self.sums = np.r_[self.sums, np.zeros(pad, np.int64)]
+            self.errors = np.r_[self.errors, np.zeros(pad, np.int64)]
 
     def _set_counts(self, keys: np.ndarray, counts: np.ndarray) -> None:
         """Sparse counts summed per key (keys may repeat)."""
@@ -255,6 +272,7 @@ class Series:
             self.mins[:n] = np.minimum(self.mins[:n], other.mins)
             self.maxs[:n] = np.maximum(self.maxs[:n], other.maxs)
             self.sums[:n] += other.sums
+            self.errors[:n] += other.errors
             self.clamped += other.clamped
 
     def fit(self, elapsed_ns: int) -> None:
@@ -270,7 +288,9 @@ class Series:
             self.mins[n - 1] = self.mins[n - 1 :].min()
             self.maxs[n - 1] = self.maxs[n - 1 :].max()
             self.sums[n - 1] = self.sums[n - 1 :].sum()
+            self.errors[n - 1] = self.errors[n - 1 :].sum()
             self.mins, self.maxs, self.sums = self.mins[:n], self.maxs[:n], self.sums[:n]
+            self.errors = self.errors[:n]
 
     # --- reading ---------------------------------------------------------------
     def __len__(self) -> int:
@@ -303,17 +323,29 @@ class Series:
             out[p] = np.where(empty, 0, v)
         return out
 
-    def to_record(self, elapsed_ns: int) -> dict[str, Any]:
+    def latency_record(self) -> dict[str, list[int]]:
+        """Each interval's p50, p99 and max (ns): the record's compact form."""
+        pct = self.percentiles(SERIES_PERCENTILES)
+        return {
+            **{f"p{p:g}": pct[p].tolist() for p in SERIES_PERCENTILES},
+            "max": self.maxs.tolist(),
+        }
+
+    def to_record(
+        self, elapsed_ns: int, service: Series | None = None, items_per_op: float = 1.0
+    ) -> dict[str, Any]:
         """The record's form: per interval its ops, ops/s and latency
         percentiles, and the standard encoded HDR histogram of each interval
         (of ``hdr_interval_s``: several intervals each past
-        ``HDR_INTERVALS_MAX``). The last interval runs to the task's end."""
+        ``HDR_INTERVALS_MAX``). The last interval runs to the task's end.
+        Only where they say something: ``errors`` per interval (any failed),
+        ``items_per_s`` (ops carrying other than one item), ``service_ns``
+        (an open loop's service times, percentiles as ``latency_ns``)."""
         n = len(self)
         step_s = self.interval_ns / 1e9
         ops = self.ops()
         lengths = np.full(n, step_s)
         lengths[-1] = max(elapsed_ns / 1e9 - (n - 1) * step_s, 1e-9)
-        pct = self.percentiles(SERIES_PERCENTILES)
         group = -(-n // HDR_INTERVALS_MAX)
         while True:
             hdr = []
@@ -323,17 +355,20 @@ class Series:
             if group >= n or sum(len(x or "") for x in hdr) <= HDR_BYTES_MAX:
                 break
             group *= 2
-        return {
+        out: dict[str, Any] = {
             "interval_s": step_s,
             "ops": ops.tolist(),
             "ops_per_s": [round(float(x), 1) for x in ops / lengths],
-            "latency_ns": {
-                **{f"p{p:g}": pct[p].tolist() for p in SERIES_PERCENTILES},
-                "max": self.maxs.tolist(),
-            },
-            "hdr_interval_s": step_s * group,
-            "hdr": hdr,
+            "latency_ns": self.latency_record(),
         }
+        if items_per_op != 1:
+            out["items_per_s"] = [round(float(x), 1) for x in ops * items_per_op / lengths]
+        if service is not None:
+            service._size(n)
+            out["service_ns"] = service.latency_record()
+        if self.errors.any():
+            out["errors"] = self.errors.tolist()
+        return out | {"hdr_interval_s": step_s * group, "hdr": hdr}
 
     def histogram(self, first: int = 0, end: int | None = None) -> Histogram:
         """The exact histogram of intervals [first, end) (all by default:
@@ -373,6 +408,7 @@ class TaskStats:
     # other machines'); for a phase timed from it (Driver.once since_ns)
     end_ns: int | None = None
     series: Series | None = None  # per interval (a timed task of the driver's loops)
+    service_series: Series | None = None  # open loop: service times per interval
     start_unix: float | None = None  # the measured start, seconds since the epoch
 
     @property

@@ -119,7 +119,9 @@ class TaskRecord(Fields):
     start_unix: float | None = None  # the measured start, seconds since the epoch
     # a timed task, per interval (``metrics.Series.to_record``): interval_s,
     # ops, ops_per_s, latency_ns {p50, p99, max}, hdr_interval_s, hdr (encoded
-    # HDR histograms); absent in records before it and in one-shot phases
+    # HDR histograms); where they apply, items_per_s, service_ns {p50, p99,
+    # max} (open loop) and errors; absent in records before it and in
+    # one-shot phases
     series: dict[str, Any] | None = None
 
     @classmethod
@@ -146,8 +148,10 @@ class TaskRecord(Fields):
             rec["clamped_over_1h"] = stats.latency.clamped
         if stats.start_unix is not None:
             rec["start_unix"] = round(stats.start_unix, 6)
-        if stats.series is not None and len(stats.series) and stats.latency.count:
-            rec["series"] = stats.series.to_record(stats.elapsed_ns)
+        if stats.series is not None and len(stats.series) and (stats.latency.count or stats.errors):
+            items = fields.get("items", stats.items)  # a short last batch: the mean per op
+            per_op = items / stats.ops if stats.ops else 1.0
+            rec["series"] = stats.series.to_record(stats.elapsed_ns, stats.service_series, per_op)
         rec.update(stats.extra)
         rec.update(fields)
         wall = rec["elapsed_s"]

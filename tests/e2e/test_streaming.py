@@ -91,6 +91,50 @@ def test_streaming_on_a_real_engine(engine, tmp_path):
     check_stages(rec, exact=False)
     for s in rec["metrics"]["stages"]:
         assert s["sustained"] is True and s["achieved_rate"] >= 0.95 * RATE, s
+        # a sustained rate: the searches ran beside (nearly) all of the inserts
+        assert s["inserting_share"] >= 0.9, s
+    # the footprint of each stage: the store's own size of what was visible
+    if engine == "redis":
+        sizes = [s["size_bytes"] for s in rec["metrics"]["stages"]]
+        assert [s["size_vectors"] for s in rec["metrics"]["stages"]] == [1400, 2000]
+        assert 0 < sizes[0] < sizes[1]
+        assert rec["metrics"]["size_bytes"] == sizes[1]
+
+
+def test_searches_that_end_before_the_inserts_say_so(tmp_path):
+    """Inserts that fall behind their schedule run on after the searches
+    (which run the planned time): the search records the part of the
+    inserts' time it ran beside, and the stage table flags it."""
+    (rec,) = run(
+        ["hnswlib"],
+        tmp_path,
+        n=4000,
+        insert_rate=1e7,
+        insert_batch=1,
+        clients=[1],
+        min_search_s=0.01,
+    )
+    assert rec["status"] == "ok", rec["error"]
+    t = tasks(rec)
+    shares = []
+    for s in rec["metrics"]["stages"]:
+        (name,) = s["searches"]
+        ins, srch = t[s["inserts"][0]], t[name]
+        start = max(ins["start_unix"], srch["start_unix"])
+        end = min(ins["start_unix"] + ins["elapsed_s"], srch["start_unix"] + srch["elapsed_s"])
+        want = min(1.0, max(0.0, end - start) / ins["elapsed_s"])
+        assert srch["inserting_share"] == pytest.approx(want, abs=1e-3)
+        assert s["inserting_share"] == srch["inserting_share"]
+        shares.append(s["inserting_share"])
+    # ~2,000 single-document inserts against 10 ms of searching
+    assert any(x < 0.95 for x in shares), shares
+    from storebench.report.streaming import streaming_table
+
+    blocks = streaming_table(views.ViewInput("streaming", [records.parse(rec)]))
+    (table,) = [b for b in blocks if isinstance(b, views.Table)]
+    col = table.columns.index("searched beside inserts")
+    flagged = [row[col].endswith(" ONLY") for row in table.rows]
+    assert flagged == [x < 0.95 for x in shares], (table.rows, shares)
 
 
 def test_a_rate_the_engine_cannot_sustain_is_reported_not_lowered(tmp_path):
@@ -113,7 +157,7 @@ def test_a_rate_the_engine_cannot_sustain_is_reported_not_lowered(tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "COLUMNS": "250"},
+        env={**os.environ, "COLUMNS": "320"},  # the stage table is wide: no cell wraps
     )
     assert show.returncode == 0, show.stderr
     flagged = [line for line in show.stdout.splitlines() if "NOT SUSTAINED" in line]

@@ -134,6 +134,73 @@ def test_failed_operations_keep_the_others_in_their_intervals(virtual_clock, col
     same_histogram(stats.series.histogram(), stats.latency)
 
 
+def test_errors_are_counted_per_interval(virtual_clock, coll):
+    """Every 10th op fails: about 100 failures in each second, their total
+    the task's error count, in the series and its record."""
+    task = Task(
+        "get", StallAtSecond3(virtual_clock, fail_every=10), duration_s=6.0, max_errors=10**6
+    )
+    stats, _ = Driver().run(task, coll)
+    errors = stats.series.errors
+    assert errors.sum() == sum(stats.errors.values())
+    assert len(errors) == 6 and all(75 <= e <= 101 for e in errors)
+    assert errors[3] < errors[2]  # the stall's 200 ms ran no operation
+    assert TaskRecord.of(stats).series["errors"] == errors.tolist()
+    # a task without failures records none
+    clean, _ = Driver().run(Task("get", StallAtSecond3(virtual_clock), duration_s=2.0), coll)
+    assert "errors" not in TaskRecord.of(clean).series
+
+
+def test_a_failed_thinking_op_counts_where_it_failed(coll):
+    def factory(coll, c, clients):
+        def op(i):
+            if i == 30:
+                raise RuntimeError("planted failure")
+
+        return FnOp(op)
+
+    task = Task("think", factory, duration_s=1.0, think_s=0.01, max_errors=1)
+    stats, _ = Driver(interval_s=0.25).run(task, coll)
+    # op 30 starts ~0.3 s in (10 ms apart): interval 1, not the first
+    assert stats.series.errors.tolist()[:2] == [0, 1] and stats.series.errors.sum() == 1
+
+
+def test_open_loop_keeps_service_time_per_interval(coll):
+    """A 900 ms stall at 1.3 s of an open loop at 200/s: the operations
+    queued behind it end in interval 2 late by up to 0.9 s (latency from the
+    intended start), while their service time stays ~1 ms."""
+    state = {"t0": None, "stalled": False}
+
+    def factory(coll, c, clients):
+        def op(i):
+            now = time.perf_counter_ns()
+            if i >= 0 and state["t0"] is None:
+                state["t0"] = now
+            if i >= 0 and not state["stalled"] and now - state["t0"] >= 1300 * MS:
+                state["stalled"] = True
+                time.sleep(0.9)
+            time.sleep(0.001)
+
+        return FnOp(op)
+
+    task = Task("open", factory, duration_s=3.0, rate=200.0, items_per_op=10)
+    stats, _ = Driver().run(task, coll)
+    lat, svc = stats.series, stats.service_series
+    assert len(lat) == len(svc) == 3
+    assert svc.ops().tolist() == lat.ops().tolist()
+    same_histogram(svc.histogram(), stats.service)
+    p50 = lat.percentiles((50.0,))[50.0]
+    s50 = svc.percentiles((50.0,))[50.0]
+    assert p50[2] > 100 * MS and s50[2] < 50 * MS
+    assert svc.maxs[2] >= 900 * MS  # the stalled op itself ended at ~2.2 s
+    s = TaskRecord.of(stats).series
+    assert s["service_ns"]["p50"] == s50.tolist() and s["service_ns"]["max"] == svc.maxs.tolist()
+    assert s["items_per_s"] == pytest.approx([10 * x for x in s["ops_per_s"]], abs=1.0)
+    # a closed loop has no service series
+    closed, _ = Driver().run(Task("get", factory, duration_s=0.3), coll)
+    assert closed.service_series is None and "service_ns" not in TaskRecord.of(closed).series
+
+
 def test_stall_on_a_real_clock_with_clients_merged(coll):
     """Two thread clients on a store that stalls every caller for 200 ms at
     3.3 s: interval 3 shows it in both clients' operations, merged. (The
@@ -320,3 +387,38 @@ def test_over_time_views_read_series_and_skip_older_records(virtual_clock, coll)
         t.pop("series", None)
     assert timeline_view(ViewInput("crud", [old])) == []
     assert sparklines(old) == []
+
+
+def nothing(coll, c, clients):
+    return FnOp(lambda i: None)
+
+
+def test_over_time_views_show_service_time_errors_and_items(monkeypatch, coll):
+    pytest.importorskip("matplotlib")
+    from storebench.report.timeline import sparklines, timeline_view
+    from storebench.report.views import ViewInput
+
+    # the open loop on the real clock (it sleeps until each op is due)
+    insert = Task("insert", nothing, duration_s=0.3, rate=100.0, items_per_op=50)
+    batched, _ = Driver(interval_s=0.1).run(insert, coll)
+    vc = VirtualClock()
+    monkeypatch.setattr(loops_mod, "clock", vc)
+    get = Task("get", StallAtSecond3(vc, fail_every=10), duration_s=4.0, max_errors=10**6)
+    failing, _ = Driver().run(get, coll)
+    rec = RunRecord(
+        run_id="r1",
+        workload="crud",
+        status="ok",
+        tasks=[TaskRecord.of(failing), TaskRecord.of(batched)],
+    )
+    lines = sparklines(rec)
+    names = [line[0] for line in lines]
+    assert names == ["get", "  errors", "insert", "  service time"]
+    assert lines[1][1].endswith(f"{sum(failing.errors.values()):,} in all")
+    assert lines[2][1].endswith(" items/s") and " 5,000.." in lines[2][1]
+    blocks = timeline_view(ViewInput("crud", [rec]))
+    header, rows = blocks[1].columns, blocks[1].rows
+    got = {row[1]: dict(zip(header, row, strict=True)) for row in rows}
+    assert got["get"]["errors"].startswith(f"{sum(failing.errors.values()):,} (most at ")
+    assert got["get"]["service p99 median"] == "-"
+    assert got["insert"]["errors"] == "0" and got["insert"]["service p99 median"] != "-"

@@ -158,6 +158,9 @@ def test_docarray_tables_have_the_study_columns(recs):
         "read",
         "update",
         "delete",
+        "peak server RSS",  # the footprint, in every study table
+        "data size",
+        "bytes/vector",
         "runs",
         "run",  # the run every number of the row is from
     ]

@@ -37,6 +37,7 @@ log = logging.getLogger("storebench")
 # task and ate its throughput, as its per-interval series showed.)
 DURATION_SLOTS = 1 << 27
 DURATION_CHUNK = 1 << 16  # where that much address space is refused
+SKIPPED = -2  # the latency slot of an op that found nothing to do (-1: one that failed)
 
 
 class Op:
@@ -148,6 +149,7 @@ class ClientResult:
     error: str | None = None  # set when the client failed outright
     driver_clock: bool = True  # start/end are on the driver's monotonic clock
     series: Series | None = None  # per interval from start_ns
+    service_series: Series | None = None  # the open loop's service times, likewise
 
 
 @dataclass
@@ -214,12 +216,14 @@ def _measure(
                 )
         except NotCounted as exc:  # nothing to do yet (e.g. a read before any write)
             failed = int(ctl.progress[slot])
-            lat[failed] = -1
+            lat[failed] = SKIPPED
             skipped[str(exc) or type(exc).__name__] += 1
             used = failed + 1
         except Exception as exc:  # one op failed: mark it, count it, go on
             failed = int(ctl.progress[slot])
             lat[failed] = -1
+            if len(ends):  # the thinking loop writes ends of ops that returned only
+                ends[failed] = loops.clock()
             errors[f"{type(exc).__name__}: {str(exc)[:200]}"] += 1
             used = failed + 1
             if sum(errors.values()) > task.max_errors:
@@ -281,12 +285,13 @@ def run_client(
     end = loops.clock()
     cpu = time.process_time() - cpu0
     ok = lat >= 0
-    series = Series.of(lat[ok], ends()[ok], start, task.interval_ns)
+    end_at = ends()
+    series = Series.of(lat[ok], end_at[ok], start, task.interval_ns, end_at[lat == -1])
     hist = series.histogram()  # the whole task's: the intervals merged
-    shist = None
+    shist = sseries = None
     if svc is not None:
-        shist = Histogram()
-        shist.record(svc[ok])
+        sseries = Series.of(svc[ok], end_at[ok], start, task.interval_ns)
+        shist = sseries.histogram()
     payload = ops.finish()
     return ClientResult(
         hist,
@@ -300,6 +305,7 @@ def run_client(
         complete,
         payload,
         series=series,
+        service_series=sseries,
     )
 
 
@@ -324,6 +330,10 @@ def merge(task: Task, results: list[ClientResult]) -> TaskStats:
     if len(series) == len(results):
         stats.series = Series(task.interval_ns)
         stats.series.merge(*series)
+    service = [r.service_series for r in results if r.service_series is not None]
+    if task.rate is not None and service and len(service) == len(results):
+        stats.service_series = Series(task.interval_ns)
+        stats.service_series.merge(*service)
     for r in results:
         stats.latency.merge(r.latency)
         if stats.service is not None and r.service is not None:
@@ -340,8 +350,9 @@ def merge(task: Task, results: list[ClientResult]) -> TaskStats:
         if all(r.driver_clock for r in results):
             stats.end_ns = max(r.end_ns for r in results)
             stats.start_unix = unix_time(min(r.start_ns for r in results))
-        if stats.series is not None:
-            stats.series.fit(stats.elapsed_ns)
+        for s in (stats.series, stats.service_series):
+            if s is not None:
+                s.fit(stats.elapsed_ns)
     stats.items = stats.ops * task.items_per_op
     return stats
 

@@ -19,6 +19,7 @@ from storebench.report.data import (
     short_key,
     varying_keys,
 )
+from storebench.report.footprint import FOOTPRINT_COLUMNS, footprint, footprint_cells
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import Block, Table, Text, ViewInput, distinct, register
 
@@ -104,7 +105,7 @@ def _tables(v: ViewInput, kind: str) -> list[Block]:
         ]
         fns = [_ops, _ops, _docs, _ops, _docs, _docs]
     header = [short_key(k) for k in keys] + ([rkey.replace("recall", "Recall")] if rkey else [])
-    header += cols + ["runs", "run"]
+    header += cols + [*FOOTPRINT_COLUMNS, "runs", "run"]
     blocks: list[Block] = []
     for store in distinct([c.engine for c in configs]):
         mine = [c for c in configs if c.engine == store]
@@ -117,7 +118,7 @@ def _tables(v: ViewInput, kind: str) -> list[Block]:
                 r = pk.run.metrics.get(rkey)  # the setting's own recall
                 row.append(f"{r:.4f}" if isinstance(r, int | float) else "-")
             row += [_cell(c, pk.run, t, fn) for t, fn in zip(TASKS, fns, strict=True)]
-            row += [str(pk.runs), pk.run_short]
+            row += [*footprint_cells(footprint(pk.run)), str(pk.runs), pk.run_short]
             rows.append(row)
         note = ""
         if not any(k in identity(c.first) for c in mine for k in STUDY_KEYS):

@@ -41,6 +41,12 @@ from storebench.report.data import (
     short_run,
     varying_keys,
 )
+from storebench.report.footprint import (
+    FOOTPRINT_COLUMNS,
+    FOOTPRINT_NOTE,
+    footprint,
+    footprint_cells,
+)
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import Block, Table, Text, ViewInput, distinct, register
 
@@ -242,6 +248,7 @@ def search_table(v: ViewInput) -> list[Block]:
                 row += [
                     seconds(phase_task(run, "upload")),
                     index_cell(phase_task(run, "index")),
+                    *footprint_cells(footprint(run)),
                     str(len(c.runs)),
                     run_cell(one.pick),
                 ]
@@ -252,7 +259,7 @@ def search_table(v: ViewInput) -> list[Block]:
         header = [short_key(k) for k in keys] + ["search", rk, rk.replace("Recall", "Precision")]
         header += ["mean (1 client)", "p95 (1 client)"]
         header += [f"QPS {n} client{'s' if n > 1 else ''}" for n in all_clients]
-        header += ["upload", "index", "runs", "run"]
+        header += ["upload", "index", *FOOTPRINT_COLUMNS, "runs", "run"]
         blocks.append(Table(store, header, rows))
     if blocks:
         blocks.insert(
@@ -260,7 +267,7 @@ def search_table(v: ViewInput) -> list[Block]:
             Text(
                 aggregation_note(v.how) + " Upload and index: that run's wall time; "
                 "during upload: the engine indexes as documents arrive (its upload time "
-                "includes the index build)."
+                "includes the index build). " + FOOTPRINT_NOTE
             ),
         )
     return blocks
@@ -649,18 +656,22 @@ def tune_table(v: ViewInput) -> list[Block]:
             _flag(c),
         ]
         row += [lat(one, k) for k in ("mean", "p50", "p95", "p99")]
-        row += [qps(one), str(top.clients), qps(top), str(len(c.runs)), run_cell(one.pick)]
+        row += [qps(one), str(top.clients), qps(top), *footprint_cells(footprint(one.pick.run))]
+        row += [str(len(c.runs)), run_cell(one.pick)]
         rows.append(row)
     if not rows:
         return []
     header = ["store", *(short_key(k) for k in keys)]
     header += ["param", "value", "values (all runs)", "target", "recall", "tuning"]
-    header += ["mean", "p50", "p95", "p99", "QPS 1 client", "clients", "QPS", "runs", "run"]
+    header += ["mean", "p50", "p95", "p99", "QPS 1 client", "clients", "QPS", *FOOTPRINT_COLUMNS]
+    header += ["runs", "run"]
     return [
         Text(
             "The smallest search parameter reaching the target recall (doubling, then "
             "bisection), then latency with one client and QPS at the highest concurrency. "
             + aggregation_note(v.how)
+            + " "
+            + FOOTPRINT_NOTE
         ),
         Table("At the target recall", header, rows),
     ]
@@ -788,17 +799,22 @@ def scale_table(v: ViewInput) -> list[Block]:
         row += [one.setting_text, ratio(one, recall_key(one))]
         row += [lat(one, "mean"), lat(one, "p99")]
         row += [qps(by[k]) if k in by else "-" for k in counts]
+        size = footprint(run, lambda t, n=n: t.n == n, _steps(run).get(n, {}))
+        row += footprint_cells(size)
         row.append("" if tun.get("reached", True) else "target not reached")
         row.append(run_cell(one.pick))
         rows.append(row)
     header = ["configuration", "n", "upload", "index", "search", "recall", "mean", "p99"]
     header += [f"QPS {k} client{'s' if k > 1 else ''}" for k in counts]
-    header += ["note", "run"]
+    header += [*FOOTPRINT_COLUMNS, "note", "run"]
     return [
         Text(
             "Each size adds documents to the same collection and rebuilds the index; the "
             "search parameter is tuned again for the target recall at each size. Mean and p99: "
-            "one client. " + aggregation_note(v.how)
+            "one client. Footprint: at that size (peak RSS of its tasks). "
+            + aggregation_note(v.how)
+            + " "
+            + FOOTPRINT_NOTE
         ),
         Table("Per size", header, rows),
     ]

@@ -35,72 +35,25 @@ from storebench.report.data import (
     store_label,
     varying_keys,
 )
+from storebench.report.footprint import (
+    FOOTPRINT_COLUMNS,
+    FOOTPRINT_NOTE,
+    VECTOR_WORKLOADS,
+    Footprint,
+    fmt_bytes,
+    footprint,
+    footprint_cells,
+)
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import Block, Figure, Section, Table, Text, distinct
 
 # search: the recall a setting must reach to be ranked (the tune scenario's
 # default target; tune records carry their own)
 TARGET_RECALL = 0.95
-VECTOR_WORKLOADS = ("search", "tune", "scale")
-
-
-# --- footprint -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Footprint:
-    peak_rss: float | None  # a managed server's peak resident memory over the run
-    data_bytes: float | None  # its data directory, or the store's own size
-    vectors: int | None  # vectors the data holds (vector workloads)
-
-    @property
-    def per_vector(self) -> float | None:
-        if self.data_bytes and self.vectors:
-            return self.data_bytes / self.vectors
-        return None
-
-    @property
-    def any(self) -> bool:
-        return self.peak_rss is not None or self.data_bytes is not None
 
 
 def _num(x: Any) -> float | None:
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
-
-
-def footprint(run: Record) -> Footprint:
-    """What a run's store held: the managed server's peak RSS and data
-    directory (sampled per task), else the size the store reports."""
-    rss = [v for t in run.tasks if (v := _num(t.get("server_peak_rss_bytes"))) is not None]
-    disk = [v for t in run.tasks if (v := _num(t.get("server_data_bytes"))) is not None]
-    size = next(
-        (v for k in ("size_bytes", "db_size_bytes") if (v := _num(run.metrics.get(k)))), None
-    )
-    data = max(disk) if disk else size
-    vectors = None
-    if run.workload in VECTOR_WORKLOADS:
-        d = run.metrics.get("data")
-        n = d.get("n") if isinstance(d, dict) else None
-        n = n if isinstance(n, int) else run.params.get("n")
-        vectors = n if isinstance(n, int) and n > 0 else None
-    return Footprint(max(rss) if rss else None, data, vectors)
-
-
-def fmt_bytes(v: float | None) -> str:
-    if v is None:
-        return "-"
-    for div, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if v >= div:
-            return f"{v / div:.1f} {unit}"
-    return f"{v:.0f} B"
-
-
-FOOTPRINT_COLUMNS = ["peak server RSS", "data size", "bytes/vector"]
-
-
-def footprint_cells(f: Footprint) -> list[str]:
-    pv = f.per_vector
-    return [fmt_bytes(f.peak_rss), fmt_bytes(f.data_bytes), "-" if pv is None else f"{pv:,.0f}"]
 
 
 # --- ranking -------------------------------------------------------------------------
@@ -549,12 +502,7 @@ def footprint_section(recs: list[Record], how: str, plots_on: bool) -> Section |
     if not rows:
         return None
     blocks: list[Block] = [
-        Text(
-            "Peak server RSS: a managed server's resident memory, sampled over the run (the "
-            "peak of its tasks); data size: its data directory, else the size the store "
-            "reports (an in-memory server's directory holds only its snapshots); bytes/vector: "
-            "data size over the vectors loaded."
-        ),
+        Text(FOOTPRINT_NOTE),
         Table(
             "Footprint",
             ["configuration", *FOOTPRINT_COLUMNS, "run"],

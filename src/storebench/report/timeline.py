@@ -5,7 +5,10 @@ seen where the whole-task numbers average it away.
 
 Reads each task's ``series`` (``metrics.Series.to_record``); records without
 one (older records) have nothing to show here. ``sparklines`` is the
-terminal's form (``storebench show --over-time``).
+terminal's form (``storebench show --over-time``). Where the series has
+them: an open loop's service time (latency without the queue: where both
+rise the store slowed, where latency alone rises the queue grew), failed
+operations per interval, and items/s for batched operations.
 """
 
 from __future__ import annotations
@@ -57,22 +60,24 @@ def layout(run: RunRecord) -> list[Span]:
     return out
 
 
-def points(span: Span, key: str) -> tuple[list[float], list[float]]:
-    """(interval midpoints on the run's clock, values) of ``ops_per_s`` or a
-    latency percentile (``p50``, ``p99``, ``max``); empty intervals left out
-    of the latencies."""
+def points(span: Span, key: str, of: str = "latency_ns") -> tuple[list[float], list[float]]:
+    """(interval midpoints on the run's clock, values) of ``ops_per_s``, of
+    ``errors`` per second, or of a percentile (``p50``, ``p99``, ``max``) of
+    ``of`` (``latency_ns`` or ``service_ns``); empty intervals left out of
+    the percentiles."""
     s = span.task.series or {}
     step = float(s.get("interval_s") or 1.0)
     ops = s.get("ops") or []
-    values = s.get("ops_per_s") if key == "ops_per_s" else (s.get("latency_ns") or {}).get(key)
+    rate = key in ("ops_per_s", "errors")
+    values = s.get(key) if rate else (s.get(of) or {}).get(key)
     xs, ys = [], []
     for k, v in enumerate(values or []):
-        if key != "ops_per_s" and not ops[k]:
+        if not rate and not ops[k]:
             continue
         a = span.start + k * step
         b = span.end if k == len(ops) - 1 else a + step  # the last runs to the task's end
         xs.append((a + b) / 2)
-        ys.append(float(v))
+        ys.append(float(v) / (b - a) if key == "errors" else float(v))
     return xs, ys
 
 
@@ -118,7 +123,8 @@ def timeline_view(v: ViewInput) -> list[Block]:
     caption = (
         f"Per interval of each task (the {v.how} run of each configuration, each run once), "
         "on the run's clock; shaded: one-shot phases. p99 and p50 of the operations that "
-        "ended in the interval, from the driver's per-interval HDR histograms."
+        "ended in the interval, from the driver's per-interval HDR histograms; dotted: an "
+        "open loop's service time (without the queue); triangles: failed operations per second."
     )
     if len(runs) > MAX_RUNS:
         caption += f" The first {MAX_RUNS} of {len(runs)} runs are shown."
@@ -133,12 +139,14 @@ def timeline_view(v: ViewInput) -> list[Block]:
                 "ops/s min",
                 "ops/s median",
                 "ops/s max",
+                "errors",
+                "service p99 median",
                 "p99 median",
                 "p99 worst",
                 "worst at",
             ],
             rows,
-            align=["l", "l"] + ["r"] * 7,
+            align=["l", "l"] + ["r"] * 9,
         ),
     ]
 
@@ -187,12 +195,26 @@ def _draw(run: RunRecord, rate_ax: Any, lat_ax: Any) -> None:
         lat_ax.plot(xs, ys, color=color, lw=1.2, marker=".", ms=3)
         xs, ys = points(span, "p50")
         lat_ax.plot(xs, ys, color=color, lw=0.9, ls="--", marker=".", ms=2)
+        xs, ys = points(span, "p99", "service_ns")
+        if xs:  # an open loop: its service time, the queue left out
+            lat_ax.plot(xs, ys, color=color, lw=1.0, ls=":", marker="+", ms=3)
+        xs, ys = points(span, "errors")
+        if any(ys):
+            rate_ax.plot(
+                [x for x, y in zip(xs, ys, strict=True) if y > 0],
+                [y for y in ys if y > 0],
+                color=color,
+                ls="none",
+                marker="v",
+                ms=4,
+                label=plots.plain(f"{span.task.name}: errors/s"),
+            )
     plots.rate_axis(rate_ax, "y")
     rate_ax.set_ylabel("ops/s (x: none ended)")
     plots.fmt_ns_axis(lat_ax, "y")
     for ax in (rate_ax, lat_ax):  # decades only: a run's tasks span many
         ax.yaxis.set_major_locator(LogLocator(base=10))
-    lat_ax.set_ylabel("p99 (solid), p50 (dashed)")
+    lat_ax.set_ylabel("p99 (solid), p50 (dashed),\nservice p99 (dotted)")
     lat_ax.set_xlabel("seconds from the run's first task")
     for ax in (rate_ax, lat_ax):
         ax.grid(True, alpha=0.3)
@@ -217,18 +239,31 @@ def _rows(label: str, run: RunRecord) -> list[list[str]]:
         busy = [(x, k) for k, x in enumerate(p99) if ops[k]]
         worst, at = max(busy) if busy else (0, 0)
         step = float(s.get("interval_s") or 1.0)
+        svc = (s.get("service_ns") or {}).get("p99") or []
+        errors = s.get("errors") or []
         rows.append(
             [
                 label,
                 span.task.name,
                 str(len(ops)),
                 *(fmt_rate(x) if x else "0" for x in (min(rates), _median(rates), max(rates))),
+                _errors(errors, step),
+                fmt_ns(_median([x for k, x in enumerate(svc) if ops[k]])) if svc else "-",
                 fmt_ns(_median([x for x, _ in busy])),
                 fmt_ns(worst),
                 f"{at * step:g}-{(at + 1) * step:g} s",
             ]
         )
     return rows
+
+
+def _errors(per_interval: Sequence[int], step: float) -> str:
+    """A task's failed operations and the interval with most of them."""
+    total = sum(per_interval)
+    if not total:
+        return "0"
+    k = max(range(len(per_interval)), key=lambda i: per_interval[i])
+    return f"{total:,} (most at {k * step:g}-{(k + 1) * step:g} s)"
 
 
 # --- the terminal ------------------------------------------------------------------
@@ -251,26 +286,41 @@ def spark(values: Sequence[float], width: int, worst: bool = False) -> str:
 
 def sparklines(run: RunRecord | dict[str, Any], width: int = 48) -> list[tuple[str, ...]]:
     """(task, throughput sparkline and range, p99 sparkline and range) per
-    timed task that has a series."""
+    timed task that has a series (items/s where its operations carry
+    batches); under it, where it has them, a line of its service time's p99
+    (an open loop) and one of its failed operations per interval."""
     run = records.parse(run)
     out = []
     for span in layout(run):
         if not span.timed:
             continue
         s = span.task.series or {}
-        rates = [float(x) for x in s.get("ops_per_s") or []]
+        items = s.get("items_per_s")
+        rates = [float(x) for x in items or s.get("ops_per_s") or []]
+        unit = " items/s" if items else ""
         ops = s.get("ops") or []
-        given = (s.get("latency_ns") or {}).get("p99") or []
-        p99 = [float(x) for x, n in zip(given, ops, strict=False) if n]  # busy intervals
-        lo, hi = min(p99, default=0), max(p99, default=0)
         out.append(
             (
                 span.task.name,
-                f"{spark(rates, width)} {_rate(min(rates))}..{_rate(max(rates))}",
-                f"{spark(p99, width, worst=True)} {fmt_ns(lo)}..{fmt_ns(hi)}",
+                f"{spark(rates, width)} {_rate(min(rates))}..{_rate(max(rates))}{unit}",
+                _p99_line(s.get("latency_ns"), ops, width),
             )
         )
+        if s.get("service_ns"):
+            out.append(("  service time", "", _p99_line(s["service_ns"], ops, width)))
+        errors = s.get("errors") or []
+        if any(errors):
+            out.append(
+                ("  errors", f"{spark(errors, width, worst=True)} {sum(errors):,} in all", "")
+            )
     return out
+
+
+def _p99_line(latency: dict[str, Any] | None, ops: Sequence[int], width: int) -> str:
+    given = (latency or {}).get("p99") or []
+    p99 = [float(x) for x, n in zip(given, ops, strict=False) if n]  # busy intervals
+    lo, hi = min(p99, default=0), max(p99, default=0)
+    return f"{spark(p99, width, worst=True)} {fmt_ns(lo)}..{fmt_ns(hi)}"
 
 
 def _rate(x: float) -> str:

@@ -65,6 +65,8 @@ class ScaleWorkload(TuneWorkload):
             r.upload(size, name=f"upload n={size}")
             step["upload_s"] = ctx.tasks[-1].elapsed_s
             index_metrics(ctx, r.build_index(name=f"build_index n={size}"), step)
+            if "size_bytes" in ctx.metrics:  # this size's, measured by build_index
+                step |= {k: ctx.metrics[k] for k in ("size_bytes", "size_vectors")}
             r.reset_truth()
             if p.tune:
                 setting, found = tune_setting(ctx, r, p)

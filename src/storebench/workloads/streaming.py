@@ -13,6 +13,10 @@ curve per stage.
 The rate asked for is never lowered: each insert task records its target
 and achieved documents/s, and ``sustained`` false where it achieved less
 than 95% of the target (the engine, or the client, could not keep up).
+The searches run for the planned time of the inserts; inserts that fall
+behind run on after them, so each search task records ``inserting_share``,
+the part of the inserts' time it ran beside (below 1: the rest of the stage
+was written with no search running), and the stage its smallest.
 
 The last batch of each stage is the lag probe: inserted alone, then the
 engine is searched for its last vector until that document comes back (a
@@ -127,6 +131,16 @@ def _insert_fields(rec: TaskRecord, items: int, target: float) -> dict[str, Any]
     }
 
 
+def _beside(search: TaskRecord, insert: TaskRecord | None) -> dict[str, Any]:
+    """The share of the inserts' time the search ran beside them (None where
+    the clients' clocks are not the driver's)."""
+    if insert is None or not (search.start_unix and insert.start_unix and insert.elapsed_s):
+        return {}
+    start = max(search.start_unix, insert.start_unix)
+    end = min(search.start_unix + search.elapsed_s, insert.start_unix + insert.elapsed_s)
+    return {"inserting_share": round(min(1.0, max(0.0, end - start) / insert.elapsed_s), 4)}
+
+
 class StreamingWorkload(Workload):
     name = "streaming"
     Params = StreamingParams
@@ -226,6 +240,7 @@ class StreamingWorkload(Workload):
         lag_s = ctx.tasks[-1].get("lag_s")  # the lag task's time, when it was found
         r.loaded = target
         r.count_check(target, f"stage {label}")
+        r.size(stage)
         r.reset_truth()  # the truth of what is visible now
         rec = r.measure(f"recall {label}", setting=setting, clients=1, stage=fraction, n=target)
         k = f"recall@{p.k}"
@@ -237,6 +252,9 @@ class StreamingWorkload(Workload):
             "inserts": [t.name for t in inserts],
             "searches": [t.name for t in searches],
         }
+        shares = [t.get("inserting_share") for t in searches]
+        if shares and None not in shares:
+            stage["inserting_share"] = min(shares)
         if inserts:
             items = sum(t.items for t in inserts)
             secs = sum(max(t.elapsed_s, t.get("planned_s", 0.0)) for t in inserts)
@@ -282,10 +300,13 @@ class StreamingWorkload(Workload):
             executor=executor,
         )
 
+        inserted: dict[str, TaskRecord] = {}
+
         def derive(rec: TaskRecord, _: Any) -> dict[str, Any]:
-            if rec.name == insert.name:
+            if rec.name == insert.name:  # derived first: the mix's order
+                inserted["rec"] = rec
                 return _insert_fields(rec, hi - lo, p.insert_rate)
-            return {}
+            return _beside(rec, inserted.get("rec"))
 
         common = {"stage": fraction, "executor": ctx.executor_name(search)}
         ctx.measure_mix(

@@ -134,11 +134,31 @@ class SearchRun:
             )
 
     def build_index(self, name: str = "build_index") -> TaskRecord | None:
-        """``build_index`` of the loaded rows, then the count check."""
+        """``build_index`` of the loaded rows, then the count check and the
+        collection's size."""
         rec = build_index(self.ctx, self.coll, self.loaded, name, n=self.loaded)
         if rec is not None:
             self.count_check(self.loaded, f"after {name}")
+        self.size()
         return rec
+
+    def size(self, into: dict[str, Any] | None = None) -> int | None:
+        """The collection's size as the store counts it (its data and indexes:
+        a table with its indexes, keys with their index's memory) beside the
+        vectors loaded, into the run's metrics (the latest) and ``into``:
+        bytes per vector come from this, not from a server's data directory
+        (an in-memory server's holds only its snapshots; a database's has its
+        log and catalogs). None where the store cannot tell."""
+        if not self.ctx.store.supports(Capability.SIZE):
+            return None
+        try:
+            size = self.coll.size_bytes()
+        except NotSupported:
+            return None
+        for out in (self.ctx.metrics, into or {}):
+            out["size_bytes"] = size
+            out["size_vectors"] = self.loaded
+        return size
 
     # --- truth
     def truth(self, label: str | None) -> GroundTruth:
