@@ -11,7 +11,16 @@ from storebench.report.terminal import fmt_ns
 from storebench.stores.reference.memory import MemoryCollection
 
 WORKLOADS = ("search", "tune", "scale")
-SMALL = {"n": 1500, "dim": 16, "queries": 60, "k": 10, "batch_size": 500, "warmup": 2}
+# min_window_s 0: each task runs its ops exactly (tests/unit/test_pool.py has the floor)
+SMALL = {
+    "n": 1500,
+    "dim": 16,
+    "queries": 60,
+    "k": 10,
+    "batch_size": 500,
+    "warmup": 2,
+    "min_window_s": 0,
+}
 
 
 def run(scenario, stores, tmp_path, **sets):
