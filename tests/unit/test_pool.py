@@ -71,7 +71,7 @@ def test_the_clients_of_a_run_serve_every_task_and_end_with_it(store):
     _, more = driver.run(Task("c", Pids(), clients=4, ops=20), coll)
     pids = [pid for pid, _ in first]
     assert len(set(pids)) == 2 and os.getpid() not in pids
-    assert again == first  # the same two processes, the collection kept open
+    assert again == first  # the same two processes
     assert [pid for pid, _ in more[:2]] == pids and len({pid for pid, _ in more}) == 4
     other = store.create_collection("y", Schema())
     _, moved = driver.run(Task("d", Pids(), clients=2, ops=10), other)

@@ -252,10 +252,13 @@ class _Closing(Exception):
 
 def _pool_worker(spec: Any, inbox: Any, out: Any, stop: Any, prog: Any, parent: int) -> None:
     """A client process of a ``_Pool``: runs one client of each task it is
-    handed, until told to end. It opens the store once and a collection
-    again only when a task names another; its stop flag and progress slot
-    are its own (the parent sets them), its start is the parent's
-    (``_Pool``: "ready" out, "go" or "abort" in)."""
+    handed, until told to end. It opens the store once (its connections
+    serve every task) and the task's collection at each task, as a client
+    joining then would: what the parent changed since (an index built, as
+    Redis's switch from FLAT to HNSW, which the store learns at the open)
+    is seen. Its stop flag and progress slot are its own (the parent sets
+    them), its start is the parent's (``_Pool``: "ready" out, "go" or
+    "abort" in)."""
     # The parent decides when to stop (it started this process with both
     # signals blocked, so none came before these lines); the process dies
     # with the parent, even a parent ended by SIGKILL or a second signal.
@@ -266,8 +269,7 @@ def _pool_worker(spec: Any, inbox: Any, out: Any, stop: Any, prog: Any, parent: 
     if os.getppid() != parent:  # it died before that took effect
         return
     ctl = Controls(memoryview(stop).cast("B"), memoryview(prog).cast("B").cast("q"))
-    store = coll = None
-    opened: int | None = None  # the key of the collection open
+    store = None
     try:
         while True:
             job = inbox.get()
@@ -275,7 +277,7 @@ def _pool_worker(spec: Any, inbox: Any, out: Any, stop: Any, prog: Any, parent: 
                 return
             if job[0] != "run":  # the start of a task that ended without this client
                 continue
-            _, seq, key, name, schema, task, c, g = job
+            _, seq, name, schema, task, c, g = job
 
             def start(seq: int = seq, g: int = g) -> None:
                 out.put(("ready", seq, g))
@@ -291,8 +293,7 @@ def _pool_worker(spec: Any, inbox: Any, out: Any, stop: Any, prog: Any, parent: 
             try:
                 if store is None:
                     store = spec.open()
-                if key != opened:
-                    coll, opened = store.open_collection(name, schema), key
+                coll = store.open_collection(name, schema)
                 res = run_client(task, coll, c, ctl, start, 0)
             except _Closing:
                 return
@@ -323,7 +324,7 @@ class _Worker:
 class _Pool:
     """The client processes of one run: worker g serves slot g of every task
     (each task's clients, and a mix's, in slot order). Started as tasks first
-    need them, again if one died; each opens the store once. Tasks start
+    need them, again if one died. Tasks start
     together on the parent's word: each client says "ready" after its
     warm-up, and when all have, the parent says "go" (or "abort" once one
     failed or the run is stopped), so no barrier has to be made per task in
@@ -337,17 +338,6 @@ class _Pool:
         self.out = ctx.Queue()
         self.workers: list[_Worker] = []
         self.seq = 0  # the current task's number
-        self.collections: list[Collection] = []  # a collection's key is its place here
-
-    def key(self, coll: Collection) -> int:
-        """The collection's key: workers open it again when it changes. By
-        identity (kept, so an id is never reused): a collection dropped and
-        made again under its name is another one."""
-        for k, known in enumerate(self.collections):
-            if known is coll:
-                return k
-        self.collections.append(coll)
-        return len(self.collections) - 1
 
     def worker(self, w: int) -> _Worker:
         """Worker w, started (again, if it died) with the signals blocked."""
@@ -367,7 +357,7 @@ class _Pool:
 
     def close(self) -> None:
         """Ask every worker to end, wait ``CLOSE_S`` at most, kill the rest."""
-        workers, self.workers, self.collections = self.workers, [], []
+        workers, self.workers = self.workers, []
         started = [wk for wk in workers if wk.proc.pid is not None]
         for wk in started:
             with contextlib.suppress(Exception):
@@ -459,7 +449,6 @@ class ProcessExecutor(Executor):
         pool = self._pool_for_run()
         pool.seq += 1
         seq = pool.seq
-        key = pool.key(coll)
         results: dict[int, ClientResult] = {}
         sent = [False] * n  # the client's task is in its worker's inbox
         ready: set[int] = set()
@@ -477,7 +466,7 @@ class ProcessExecutor(Executor):
             wk = pool.worker(g)
             wk.stop[0] = 0
             wk.progress[0] = 0
-            wk.inbox.put(("run", seq, key, coll.name, coll.schema, tasks[t], c, g))
+            wk.inbox.put(("run", seq, coll.name, coll.schema, tasks[t], c, g))
             sent[g] = True
 
         def abort(started: int) -> None:
