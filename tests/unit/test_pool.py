@@ -118,6 +118,36 @@ def test_an_executor_let_go_of_without_close_ends_its_clients(store):
     assert not live_children(before)  # the driver is gone: so are its clients
 
 
+class SleepsThenPids:
+    """1 ms per op; each client's payload its process id."""
+
+    def __call__(self, coll, c, clients):
+        return FnOp(lambda i: time.sleep(0.001), finish=os.getpid)
+
+
+def test_a_task_run_meanwhile_from_another_thread_gets_clients_of_its_own(store):
+    before = children()
+    coll = store.create_collection("x", Schema())
+    driver = Driver(executor="processes")
+    _, first = driver.run(Task("up", Pids(), clients=2, ops=4), coll)
+    kept = {pid for pid, _ in first}
+    out = {}
+    other = threading.Thread(
+        target=lambda: out.update(
+            long=driver.run(Task("long", SleepsThenPids(), clients=2, duration_s=3.0), coll)
+        )
+    )
+    other.start()
+    time.sleep(1.0)  # the long task holds the kept clients
+    stats, meanwhile = driver.run(Task("meanwhile", Pids(), clients=2, ops=4), coll)
+    other.join()
+    assert stats.ops == 4 and not kept & {pid for pid, _ in meanwhile}
+    long_stats, long_pids = out["long"]
+    assert long_stats.complete and set(long_pids) == kept
+    driver.close()
+    assert not live_children(before)
+
+
 @pytest.mark.parametrize("executor", ["threads", "processes"])
 def test_a_floor_on_the_window_runs_a_small_task_at_least_that_long(store, executor):
     coll = store.create_collection("x", Schema())

@@ -420,6 +420,7 @@ class ProcessExecutor(Executor):
         super().__init__(store)
         self._pool: _Pool | None = None
         self._closer: weakref.finalize | None = None
+        self._in_use = threading.Lock()  # held by the task the pool serves
 
     def _pool_for_run(self) -> _Pool:
         if self._pool is None:
@@ -444,9 +445,24 @@ class ProcessExecutor(Executor):
             pool.close()
 
     def run(self, tasks: list[Task], coll: Collection, progress: Any) -> list[list[ClientResult]]:
+        # a task run meanwhile from another thread gets processes of its own
+        shared = self._in_use.acquire(blocking=False)
+        try:
+            return self._run(tasks, coll, progress, shared)
+        finally:
+            if shared:
+                self._in_use.release()
+
+    def _run(
+        self, tasks: list[Task], coll: Collection, progress: Any, shared: bool
+    ) -> list[list[ClientResult]]:
         slots = _slots(tasks)
         n = len(slots)
-        pool = self._pool_for_run()
+        pool = (
+            self._pool_for_run()
+            if shared
+            else _Pool(mp.get_context(self.start_method), self.store.spec)
+        )
         pool.seq += 1
         seq = pool.seq
         results: dict[int, ClientResult] = {}
@@ -513,9 +529,11 @@ class ProcessExecutor(Executor):
             interrupted = self._watch(
                 tasks, ctl, progress, launch, lambda: len(results) < n, collect, abort
             )
-            keep = not interrupted and not any(r.error for r in results.values())
+            keep = shared and not interrupted and not any(r.error for r in results.values())
         finally:
-            if not keep:  # a client may be stuck or dead: the next task starts afresh
+            if not shared:
+                pool.close()
+            elif not keep:  # a client may be stuck or dead: the next task starts afresh
                 self.close()
         return self._finish(tasks, _per_task(tasks, slots, results), interrupted)
 
