@@ -277,6 +277,10 @@ def _finish(
     if executor is not None:  # where the clients ran (a cluster's shape)
         record.executor = executor.describe()
     if ctx is not None:
+        try:  # the clients kept between tasks end before the collections and the store
+            ctx.driver.close()
+        except Exception as exc:
+            log.warning("could not stop the run's clients: %s", exc)
         _take(record, ctx)
         failed_drops = drop_collections(ctx.collections)
         if failed_drops:

@@ -122,6 +122,7 @@ def test_search_on_a_managed_redis_with_queries_through_the_object_store(
         "n": 1500,
         "dim": 16,
         "queries": 100,
+        "min_window_s": 0,  # each task: the 100 queries exactly
         "batch_size": 500,
         "warmup": 2,
         "repeats": 1,

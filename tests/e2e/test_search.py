@@ -11,7 +11,16 @@ from storebench.report.terminal import fmt_ns
 from storebench.stores.reference.memory import MemoryCollection
 
 WORKLOADS = ("search", "tune", "scale")
-SMALL = {"n": 1500, "dim": 16, "queries": 60, "k": 10, "batch_size": 500, "warmup": 2}
+# min_window_s 0: each task runs its ops exactly (tests/unit/test_pool.py has the floor)
+SMALL = {
+    "n": 1500,
+    "dim": 16,
+    "queries": 60,
+    "k": 10,
+    "batch_size": 500,
+    "warmup": 2,
+    "min_window_s": 0,
+}
 
 
 def run(scenario, stores, tmp_path, **sets):
@@ -307,3 +316,34 @@ def test_a_wrong_id_at_a_tied_distance_is_still_a_miss():
     outside = score([payload], truth, 2, lambda rows, f: np.array([[0.0, np.inf]], np.float32))
     untold = score([payload], truth, 2)
     assert (tied.recall, outside.recall, untold.recall) == (1.0, 0.5, 0.5)
+
+
+def test_a_floor_on_the_window_cycles_the_queries_and_the_clients_end_with_the_run(tmp_path):
+    import psutil
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    (rec,) = run(
+        "search",
+        ["sqlite"],
+        tmp_path,
+        repeats=1,
+        clients=[1, 2],
+        labels=[],
+        n=500,
+        queries=30,
+        min_window_s=0.5,
+    )
+    assert rec["status"] == "ok", rec["error"]
+    for name in ("search c=1", "search c=2"):
+        t = tasks(rec)[name]
+        assert t["ops"] > 30 and t["elapsed_s"] >= 0.5 and t["min_window_s"] == 0.5
+        assert t["queries_scored"] == 30 and t["recall@10"] == 1.0  # each query once
+    assert tasks(rec)["search c=2"]["executor"] == "processes"
+    left = [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if p.pid not in before
+        and p.status() != psutil.STATUS_ZOMBIE
+        and "resource_tracker" not in " ".join(p.cmdline())
+    ]
+    assert not left  # the run's client processes ended with it

@@ -100,6 +100,13 @@ class Task:
     inflight: int = 1
     max_errors: int = 0  # failed ops tolerated before the task fails
     interval_s: float | None = None  # the per-interval series' interval; None: the driver's
+    # a floor on the measured window of an ``ops`` task: each client goes on
+    # past its share of ``ops`` until this long after the start, so a task
+    # of few fast ops is not timed over a fraction of a second (its start-up
+    # and the first interval would be all it shows). Only for an op stream
+    # that can go on past ``ops`` (a query set cycled: op i is query
+    # i % queries); ``ops`` is then a minimum, the record's ops what ran.
+    min_duration_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.clients < 1 or self.inflight < 1:
@@ -110,6 +117,8 @@ class Task:
             raise ValueError(f"task {self.name}: rate must be > 0 and excludes think time")
         if self.interval_s is not None and not self.interval_s > 0:
             raise ValueError(f"task {self.name}: interval_s must be > 0")
+        if self.min_duration_s < 0 or (self.min_duration_s and self.duration_s is not None):
+            raise ValueError(f"task {self.name}: min_duration_s must be >= 0, with ops only")
 
     @property
     def interval_ns(self) -> int:
@@ -172,6 +181,7 @@ def _measure(
     step = task.lanes
     n = task.client_ops(c)
     deadline = start_ns + int(task.duration_s * 1e9) if task.duration_s is not None else 1 << 62
+    floor = start_ns + int(task.min_duration_s * 1e9)  # the window's floor (ops tasks)
     think = task.think(c)
     size = n if n is not None else DURATION_SLOTS
     try:
@@ -230,10 +240,13 @@ def _measure(
                 raise TaskFailed(
                     f"task {task.name}: operation {failed} of client {c} failed: {type(exc).__name__}: {exc}"
                 ) from exc
-        if ctl.stop[0] or loops.clock() >= deadline or (n is not None and used >= n):
+        done = n is not None and used >= n
+        if done and loops.clock() < floor:  # its ops are done, the window not yet: go on to it
+            deadline, done = floor, False
+        if ctl.stop[0] or loops.clock() >= deadline or done:
             break
-        if used == len(lat):  # duration mode: more room, doubled so copies stay O(ops)
-            more = np.zeros(len(lat), np.int64)
+        if used == len(lat):  # duration or floor: more room, doubled so copies stay O(ops)
+            more = np.zeros(max(len(lat), 1024), np.int64)
             lat = np.concatenate([lat, more])
             if think:
                 ends = np.concatenate([ends, more])
@@ -323,6 +336,8 @@ def merge(task: Task, results: list[ClientResult]) -> TaskStats:
     stats = TaskStats(task.name, clients=task.clients)
     if task.inflight > 1:
         stats.extra["inflight"] = task.inflight
+    if task.min_duration_s:
+        stats.extra["min_window_s"] = task.min_duration_s
     if task.rate is not None:
         stats.service = Histogram()
     # a series only where every client kept one (a plug-in executor may not)

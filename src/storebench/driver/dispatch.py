@@ -17,10 +17,10 @@ import numpy as np
 from storebench import noise
 from storebench.driver import loops
 from storebench.driver.core import ClientResult, Interrupted, Task, merge, unix_time
-from storebench.driver.executors import ABORTED, choose_executor, get_executor
+from storebench.driver.executors import ABORTED, Executor, choose_executor, get_executor
 from storebench.errors import TaskFailed
 from storebench.metrics import DEFAULT_INTERVAL_S, TaskStats
-from storebench.stores.base import Collection
+from storebench.stores.base import Collection, Store
 
 log = logging.getLogger("storebench")
 
@@ -73,6 +73,21 @@ class Driver:
         self.executor = executor  # the run's: a task's own choice aside, every task's
         self.processes = processes
         self.interval_s = interval_s
+        # one executor per name and store, kept for the run: its clients
+        # may serve every task (``close`` lets them go)
+        self._executors: dict[tuple[str, int], Executor] = {}
+
+    def executor_for(self, name: str, store: Store) -> Executor:
+        key = (name, id(store))
+        if key not in self._executors:
+            self._executors[key] = get_executor(name, store)
+        return self._executors[key]
+
+    def close(self) -> None:
+        """The run is over: executors let go of the clients they kept."""
+        executors, self._executors = self._executors, {}
+        for executor in executors.values():
+            executor.close()
 
     def run(self, task: Task, coll: Collection) -> tuple[TaskStats, list[Any]]:
         """Time ``task`` on ``coll``; returns the stats and each client's payload."""
@@ -88,7 +103,7 @@ class Driver:
         if len(names) > 1:
             raise ValueError(f"tasks run together must share one executor, got {sorted(names)}")
         name = names.pop()
-        executor = get_executor(name, coll.store)
+        executor = self.executor_for(name, coll.store)
         for task in tasks:
             what = task.ops or f"{task.duration_s}s"
             log.info(

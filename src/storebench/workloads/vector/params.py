@@ -36,6 +36,12 @@ class VectorParams(Params):
     duration_s: float | None = Field(
         None, gt=0, description="run each measured task this long instead of `ops` queries"
     )
+    min_window_s: float = Field(
+        1.0,
+        ge=0,
+        description="with `ops`: each measured task runs at least this long, the query set "
+        "cycled (recall over the distinct queries); 0: the `ops` queries only",
+    )
     warmup: int = Field(20, ge=0, description="untimed queries per client before measuring")
     warmup_s: float = Field(0.0, ge=0, description="untimed seconds per client before measuring")
     rate: float | None = Field(

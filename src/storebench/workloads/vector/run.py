@@ -218,6 +218,7 @@ class SearchRun:
             warmup_s=p.warmup_s,
             rate=p.rate,
             executor=self.executor(clients),
+            min_duration_s=0.0 if p.duration_s else p.min_window_s,
         )
         executor = self.executor_name(task)
         extra = {"phase": "search", setting_key: setting.given(), "executor": executor} | extra
