@@ -49,8 +49,9 @@ import numpy as np
 from pydantic import Field
 
 from storebench.data.batch import DocBatch, Schema
-from storebench.driver import Op, Task
+from storebench.driver import Op, Task, native
 from storebench.driver.executors import ExecutorChoice
+from storebench.driver.native import ClientChoice
 from storebench.errors import NotSupported, TaskFailed
 from storebench.records import TaskRecord
 from storebench.stores.base import Capability, Collection
@@ -80,6 +81,10 @@ class IngestParams(Params):
     )
     executor: ExecutorChoice = Field(
         "auto", description="threads | processes; auto: the run's or the store's choice"
+    )
+    client: ClientChoice = Field(
+        "python",
+        description="python | native (the compiled loop, where the store has it) | auto",
     )
 
     @property
@@ -127,6 +132,8 @@ class _Inserts(Op):
         docs = DocBatch(ids, {f"test{j + 1}": col for j in range(p.complexity)})
         b, w, n = p.batch_size, p.pipeline, p.requests
         mine = range(lane, p.ops, lanes)
+        self.coll = coll
+        self.pipelined = w > 1
         self.args: list[Any]
         if w == 1:
             self.send: Callable[[Any], None] = coll.insert
@@ -140,6 +147,10 @@ class _Inserts(Op):
 
     def __call__(self, i: int) -> None:
         self.send(self.args[i // self.lanes])
+
+    def native(self) -> Any:
+        """The same requests for the native loop: op j sends ``args[j]``."""
+        return self.coll.native_insert([a if self.pipelined else [a] for a in self.args])
 
 
 _POLL_S = 0.002  # between count polls while the engine settles
@@ -202,6 +213,11 @@ class IngestWorkload(Workload):
                 return
         compat = ctx.mode == "compat"
         coll = ctx.collection("ingest", make_schema(p))
+        try:
+            client = native.resolve(p.client, coll, "insert")
+        except NotSupported as exc:  # recorded, never done another way
+            ctx.unsupported("insert", exc)
+            return
         # held until the end of the run: the ops it made are freed after settle
         task = Task(
             "insert",
@@ -214,6 +230,7 @@ class IngestWorkload(Workload):
             executor=ctx.executor_for(
                 p.executor, p.concurrency * p.inflight, auto_processes=AUTO_PROCESSES
             ),
+            client=client,
         )
         executor = ctx.executor_name(task)
 
@@ -237,6 +254,7 @@ class IngestWorkload(Workload):
             # one timed operation is one request, or one pipeline of them
             latency_per="pipeline" if p.pipeline > 1 else "request",
             executor=executor,
+            client=client,
         )
         insert_s = stats.elapsed_ns / 1e9
 
