@@ -95,6 +95,13 @@ _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x0
 _COPY_TRAILER = b"\xff\xff"
 
 
+def _packed(col: np.ndarray, dtype: str) -> list[bytes]:
+    """Each value of a column in a fixed-width binary form (numpy scalars
+    would come back in native byte order: slices of one buffer do not)."""
+    raw, w = col.astype(dtype).tobytes(), np.dtype(dtype).itemsize
+    return [raw[j : j + w] for j in range(0, len(raw), w)]
+
+
 def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -306,15 +313,15 @@ class PgVectorCollection(Collection):
     def _binary(self, docs: DocBatch) -> list[bytes | None]:
         """A batch's parameters, row by row (id, fields, vector), in
         PostgreSQL's binary forms (bigint, double, boolean, text, vector)."""
-        columns: list[list[bytes]] = [[x.tobytes() for x in docs.ids.astype(">i8")]]
+        columns: list[list[bytes]] = [_packed(docs.ids, ">i8")]
         for f in self._fields:
             col, kind = docs.fields[f], self._kinds[f]
             if kind == "str":
                 columns.append([x.encode() for x in col.tolist()])
             elif kind == "int":
-                columns.append([x.tobytes() for x in col.astype(">i8")])
+                columns.append(_packed(col, ">i8"))
             elif kind == "float":
-                columns.append([x.tobytes() for x in col.astype(">f8")])
+                columns.append(_packed(col, ">f8"))
             else:
                 columns.append([bytes([bool(x)]) for x in col.tolist()])
         if docs.vectors is not None:
