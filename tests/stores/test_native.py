@@ -98,15 +98,14 @@ def test_native_search_returns_the_python_ids(store):
         op = coll.native_search(queries, 10)
         lat, used, _, err = closed(op, 20, ctl())
         assert (used, err) == (20, None)
-        ids, ends = op.results(used)
-        starts = [0, *ends[:-1]]
-        got = [ids[s:e] for s, e in zip(starts, ends, strict=True)]
+        ids, spans = op.results()
+        got = [ids[spans[2 * j] : spans[2 * j + 1]] for j in range(20)]
         assert got == want.tolist()
         # op j sends query j mod their number: resumed at 20, the same ids again
         lat, used, _, err = closed(op, 40, ctl(), start=20)
         assert (used, err) == (40, None) and (lat[:20] == 0).all() and (lat[20:] > 0).all()
-        ids, ends = op.results(used)
-        assert ids[ends[19] : ends[39]] == ids[: ends[19]]
+        ids, spans = op.results()
+        assert ids[spans[40] : spans[79]] == ids[: spans[39]]
     finally:
         coll.drop()
 
@@ -205,6 +204,26 @@ def test_ingest_native_records_its_client_and_holds_every_document(
     assert insert["requests"] == -(-2000 // 3)
     settle = next(t for t in rec["tasks"] if t["name"] == "settle")
     assert settle["held"] == 2000
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_search_workload_native_has_the_python_recall(engine, tmp_path):
+    small = {"n": 1500, "dim": 16, "queries": 60, "k": 10, "batch_size": 500, "warmup": 2}
+    small |= {"clients": [1, 3], "labels": [], "grid": {}}
+    recalls = {}
+    for client in ("python", "native"):
+        (rec,) = run(
+            "search",
+            [f"{engine}={S.shared_url(engine)}"],
+            {**small, "client": client},
+            results_dir=str(tmp_path / client),
+        )
+        assert rec["status"] == "ok", rec.get("error")
+        tasks = [t for t in rec["tasks"] if t.get("phase") == "search"]
+        assert tasks and all(t["client"] == client for t in tasks)
+        assert all(t["queries_scored"] == 60 for t in tasks)
+        recalls[client] = [t["recall@10"] for t in tasks]
+    assert recalls["native"] == recalls["python"]
 
 
 def test_native_where_the_store_has_none_is_unsupported(tmp_path):

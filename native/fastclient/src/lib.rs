@@ -124,8 +124,8 @@ struct NativeOps {
     body: Vec<u8>,
     offs: Vec<usize>,
     keep: Keep,
-    ids: Vec<i64>,        // the ids each operation returned, one after another
-    id_ends: Vec<usize>,  // where operation j's ids end in ``ids`` (by slot)
+    ids: Vec<i64>,    // the ids each operation returned, one after another
+    spans: Vec<i64>,  // slot j's ids: ids[spans[2j]..spans[2j+1]]; -1, -1: not done
 }
 
 /// What a loop returns: slots used, the loop's start, an error's text.
@@ -228,21 +228,23 @@ impl NativeOps {
         }
     }
 
-    fn record_ids(&mut self, j: usize) {
+    fn record_ids(&mut self, j: usize, from: usize) {
         if self.keep == Keep::Ids {
-            if self.id_ends.len() <= j {
-                self.id_ends.resize(j + 1, self.ids.len());
+            if self.spans.len() < 2 * (j + 1) {
+                self.spans.resize(2 * (j + 1), -1);
             }
-            self.id_ends[j] = self.ids.len();
+            self.spans[2 * j] = from as i64;
+            self.spans[2 * j + 1] = self.ids.len() as i64;
         }
     }
 
     /// One operation at slot j: its end time, or the error that stops the loop.
     fn step(&mut self, j: usize) -> Result<i64, String> {
+        let from = self.ids.len();
         match self.op(j) {
             Ok(None) => {
                 let t = now();
-                self.record_ids(j);
+                self.record_ids(j, from);
                 Ok(t)
             }
             Ok(Some(e)) => Err(e),
@@ -384,18 +386,10 @@ impl NativeOps {
         py.allow_threads(move || self.open_loop(sh, start, deadline, origin, interval))
     }
 
-    /// The ids each operation returned, by slot: (ids, ends), operation j's
-    /// ids are ids[ends[j-1]:ends[j]] (empty where it failed or did not run).
-    fn results(&self, used: usize) -> (Vec<i64>, Vec<usize>) {
-        let mut ends = Vec::with_capacity(used);
-        let mut last = 0;
-        for j in 0..used {
-            if let Some(&e) = self.id_ends.get(j) {
-                last = last.max(e);
-            }
-            ends.push(last);
-        }
-        (self.ids.clone(), ends)
+    /// The ids the operations returned: (ids, spans), slot j's are
+    /// ids[spans[2j]:spans[2j+1]]; -1, -1 where it failed or did not run.
+    fn results(&self) -> (Vec<i64>, Vec<i64>) {
+        (self.ids.clone(), self.spans.clone())
     }
 
     /// How many prepared operations there are (op j sends number j mod this).
@@ -554,7 +548,7 @@ fn postgres(
         offs.push(body.len());
     }
     let keep = if ids { Keep::Ids } else { Keep::Nothing };
-    let mut me = NativeOps { conn, proto: Proto::Pg, body: body.to_vec(), offs, keep: Keep::Nothing, ids: vec![], id_ends: vec![] };
+    let mut me = NativeOps { conn, proto: Proto::Pg, body: body.to_vec(), offs, keep: Keep::Nothing, ids: vec![], spans: vec![] };
     for q in &setup {
         let mut out = BytesMut::new();
         frontend::query(q, &mut out).map_err(|e| PyValueError::new_err(e.to_string()))?;
@@ -609,7 +603,7 @@ fn redis(
     }
     let keep = if id_prefix.is_some() { Keep::Ids } else { Keep::Nothing };
     let proto = Proto::Resp { replies, id_prefix: id_prefix.unwrap_or_default() };
-    let mut me = NativeOps { conn, proto, body, offs, keep: Keep::Nothing, ids: vec![], id_ends: vec![] };
+    let mut me = NativeOps { conn, proto, body, offs, keep: Keep::Nothing, ids: vec![], spans: vec![] };
     for cmd in &hello {
         let mut out = Vec::new();
         put_resp(cmd, &mut out);
