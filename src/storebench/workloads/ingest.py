@@ -24,6 +24,12 @@ rebuilds its lane's batches before the clock starts, and their exit falls in
 the settle window (below). The insert task records the executor and the
 client CPU beside the wall time (``client_cpu_per_s``, ``client_saturated``).
 
+``client``: ``python`` times the store's Python client; ``native`` the
+same requests prepared by the store (``Collection.native_insert``) and sent
+by the compiled loop (``driver/native.py``), where the Python client's CPU
+per request would be what is measured; ``auto``: native where the store
+and the installed extension have it. The insert task records ``client``.
+
 arangob's ``--async`` had the server acknowledge before doing the work. Here
 the insert task ends at the last acknowledgment; then ``settle`` waits, by
 polling the engine's own count (no fixed sleep, at most
