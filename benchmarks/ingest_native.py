@@ -52,7 +52,11 @@ client on other cores would go faster.
 
     python benchmarks/ingest_native.py [--count 20000] [--clients 1,8]
         [--pipeline 1,16] [--engines redis,postgres] [--executor auto]
-        [--repeat 1] [--target 0.8]
+        [--client python|native|auto] [--repeat 1] [--target 0.8]
+
+``--client native`` times storebench's ingest with the native loop
+(``driver/native.py``: the same requests, prepared before the clock, sent
+by the compiled ``storebench_fastclient`` with the GIL released).
 
 ``--repeat R`` measures each point R times, alternating which tool goes
 first, and keeps each tool's best (for a shared, noisy machine).
@@ -195,12 +199,18 @@ class _Marks(NoProgress):
     def __init__(self, window: Window):
         self.bar = _Bar(window)
 
-    def task(self, name: str, total: int | None = None, duration_s: float | None = None) -> Any:
-        return self.bar if name == "insert" else super().task(name, total, duration_s)
+    def task(
+        self,
+        name: str,
+        total: int | None = None,
+        duration_s: float | None = None,
+        starting: str | None = None,
+    ) -> Any:
+        return self.bar if name == "insert" else super().task(name, total, duration_s, starting)
 
 
 def storebench_side(
-    engine: str, server: Any, count: int, clients: int, pipeline: int, executor: str
+    engine: str, server: Any, count: int, clients: int, pipeline: int, executor: str, client: str
 ) -> Side:
     """The insert task of one ``ingest`` run: requests/s and client CPU from
     its record; the server's and the machine's CPU over its measured window."""
@@ -225,7 +235,8 @@ def storebench_side(
                     "pipeline": pipeline,
                     "complexity": COMPLEXITY,
                     "executor": executor,
-                    "grid": "{}",
+                    "client": client,
+                    "grid": {},
                 },
                 results_dir=tmp,
             )
@@ -245,7 +256,7 @@ def storebench_side(
         cpu / float(t["elapsed_s"]),
         srv,
         busy,
-        {k: t.get(k) for k in ("executor", "client_saturated", "client_cpu_ceiling")},
+        {k: t.get(k) for k in ("executor", "client", "client_saturated", "client_cpu_ceiling")},
     )
 
 
@@ -420,6 +431,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=["auto", "threads", "processes"],
         help="storebench's clients (ingest's auto: threads)",
     )
+    ap.add_argument(
+        "--client",
+        default="python",
+        choices=["python", "native", "auto"],
+        help="storebench's client: its Python op, or the native timed loop (storebench_fastclient)",
+    )
     ap.add_argument("--repeat", type=int, default=1, help="runs per point; each tool's best kept")
     ap.add_argument("--target", type=float, default=0.8, help="storebench / native to reach")
     a = ap.parse_args(argv)
@@ -454,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
                                     )
                             else:
                                 got = storebench_side(
-                                    store_engine, server, a.count, c, p, a.executor
+                                    store_engine, server, a.count, c, p, a.executor, a.client
                                 )
                             if side not in best or got.ops_per_s > best[side].ops_per_s:
                                 best[side] = got
@@ -462,14 +479,16 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append((e, c, p, nat, ours))
                     print(
                         f"  {e} clients={c} pipeline={p}: {tool} {nat.ops_per_s:,.0f}/s,"
-                        f" storebench {ours.ops_per_s:,.0f}/s ({ours.extra['executor']})",
+                        f" storebench {ours.ops_per_s:,.0f}/s ({ours.extra['executor']},"
+                        f" {ours.extra['client']})",
                         file=sys.stderr,
                     )
         finally:
             server.stop()
     load = os.getloadavg()[0]
     print(
-        f"ingest, {a.count} documents of {COMPLEXITY} strings, batch 1, {cores} cores,"
+        f"ingest, {a.count} documents of {COMPLEXITY} strings, batch 1, client {a.client},"
+        f" {cores} cores,"
         f" load {load:.1f}, best of {a.repeat}, {time.monotonic() - t0:.0f} s"
     )
     head = (

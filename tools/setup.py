@@ -21,6 +21,9 @@ Components, in order:
                      Rust + PyO3) built with maturin and installed into the
                      virtual environment; rebuilt when its sources change
                      (cargo's target directory is kept in storebench's cache)
+  native client      storebench's native timed loop for PostgreSQL and Redis
+                     (native/fastclient, Rust + PyO3; ``client: native``),
+                     built and installed as the agdb extension is
   agdb               agdb_server built with cargo into storebench's cache
                      (about 8 minutes on 2 cores, once)
   milvus             the real Milvus standalone server (the `milvus` wheel,
@@ -187,10 +190,12 @@ def python_env(venv: Path, extras: str) -> Callable[[], str]:
     return install
 
 
-# --- embedded agdb (a Rust extension) ------------------------------------------------
+# --- storebench's Rust extensions (embedded agdb, the native client) -----------------
 
 AGDB_CRATE = ROOT / "native" / "agdb_embedded"
 AGDB_MODULE = "storebench_agdb"
+FASTCLIENT_CRATE = ROOT / "native" / "fastclient"
+FASTCLIENT_MODULE = "storebench_fastclient"
 
 
 def crate_hash(crate: Path) -> str:
@@ -222,27 +227,33 @@ def cache_root() -> Path:
     return Path(base) / "storebench"
 
 
-def agdb_embedded(venv: Path) -> Callable[[], str]:
+def rust_extension(venv: Path, crate: Path, module: str, what: str) -> Callable[[], str]:
+    """A set-up step building the PyO3 extension ``crate`` (importable as
+    ``module``) with maturin and installing it into the venv; rebuilt only
+    when its sources change (a stamp with their hash), cargo's target
+    directory kept in storebench's cache."""
+    rel = crate.relative_to(ROOT).as_posix()
+
     def install() -> str:
         python = venv / "bin" / "python"
-        digest = crate_hash(AGDB_CRATE)
-        stamp = venv / ".setup-agdb-embedded"
+        digest = crate_hash(crate)
+        stamp = venv / f".setup-{crate.name.replace('_', '-')}"
         if stamp.is_file() and stamp.read_text().strip() == digest:
             r = subprocess.run(
-                [str(python), "-c", f"import {AGDB_MODULE}"], capture_output=True, text=True
+                [str(python), "-c", f"import {module}"], capture_output=True, text=True
             )
             if r.returncode == 0:
                 return f"up to date ({digest})"
         cargo = _cargo_bin()
         if cargo is None:
             raise SetupError(
-                "building the agdb extension needs cargo (a Rust toolchain with edition 2024, "
+                f"building {what} needs cargo (a Rust toolchain with edition 2024, "
                 "Rust >= 1.85: https://rustup.rs); Debian's packaged cargo is too old"
             )
         env = dict(
             os.environ,
             PATH=f"{cargo}{os.pathsep}{os.environ.get('PATH', '')}",
-            CARGO_TARGET_DIR=str(cache_root() / "agdb-embedded" / "target"),
+            CARGO_TARGET_DIR=str(cache_root() / crate.name.replace("_", "-") / "target"),
         )
         # pip builds the wheel with maturin (from PyPI, in an isolated build
         # environment) and installs it; a download that fails is tried again
@@ -256,22 +267,28 @@ def agdb_embedded(venv: Path) -> Callable[[], str]:
                 "--disable-pip-version-check",
                 "--force-reinstall",
                 "--no-deps",
-                str(AGDB_CRATE),
+                str(crate),
             ],
-            "pip install native/agdb_embedded",
+            f"pip install {rel}",
             transient=retry.NETWORK,
             log=log,
             env=env,
             cwd=ROOT,
         )
         if r.returncode != 0:
-            raise SetupError(
-                f"building native/agdb_embedded failed: {retry.cause(r.stdout + r.stderr, 10)}"
-            )
+            raise SetupError(f"building {rel} failed: {retry.cause(r.stdout + r.stderr, 10)}")
         stamp.write_text(digest + "\n")
-        return f"built and installed {AGDB_MODULE} ({digest})"
+        return f"built and installed {module} ({digest})"
 
     return install
+
+
+def agdb_embedded(venv: Path) -> Callable[[], str]:
+    return rust_extension(venv, AGDB_CRATE, AGDB_MODULE, "the agdb extension")
+
+
+def native_client(venv: Path) -> Callable[[], str]:
+    return rust_extension(venv, FASTCLIENT_CRATE, FASTCLIENT_MODULE, "the native client")
 
 
 def module_step(venv: Path, *args: str) -> Callable[[], str]:
@@ -312,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
             ("system packages", system_packages),
             ("python", python_env(venv, "test")),
             ("agdb embedded", agdb_embedded(venv)),
+            ("native client", native_client(venv)),
             (
                 "elastic",
                 module_step(venv, "storebench.servers.elastic", "--fetch") if servers else skip,

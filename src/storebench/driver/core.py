@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from storebench.driver import loops
-from storebench.errors import NotCounted, StorebenchError, TaskFailed
+from storebench.driver import native as native_loop
+from storebench.errors import NotCounted, NotSupported, StorebenchError, TaskFailed
 from storebench.metrics import DEFAULT_INTERVAL_S, Histogram, Series, TaskStats
 from storebench.stores.base import Collection
 
@@ -57,6 +58,11 @@ class Op:
     def call(self) -> Callable[[int], Any]:
         """What the timed loop calls: a bound method, one lookup fewer per op."""
         return self.__call__
+
+    def native(self) -> Any:
+        """This stream as a native op (``driver/native.py``), connected and
+        prepared: what a task with ``client: native`` times instead."""
+        raise NotSupported("this operation", "the native client")
 
 
 class FnOp(Op):
@@ -107,6 +113,9 @@ class Task:
     # that can go on past ``ops`` (a query set cycled: op i is query
     # i % queries); ``ops`` is then a minimum, the record's ops what ran.
     min_duration_s: float = 0.0
+    # python: the loops of loops.py call the op; native: its native form's
+    # loop (driver/native.py), the workload having resolved auto
+    client: str = "python"
 
     def __post_init__(self) -> None:
         if self.clients < 1 or self.inflight < 1:
@@ -119,6 +128,8 @@ class Task:
             raise ValueError(f"task {self.name}: interval_s must be > 0")
         if self.min_duration_s < 0 or (self.min_duration_s and self.duration_s is not None):
             raise ValueError(f"task {self.name}: min_duration_s must be >= 0, with ops only")
+        if self.client not in ("python", "native"):
+            raise ValueError(f"task {self.name}: client must be python or native")
 
     @property
     def interval_ns(self) -> int:
@@ -171,13 +182,22 @@ class Controls:
 
 
 def _measure(
-    task: Task, op: Callable[[int], Any], c: int, ctl: Controls, start_ns: int, slot: int
+    task: Task,
+    op: Callable[[int], Any],
+    c: int,
+    ctl: Controls,
+    start_ns: int,
+    slot: int,
+    native: Any = None,
 ) -> tuple[
     np.ndarray, np.ndarray | None, Callable[[], np.ndarray], Counter[str], Counter[str], bool
 ]:
     """Runs client c's measured ops (progress in ``ctl.progress[slot]``);
     returns (latencies, service times, their end times to compute once the
-    clock has stopped, errors, skipped, complete)."""
+    clock has stopped, errors, skipped, complete). A ``native`` op runs
+    its own loop instead (``driver/native.py``)."""
+    if native is not None:
+        return native_loop.measure(task, native, c, ctl, start_ns, slot)
     step = task.lanes
     n = task.client_ops(c)
     deadline = start_ns + int(task.duration_s * 1e9) if task.duration_s is not None else 1 << 62
@@ -277,6 +297,7 @@ def run_client(
     slot = c if slot is None else slot
     ops = task.factory(coll, c, task.lanes)
     op = ops.call
+    native = ops.native() if task.client == "native" else None  # connected before the clock
     i = -1 - c
     warm_end = loops.clock() + int(task.warmup_s * 1e9)
     for _ in range(task.warmup_ops):
@@ -294,7 +315,7 @@ def run_client(
     start = loops.clock()
     if task.client_offset_s and c:
         time.sleep(c * task.client_offset_s)
-    lat, svc, ends, errors, skipped, complete = _measure(task, op, c, ctl, start, slot)
+    lat, svc, ends, errors, skipped, complete = _measure(task, op, c, ctl, start, slot, native)
     end = loops.clock()
     cpu = time.process_time() - cpu0
     ok = lat >= 0

@@ -15,6 +15,12 @@ times back to back, so its ends are its start (appended to ``marks`` once per
 call) plus the running sum of latencies (``closed_ends``); the open loop's
 are its schedule plus latency (``open_ends``). Only the thinking loop, which
 sleeps between operations anyway, writes its ends.
+
+A task with ``client: native`` is timed by a loop of the same contract in
+Rust (``driver/native.py``, ``native/fastclient``): closed and open as here,
+with the GIL released, writing into the same buffers and slots from the
+same clock (CLOCK_MONOTONIC); the store adapter only prepares its requests
+before the clock. It is a driver loop, not a store's timer.
 """
 
 from __future__ import annotations

@@ -201,6 +201,23 @@ class Collection:
         implicit transaction per Postgres pipeline) is the adapter's to say."""
         raise self._unsupported(Capability.PIPELINE)
 
+    # --- the native client (``client: native``) -------------------------------
+    # which operations this collection can prepare for the native timed loop
+    # (``driver/native.py``): a subset of {"insert", "search"}
+    native_ops: frozenset[str] = frozenset()
+
+    def native_insert(self, ops: Sequence[Sequence[DocBatch]]) -> Any:
+        """One client's native op (``storebench_fastclient``), connected and
+        prepared before the clock: operation j sends the batches ``ops[j]``
+        as ``insert_pipelined`` does (one batch: as ``insert``), the same
+        requests, on a connection of its own."""
+        raise NotSupported(self.store.engine, "the native client for insert")
+
+    def native_search(self, queries: np.ndarray, k: int) -> Any:
+        """One client's native op: operation j is ``search(queries[j], k)``
+        (no filter), keeping the ids returned (``native.results``)."""
+        raise NotSupported(self.store.engine, "the native client for search")
+
     def get(self, ids: np.ndarray) -> DocBatch:
         """Documents with these ids (missing ids are left out), in any order."""
         raise self._unsupported(Capability.GET)

@@ -24,6 +24,12 @@ rebuilds its lane's batches before the clock starts, and their exit falls in
 the settle window (below). The insert task records the executor and the
 client CPU beside the wall time (``client_cpu_per_s``, ``client_saturated``).
 
+``client``: ``python`` times the store's Python client; ``native`` the
+same requests prepared by the store (``Collection.native_insert``) and sent
+by the compiled loop (``driver/native.py``), where the Python client's CPU
+per request would be what is measured; ``auto``: native where the store
+and the installed extension have it. The insert task records ``client``.
+
 arangob's ``--async`` had the server acknowledge before doing the work. Here
 the insert task ends at the last acknowledgment; then ``settle`` waits, by
 polling the engine's own count (no fixed sleep, at most
@@ -49,8 +55,9 @@ import numpy as np
 from pydantic import Field
 
 from storebench.data.batch import DocBatch, Schema
-from storebench.driver import Op, Task
+from storebench.driver import Op, Task, native
 from storebench.driver.executors import ExecutorChoice
+from storebench.driver.native import ClientChoice
 from storebench.errors import NotSupported, TaskFailed
 from storebench.records import TaskRecord
 from storebench.stores.base import Capability, Collection
@@ -80,6 +87,10 @@ class IngestParams(Params):
     )
     executor: ExecutorChoice = Field(
         "auto", description="threads | processes; auto: the run's or the store's choice"
+    )
+    client: ClientChoice = Field(
+        "python",
+        description="python | native (the compiled loop, where the store has it) | auto",
     )
 
     @property
@@ -127,6 +138,8 @@ class _Inserts(Op):
         docs = DocBatch(ids, {f"test{j + 1}": col for j in range(p.complexity)})
         b, w, n = p.batch_size, p.pipeline, p.requests
         mine = range(lane, p.ops, lanes)
+        self.coll = coll
+        self.pipelined = w > 1
         self.args: list[Any]
         if w == 1:
             self.send: Callable[[Any], None] = coll.insert
@@ -140,6 +153,10 @@ class _Inserts(Op):
 
     def __call__(self, i: int) -> None:
         self.send(self.args[i // self.lanes])
+
+    def native(self) -> Any:
+        """The same requests for the native loop: op j sends ``args[j]``."""
+        return self.coll.native_insert([a if self.pipelined else [a] for a in self.args])
 
 
 _POLL_S = 0.002  # between count polls while the engine settles
@@ -202,6 +219,11 @@ class IngestWorkload(Workload):
                 return
         compat = ctx.mode == "compat"
         coll = ctx.collection("ingest", make_schema(p))
+        try:
+            client = native.resolve(p.client, coll, "insert")
+        except NotSupported as exc:  # recorded, never done another way
+            ctx.unsupported("insert", exc)
+            return
         # held until the end of the run: the ops it made are freed after settle
         task = Task(
             "insert",
@@ -214,6 +236,7 @@ class IngestWorkload(Workload):
             executor=ctx.executor_for(
                 p.executor, p.concurrency * p.inflight, auto_processes=AUTO_PROCESSES
             ),
+            client=client,
         )
         executor = ctx.executor_name(task)
 
@@ -237,6 +260,7 @@ class IngestWorkload(Workload):
             # one timed operation is one request, or one pipeline of them
             latency_per="pipeline" if p.pipeline > 1 else "request",
             executor=executor,
+            client=client,
         )
         insert_s = stats.elapsed_ns / 1e9
 

@@ -51,7 +51,7 @@ from pydantic import field_validator
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter, to_sql
-from storebench.errors import UserError
+from storebench.errors import NotSupported, UserError
 from storebench.stores.base import (
     Capability,
     Collection,
@@ -93,6 +93,13 @@ _INSERT_ROWS = 32
 _RAW_CURSOR = getattr(psycopg, "RawCursor", None)
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
 _COPY_TRAILER = b"\xff\xff"
+
+
+def _packed(col: np.ndarray, dtype: str) -> list[bytes]:
+    """Each value of a column in a fixed-width binary form (numpy scalars
+    would come back in native byte order: slices of one buffer do not)."""
+    raw, w = col.astype(dtype).tobytes(), np.dtype(dtype).itemsize
+    return [raw[j : j + w] for j in range(0, len(raw), w)]
 
 
 def quote(name: str) -> str:
@@ -293,6 +300,56 @@ class PgVectorCollection(Collection):
         )
         self._inserts[(n, vec)] = sql
         return sql
+
+    # --- the native client -------------------------------------------------------
+    native_ops = frozenset({"insert", "search"})
+
+    def native_insert(self, ops: Sequence[Sequence[DocBatch]]) -> Any:
+        """The statements ``insert_pipelined`` sends (``_insert_sql``, one per
+        batch size, prepared once), each batch's parameters in binary; an
+        operation's batches end with one Sync, so they commit together as
+        in the Python pipeline (one batch: as ``insert``'s one statement)."""
+        if _RAW_CURSOR is None:  # the statements' $n placeholders
+            raise NotSupported("pgvector", "the native client for insert (psycopg < 3.2)")
+        statements: dict[str, int] = {}
+        prepared: list[list[tuple[int, list[bytes | None]]]] = []
+        for batches in ops:
+            op = []
+            for docs in batches:
+                if len(docs):
+                    sql = self._insert_sql(docs)
+                    op.append((statements.setdefault(sql, len(statements)), self._binary(docs)))
+            prepared.append(op)
+        return self.store._native(list(statements), prepared)
+
+    def native_search(self, queries: np.ndarray, k: int) -> Any:
+        """``search``'s ORDER BY with the query vector bound once, in binary;
+        the loop keeps the ids returned."""
+        sql = f"SELECT id FROM {self._t} ORDER BY v {self._op} $1 LIMIT {int(k)}"
+        vecs = np.asarray(queries, dtype=">f4")
+        head = vecs.shape[1].to_bytes(2, "big") + b"\x00\x00"
+        ops = [[(0, [head + v.tobytes()])] for v in vecs]
+        return self.store._native([sql], ops, ids=True)
+
+    def _binary(self, docs: DocBatch) -> list[bytes | None]:
+        """A batch's parameters, row by row (id, fields, vector), in
+        PostgreSQL's binary forms (bigint, double, boolean, text, vector)."""
+        columns: list[list[bytes]] = [_packed(docs.ids, ">i8")]
+        for f in self._fields:
+            col, kind = docs.fields[f], self._kinds[f]
+            if kind == "str":
+                columns.append([x.encode() for x in col.tolist()])
+            elif kind == "int":
+                columns.append(_packed(col, ">i8"))
+            elif kind == "float":
+                columns.append(_packed(col, ">f8"))
+            else:
+                columns.append([bytes([bool(x)]) for x in col.tolist()])
+        if docs.vectors is not None:
+            vecs = docs.vectors.astype(">f4", copy=False)
+            head = vecs.shape[1].to_bytes(2, "big") + b"\x00\x00"
+            columns.append([head + v.tobytes() for v in vecs])
+        return [x for row in zip(*columns, strict=True) for x in row]
 
     def _insert_params(self, docs: DocBatch) -> list[Any]:
         columns: list[Iterable[Any]] = [docs.ids.tolist()]
@@ -646,6 +703,32 @@ class PgVectorStore(Store):
         if params.ef is not None:
             self._settings["hnsw.ef_search"] = str(params.ef)
             self._generation += 1
+
+    def _native(self, statements: list[str], ops: list[Any], ids: bool = False) -> Any:
+        """A native op on a connection of its own (the extension's), with
+        this store's session settings (search settings, synchronous_commit)."""
+        from storebench.driver.native import extension
+
+        info = self.connection().info
+        host = info.host
+        if host.startswith("/"):  # a Unix socket: the extension speaks TCP
+            raise NotSupported("pgvector", "the native client on a Unix socket")
+        setup = [f"SET {k} = '{v}'" for k, v in self._settings.items()]
+        sync = self.options.synchronous_commit
+        if sync is not None:
+            setup.append(f"SET synchronous_commit = '{sync}'")
+        ext = extension()
+        return ext.postgres(  # type: ignore[union-attr]
+            host if host else "127.0.0.1",
+            int(info.port),
+            info.user,
+            info.password or "",
+            info.dbname,
+            setup,
+            statements,
+            ops,
+            ids,
+        )
 
     def _apply_settings(self) -> None:
         """Search settings reach each thread's connection before its next search."""

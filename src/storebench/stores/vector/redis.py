@@ -64,7 +64,7 @@ from redis.retry import Retry
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import And, Cmp, Filter, In, Not, Or, Range
-from storebench.errors import StorebenchError, UserError
+from storebench.errors import NotSupported, StorebenchError, UserError
 from storebench.stores.base import (
     Capability,
     Collection,
@@ -183,6 +183,15 @@ def to_query(f: Filter, attr: Mapping[str, str], kinds: Mapping[str, str]) -> st
         raise TypeError(f"not a filter: {node!r}")
 
     return go(f)
+
+
+def _resp_args(args: Sequence[Any]) -> list[bytes]:
+    """A command's arguments as redis-py sends them: str as UTF-8, numbers
+    as their decimal text (floats by repr), bytes as they are."""
+    return [
+        a if isinstance(a, bytes) else (repr(a) if isinstance(a, float) else str(a)).encode()
+        for a in args
+    ]
 
 
 def _pairs(flat: list[Any]) -> dict[str, Any]:
@@ -322,6 +331,31 @@ class RedisCollection(Collection):
             for j, args in enumerate(out):
                 args += ["v", blobs[j * width : (j + 1) * width]]
         return out
+
+    # --- the native client -------------------------------------------------------
+    native_ops = frozenset({"insert", "search"})
+
+    def native_insert(self, ops: Sequence[Sequence[DocBatch]]) -> Any:
+        """Operation j sends the HSETs of ``ops[j]``'s batches at once (as
+        ``insert_pipelined``, ``_hsets``' very commands) and reads their
+        replies."""
+        return self.store._native(
+            [[_resp_args(c) for docs in batches for c in self._hsets(docs)] for batches in ops]
+        )
+
+    def native_search(self, queries: np.ndarray, k: int) -> Any:
+        """``search``'s FT.SEARCH, one per operation; the loop keeps the
+        ids of the keys returned."""
+        ef = self.store.ef
+        runtime = (
+            f" EF_RUNTIME {ef}" if ef and self.store._algorithm.get(self.name) == "HNSW" else ""
+        )
+        q = f"*=>[KNN {int(k)} @v $B{runtime} AS __d]"
+        vecs = np.ascontiguousarray(queries, dtype=np.float32)
+        head = _resp_args(["FT.SEARCH", self.name, q, "PARAMS", 2, "B"])
+        tail = _resp_args(["SORTBY", "__d", "RETURN", 1, "__d", "LIMIT", 0, int(k), "DIALECT", 2])
+        ops = [[[*head, v.tobytes(), *tail]] for v in vecs]
+        return self.store._native(ops, id_prefix=self._bprefix)
 
     def get(self, ids: np.ndarray) -> DocBatch:
         names = [*self._fields, _ID] + (["v"] if self._vec else [])
@@ -573,6 +607,24 @@ class RedisStore(Store):
             self._spare.append(conn)
         if error is not None:
             raise error
+
+    def _native(self, ops: list[list[list[bytes]]], id_prefix: bytes | None = None) -> Any:
+        """A native op on a connection of its own (the extension's), after
+        the AUTH and SELECT this store's connections send."""
+        from storebench.driver.native import extension
+
+        pool = self.client.connection_pool
+        kw = pool.connection_kwargs
+        if "path" in kw or kw.get("ssl") or "host" not in kw:
+            raise NotSupported("redis", "the native client on a Unix socket or TLS")
+        hello = []
+        if kw.get("password"):
+            user = [kw["username"]] if kw.get("username") else []
+            hello.append(_resp_args(["AUTH", *user, kw["password"]]))
+        if kw.get("db"):
+            hello.append(_resp_args(["SELECT", kw["db"]]))
+        ext = extension()
+        return ext.redis(kw["host"], int(kw["port"]), hello, ops, id_prefix)  # type: ignore[union-attr]
 
     def _connect(self) -> redis.Redis:
         url = self.spec.url or ""

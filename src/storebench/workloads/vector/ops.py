@@ -7,6 +7,7 @@ copies.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -85,11 +86,17 @@ class _Searches(Op):
         where: Filter | None,
         setting: SearchParams | None,
         owner: int,
+        lane: int = 0,
+        lanes: int = 1,
     ):
         # a process client opened its own store from the spec: the search
         # setting the parent applied must be applied here too
         if setting is not None and os.getpid() != owner:
             apply_setting(coll, setting)
+        self.coll = coll
+        self.lane, self.lanes = lane, lanes
+        self.native_op: Any = None
+        self.order: list[int] = []
         self.search = coll.search
         self.q = np.ascontiguousarray(queries.array)
         self.k = k
@@ -105,7 +112,26 @@ class _Searches(Op):
             self.found[j] = self.search(self.q[j : j + 1], self.k, self.where).ids[0]
         self.seen[j] = True
 
+    def native(self) -> Any:
+        """The same queries for the native loop: its slot j is this lane's
+        op j, query (lane + j*lanes) mod their number (the order repeats
+        after ``period`` ops; the loop sends prepared op j mod their number)."""
+        q = len(self.q)
+        period = q // math.gcd(q, self.lanes)
+        self.order = [(self.lane + j * self.lanes) % q for j in range(period)]
+        self.native_op = self.coll.native_search(self.q[self.order], self.k)
+        return self.native_op
+
     def finish(self) -> Any:
+        if self.native_op is not None:  # the ids the native loop kept, by slot
+            ids, spans = self.native_op.results()
+            for j in range(len(spans) // 2):
+                s, e = spans[2 * j], spans[2 * j + 1]
+                if s >= 0:
+                    qj = self.order[j % len(self.order)]
+                    got = ids[s : min(e, s + self.k)]
+                    self.found[qj, : len(got)] = got
+                    self.seen[qj] = True
         return self.found, self.seen
 
 
@@ -127,4 +153,6 @@ class SearchFactory:
         self.owner = os.getpid()
 
     def __call__(self, coll: Collection, c: int, clients: int) -> Op:
-        return _Searches(coll, self.queries, self.k, self.where, self.setting, self.owner)
+        return _Searches(
+            coll, self.queries, self.k, self.where, self.setting, self.owner, c, clients
+        )

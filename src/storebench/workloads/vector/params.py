@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from storebench.driver.native import ClientChoice
 from storebench.stores.params import SearchParams
 from storebench.workloads.base import MemoryNeed, Params
 from storebench.workloads.vector.data import TRUTH_K, data_memory
@@ -51,6 +52,11 @@ class VectorParams(Params):
         "auto",
         description="auto: processes for several clients where the store allows, else "
         "the driver's choice",
+    )
+    client: ClientChoice = Field(
+        "python",
+        description="python | native (the compiled loop, unfiltered search where the store "
+        "has it) | auto",
     )
     labels: list[float] = Field(
         default_factory=list, description="filtered search at these selectivities (0.01 = 1%)"

@@ -12,7 +12,7 @@ import numpy as np
 from storebench.data.batch import DocBatch
 from storebench.data.filters import Cmp, Filter
 from storebench.data.truth import GroundTruth
-from storebench.driver import Task
+from storebench.driver import Task, native
 from storebench.errors import NotSupported, TaskFailed, UserError
 from storebench.records import TaskRecord
 from storebench.stores.base import Capability, Collection
@@ -208,6 +208,13 @@ class SearchRun:
                 ctx.unsupported(name, exc)
                 return None
         truth = self.truth(label)
+        try:  # native: unfiltered search only
+            client = native.resolve(
+                p.client, self.coll, "search" if where is None else "filtered search"
+            )
+        except NotSupported as exc:
+            ctx.unsupported(name, exc)
+            return None
         task = Task(
             name,
             SearchFactory(self.shared_q, self.k, where, setting),
@@ -219,9 +226,11 @@ class SearchRun:
             rate=p.rate,
             executor=self.executor(clients),
             min_duration_s=0.0 if p.duration_s else p.min_window_s,
+            client=client,
         )
         executor = self.executor_name(task)
         extra = {"phase": "search", setting_key: setting.given(), "executor": executor} | extra
+        extra["client"] = client
         if label is not None:
             extra |= {"filter": label, "selectivity": self.data.selectivity[label]}
         if p.rate is not None:
