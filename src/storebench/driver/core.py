@@ -16,7 +16,7 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,19 @@ class Op:
     def call(self) -> Callable[[int], Any]:
         """What the timed loop calls: a bound method, one lookup fewer per op."""
         return self.__call__
+
+    # An event-loop client (the ``async`` executor, ``driver/aio.py``) awaits
+    # ``acall(i)`` where an op defines it (``async def acall``); an op
+    # without one has its sync call run inline on the loop. ``aopen`` runs
+    # before warm-up (connect the op's async view, ``Collection.aio``),
+    # ``aclose`` after ``finish``: both untimed.
+    acall: Callable[[int], Awaitable[Any]] | None = None
+
+    async def aopen(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
 
 
 class FnOp(Op):

@@ -20,6 +20,7 @@ from storebench.driver.core import ClientResult, Interrupted, Task, merge, unix_
 from storebench.driver.executors import ABORTED, choose_executor, get_executor
 from storebench.errors import TaskFailed
 from storebench.metrics import DEFAULT_INTERVAL_S, TaskStats
+from storebench.resources import ThreadPeak
 from storebench.stores.base import Collection
 
 log = logging.getLogger("storebench")
@@ -58,7 +59,9 @@ class Driver:
     meanwhile (``storebench.noise``, sampled outside the timed window);
     ``processes`` are those the run owns beyond this process tree (a
     managed server's), whose CPU is not counted as other processes'.
-    ``interval_s``: the per-interval series' interval of tasks that set none."""
+    ``interval_s``: the per-interval series' interval of tasks that set none.
+    ``client_threads``: the most OS threads the clients held at once
+    (``resources.ThreadPeak``)."""
 
     def __init__(
         self,
@@ -100,14 +103,18 @@ class Driver:
                 name,
             )
         sampler = noise.LoadSampler(self.processes)
+        threads = ThreadPeak()  # the client model's cost in OS threads
         try:
             per_task = executor.run(tasks, coll, self.progress)
         except Interrupted as exc:
             load = sampler.stop()
+            peak = threads.stop()
             for partial in exc.partial:
                 partial.extra["machine_load"] = load
+                partial.extra["client_threads"] = peak
             raise
         load = sampler.stop()
+        peak = threads.stop()
         failure = first_failure(tasks, per_task)
         if failure:
             raise TaskFailed(failure)
@@ -117,6 +124,7 @@ class Driver:
         ]
         for stats, _ in out:
             stats.extra["machine_load"] = load
+            stats.extra["client_threads"] = peak
         return out
 
     def once(

@@ -375,7 +375,7 @@ def executor_class(name: str) -> type[Executor]:
 
 
 # a workload's ``executor`` parameter (``choose_executor``)
-ExecutorChoice = Literal["auto", "threads", "processes"]
+ExecutorChoice = Literal["auto", "threads", "processes", "async"]
 
 
 def choose_executor(

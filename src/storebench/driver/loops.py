@@ -19,8 +19,9 @@ sleeps between operations anyway, writes its ends.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
@@ -133,6 +134,120 @@ def open_(
             wait_until(due)
         t0 = clock()
         op(i)
+        t1 = clock()
+        buf[j] = t1 - due
+        sbuf[j] = t1 - t0
+        i += step
+        if t1 >= deadline or stop[0]:
+            return j + 1
+    return len(lat)
+
+
+# --- the same loops for event-loop clients (``driver/aio.py``) -----------------
+# Each is its sync twin with ``await op(i)``: the same buffers, progress
+# slot, stop flag and return value, so ``closed_ends`` and ``open_ends``
+# hold for them too. Coroutines of one loop take turns, so a loop yields
+# where its twin sleeps (``asyncio.sleep``), never spins.
+
+SPIN_NS = 1_500_000  # the open loop's last stretch: yielding (loop timers have 1 ms steps)
+
+
+async def closed_async(
+    op: Callable[[int], Awaitable[Any]],
+    first: int,
+    step: int,
+    lat: np.ndarray,
+    start: int,
+    deadline: int,
+    stop: Any,
+    prog: Any,
+    slot: int,
+    marks: list[tuple[int, int]],
+) -> int:
+    """``closed`` for a coroutine op."""
+    buf = _slots(lat)
+    i = first + start * step
+    t = clock()
+    marks.append((start, t))
+    for j in range(start, len(lat)):
+        prog[slot] = j
+        await op(i)
+        t1 = clock()
+        buf[j] = t1 - t
+        t = t1
+        i += step
+        if t1 >= deadline or stop[0]:
+            return j + 1
+    return len(lat)
+
+
+async def thinking_async(
+    op: Callable[[int], Awaitable[Any]],
+    first: int,
+    step: int,
+    lat: np.ndarray,
+    start: int,
+    deadline: int,
+    stop: Any,
+    prog: Any,
+    slot: int,
+    think_s: float,
+    ends: np.ndarray,
+) -> int:
+    """``thinking`` for a coroutine op: the pause lets the loop's other clients run."""
+    buf = _slots(lat)
+    ebuf = _slots(ends)
+    sleep = asyncio.sleep
+    i = first + start * step
+    for j in range(start, len(lat)):
+        prog[slot] = j
+        t0 = clock()
+        await op(i)
+        t1 = clock()
+        buf[j] = t1 - t0
+        ebuf[j] = t1
+        i += step
+        if t1 >= deadline or stop[0]:
+            return j + 1
+        await sleep(think_s)
+    return len(lat)
+
+
+async def wait_until_async(t_ns: int) -> None:
+    """Sleep to within ``SPIN_NS`` of t_ns, then yield to the loop until it
+    comes (a loop timer fires up to 1 ms late)."""
+    while True:
+        left = t_ns - clock()
+        if left <= 0:
+            return
+        await asyncio.sleep((left - SPIN_NS) / 1e9 if left > 2 * SPIN_NS else 0)
+
+
+async def open_async(
+    op: Callable[[int], Awaitable[Any]],
+    first: int,
+    step: int,
+    lat: np.ndarray,
+    start: int,
+    deadline: int,
+    stop: Any,
+    prog: Any,
+    slot: int,
+    svc: np.ndarray,
+    origin: int,
+    interval: float,
+) -> int:
+    """``open_`` for a coroutine op: latency from the intended start."""
+    buf = _slots(lat)
+    sbuf = _slots(svc)
+    i = first + start * step
+    for j in range(start, len(lat)):
+        prog[slot] = j
+        due = origin + int(j * interval)
+        if clock() < due:
+            await wait_until_async(due)
+        t0 = clock()
+        await op(i)
         t1 = clock()
         buf[j] = t1 - due
         sbuf[j] = t1 - t0
