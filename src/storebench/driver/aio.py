@@ -236,13 +236,16 @@ async def run_client_async(
         op = ops.acall if ops.acall is not None else _inline(ops.call)
         i = -1 - c
         warm_end = loops.clock() + int(task.warmup_s * 1e9)
+        turn = asyncio.sleep  # warm-up is untimed: the loop's other clients get a turn each op
         for _ in range(task.warmup_ops):
             if ctl.stop[0]:
                 break
             await op(i)
+            await turn(0)
             i -= task.lanes
         while loops.clock() < warm_end and not ctl.stop[0]:
             await op(i)
+            await turn(0)
             i -= task.lanes
         await gate.wait()
         if c == 0:

@@ -128,6 +128,11 @@ class Task:
         return int((self.interval_s or DEFAULT_INTERVAL_S) * 1e9)
 
     @property
+    def thinks(self) -> bool:
+        """Its clients pause between operations (``choose_executor``)."""
+        return bool(self.think_s or any(self.think_per_client))
+
+    @property
     def lanes(self) -> int:
         """Independent op streams: clients x in-flight requests each."""
         return self.clients * self.inflight

@@ -87,7 +87,12 @@ class Driver:
         tasks = [
             t if t.interval_s else dataclasses.replace(t, interval_s=self.interval_s) for t in tasks
         ]
-        names = {choose_executor(coll.store, self.executor, t.executor, t.lanes) for t in tasks}
+        names = {
+            choose_executor(
+                coll.store, self.executor, t.executor, t.lanes, thinking=t.thinks
+            )
+            for t in tasks
+        }
         if len(names) > 1:
             raise ValueError(f"tasks run together must share one executor, got {sorted(names)}")
         name = names.pop()

@@ -418,6 +418,7 @@ def _libpq(url: str, parts: SplitResult | None) -> dict[str, Any]:
 
 
 class PgVectorStore(Store):
+    async_ops = "native"
     engine = "pgvector"
     capabilities = frozenset(Capability)
     Index = HnswIndex

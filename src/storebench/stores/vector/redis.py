@@ -474,6 +474,7 @@ class RedisCollection(Collection):
 
 
 class RedisStore(Store):
+    async_ops = "native"
     engine = "redis"
     capabilities = frozenset(Capability) - {Capability.COMPACT}
     Index = HnswIndex

@@ -41,6 +41,7 @@ class _Inserts(Op):
         stop: int | None,
         coll: Collection,
     ):
+        self.coll = coll
         self.insert = coll.insert
         ids_a, vecs_a = ids.array, vecs.array
         cols = {k: v.array for k, v in fields.items()}
@@ -56,6 +57,17 @@ class _Inserts(Op):
 
     def __call__(self, i: int) -> None:
         self.insert(self.batches[i])
+
+    async def aopen(self) -> None:
+        self.view = self.coll.aio()
+        await self.view.open()
+        self.ainsert = self.view.insert
+
+    async def acall(self, i: int) -> None:
+        await self.ainsert(self.batches[i])
+
+    async def aclose(self) -> None:
+        await self.view.close()
 
 
 class InsertFactory:
@@ -90,6 +102,7 @@ class _Searches(Op):
         # setting the parent applied must be applied here too
         if setting is not None and os.getpid() != owner:
             apply_setting(coll, setting)
+        self.coll = coll
         self.search = coll.search
         self.q = np.ascontiguousarray(queries.array)
         self.k = k
@@ -104,6 +117,22 @@ class _Searches(Op):
         else:
             self.found[j] = self.search(self.q[j : j + 1], self.k, self.where).ids[0]
         self.seen[j] = True
+
+    async def aopen(self) -> None:
+        self.view = self.coll.aio()
+        await self.view.open()
+        self.asearch = self.view.search
+
+    async def acall(self, i: int) -> None:
+        j = i % len(self.q)
+        if self.where is None:
+            self.found[j] = (await self.asearch(self.q[j : j + 1], self.k)).ids[0]
+        else:
+            self.found[j] = (await self.asearch(self.q[j : j + 1], self.k, self.where)).ids[0]
+        self.seen[j] = True
+
+    async def aclose(self) -> None:
+        await self.view.close()
 
     def finish(self) -> Any:
         return self.found, self.seen
