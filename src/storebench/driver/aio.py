@@ -179,7 +179,18 @@ async def _measure(
         try:
             if task.rate is not None:
                 used = await loops.open_async(
-                    op, c, step, lat, used, deadline, stop, prog, slot, svc, origin, interval  # type: ignore[arg-type]
+                    op,
+                    c,
+                    step,
+                    lat,
+                    used,
+                    deadline,
+                    stop,
+                    prog,
+                    slot,
+                    svc,
+                    origin,
+                    interval,  # type: ignore[arg-type]
                 )
             elif think:
                 used = await loops.thinking_async(

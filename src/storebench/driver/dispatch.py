@@ -88,9 +88,7 @@ class Driver:
             t if t.interval_s else dataclasses.replace(t, interval_s=self.interval_s) for t in tasks
         ]
         names = {
-            choose_executor(
-                coll.store, self.executor, t.executor, t.lanes, thinking=t.thinks
-            )
+            choose_executor(coll.store, self.executor, t.executor, t.lanes, thinking=t.thinks)
             for t in tasks
         }
         if len(names) > 1:

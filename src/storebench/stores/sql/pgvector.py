@@ -53,6 +53,7 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter, to_sql
 from storebench.errors import UserError
 from storebench.stores.base import (
+    AsyncView,
     Capability,
     Collection,
     MiB,
@@ -186,6 +187,10 @@ class PgVectorCollection(Collection):
 
     def _cur(self) -> psycopg.Cursor[Any]:
         return self.store.connection().cursor(binary=True)
+
+    def aio(self, share: AsyncView | None = None) -> AsyncView:
+        """psycopg's AsyncConnection, one per client (``PgAsyncView``)."""
+        return PgAsyncView(self, share)
 
     def _rows_to_batch(self, rows: list[tuple[Any, ...]], with_vectors: bool) -> DocBatch:
         if not rows:
@@ -643,3 +648,159 @@ class PgVectorStore(Store):
                 c.close()
         self._local = threading.local()
         super().close()
+
+
+# --- the async view (``Collection.aio``) -------------------------------------------
+# psycopg's AsyncConnection, one per event-loop client, with the sync
+# collection's SQL, statements, parameters and row decoding, so both paths
+# write the same rows and find the same neighbours.
+
+_ASYNC_RAW = getattr(psycopg, "AsyncRawCursor", None)  # psycopg >= 3.2: $n placeholders
+
+
+class _Session:
+    """One client's connection, shared by its views of several collections."""
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any], writer: Any):
+        self.conn = conn
+        self.writer = writer  # the insert cursor (binary, made once)
+        self.generation = -1  # the store's search settings last applied here
+
+
+class PgAsyncView(AsyncView):
+    native = True
+    coll: PgVectorCollection
+
+    def __init__(self, coll: PgVectorCollection, share: AsyncView | None = None):
+        super().__init__(coll)
+        self.share = share if isinstance(share, PgAsyncView) else None
+        self.owner = self.share is None
+        self.s: _Session | None = None
+
+    async def open(self) -> None:
+        if self.share is not None:
+            self.s = self.share.s
+            return
+        store = self.coll.store
+        try:
+            conn = await psycopg.AsyncConnection.connect(store.spec.url or "", autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise UserError(
+                f"cannot connect to PostgreSQL at {redact_url(store.spec.url)}: {exc}",
+                where="store pgvector",
+            ) from exc
+        sync = store.options.synchronous_commit
+        if sync is not None:
+            await conn.execute("SELECT set_config('synchronous_commit', %s, false)", [sync])
+        row = await (await conn.execute("SELECT to_regtype('vector')::oid")).fetchone()
+        oid = row[0] if row else None
+        if oid:
+            conn.adapters.register_dumper(
+                np.ndarray, type("VectorDumper", (_VectorDumper,), {"oid": oid})
+            )
+            conn.adapters.register_loader(oid, _VectorLoader)
+        if _ASYNC_RAW is not None:
+            writer = _ASYNC_RAW(conn)
+            writer.format = Format.BINARY
+        else:
+            writer = conn.cursor(binary=True)
+        self.s = _Session(conn, writer)
+
+    async def close(self) -> None:
+        if self.owner and self.s is not None:
+            await self.s.conn.close()
+        self.s = None
+
+    async def insert(self, docs: DocBatch) -> None:
+        """As the sync ``insert``: a small batch one prepared multi-row
+        INSERT, a larger one a binary COPY (an upsert, rare, on the sync
+        connection)."""
+        c = self.coll
+        assert self.s is not None
+        if len(docs) <= _INSERT_ROWS:
+            if len(docs):
+                await self.s.writer.execute(
+                    c._insert_sql(docs), c._insert_params(docs), prepare=True
+                )
+            return
+        columns, data = copy_binary(docs, c._fields, c._kinds)
+        cols = ", ".join(quote(n) if n not in ("id", "v") else n for n in columns)
+        try:
+            async with (
+                self.s.conn.cursor(binary=True) as cur,
+                cur.copy(f"COPY {c._t} ({cols}) FROM STDIN (FORMAT BINARY)") as cp,
+            ):
+                await cp.write(data)
+        except psycopg.errors.UniqueViolation:
+            c._upsert(cols, columns, data)
+
+    async def insert_pipelined(self, batches: Sequence[DocBatch]) -> None:
+        """As the sync one: one libpq pipeline, one executemany per run of
+        equal-sized batches, committed together at its Sync."""
+        c = self.coll
+        assert self.s is not None
+        async with self.s.conn.pipeline():
+            shapes = itertools.groupby(
+                (d for d in batches if len(d)), key=lambda d: (len(d), d.vectors is not None)
+            )
+            for _, run in shapes:
+                same = list(run)
+                await self.s.writer.executemany(
+                    c._insert_sql(same[0]), [c._insert_params(d) for d in same]
+                )
+
+    async def _rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        assert self.s is not None
+        async with self.s.conn.cursor(binary=True) as cur:
+            await cur.execute(sql, params)
+            return await cur.fetchall()
+
+    async def get(self, ids: np.ndarray) -> DocBatch:
+        c = self.coll
+        rows = await self._rows(
+            f"SELECT {c._select_all} FROM {c._t} WHERE id = ANY(%s)", [ids.tolist()]
+        )
+        return c._rows_to_batch(rows, with_vectors=c._vec)
+
+    async def find(
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
+    ) -> DocBatch:
+        c = self.coll
+        sql, params = c._where(where)
+        if order is not None:
+            sql += f" ORDER BY {quote(order[0])} {'DESC' if order[1] else 'ASC'}"
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(int(limit))
+        rows = await self._rows(f"SELECT {c._select_scalars} FROM {c._t}{sql}", params)
+        return c._rows_to_batch(rows, with_vectors=False)
+
+    async def search(
+        self, vectors: np.ndarray, k: int, where: Filter | None = None
+    ) -> SearchResult:
+        c = self.coll
+        s = self.s
+        assert s is not None
+        store = c.store
+        if s.generation != store._generation:  # settings reach this connection before its search
+            for name, value in store._settings.items():
+                await s.conn.execute("SELECT set_config(%s, %s, false)", [name, value])
+            s.generation = store._generation
+        wsql, wparams = c._where(where)
+        sql = f"SELECT id, v {c._op} %s FROM {c._t}{wsql} ORDER BY v {c._op} %s LIMIT {int(k)}"
+        q = len(vectors)
+        ids = np.full((q, k), -1, np.int64)
+        dist = np.full((q, k), np.inf, np.float32)
+        async with s.conn.cursor(binary=True) as cur:
+            for j in range(q):
+                v = vectors[j]
+                await cur.execute(sql, [v, *wparams, v])
+                rows = await cur.fetchall()
+                if rows:
+                    got_ids, got_d = zip(*rows, strict=True)
+                    ids[j, : len(rows)] = got_ids
+                    dist[j, : len(rows)] = got_d
+        return SearchResult(ids, dist)

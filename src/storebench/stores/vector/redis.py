@@ -51,6 +51,7 @@ from urllib.parse import SplitResult
 
 import numpy as np
 import redis
+import redis.asyncio
 import redis.connection
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -59,6 +60,7 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import And, Cmp, Filter, In, Not, Or, Range
 from storebench.errors import StorebenchError, UserError
 from storebench.stores.base import (
+    AsyncView,
     Capability,
     Collection,
     MiB,
@@ -206,6 +208,10 @@ class RedisCollection(Collection):
     @property
     def _r(self) -> redis.Redis:
         return self.store.client
+
+    def aio(self, share: AsyncView | None = None) -> AsyncView:
+        """redis-py's asyncio connection, one per client (``RedisAsyncView``)."""
+        return RedisAsyncView(self, share)
 
     def _key(self, i: int) -> str:
         return f"{self.prefix}{i}"
@@ -673,3 +679,149 @@ class RedisStore(Store):
         for conn in getattr(self, "_writers", ()):
             conn.disconnect()
         super().close()
+
+
+# --- the async view (``Collection.aio``) -------------------------------------------
+
+
+class RedisAsyncView(AsyncView):
+    """redis-py's asyncio connection (hiredis parsing), one per event-loop
+    client, with the sync collection's commands and reply decoding: the
+    same hashes written, the same neighbours found. Commands go out packed
+    on the raw connection, every one before any reply is read, as the sync
+    ``_send`` does."""
+
+    native = True
+    coll: RedisCollection
+
+    def __init__(self, coll: RedisCollection, share: AsyncView | None = None):
+        super().__init__(coll)
+        self.share = share if isinstance(share, RedisAsyncView) else None
+        self.conn: Any = None
+
+    async def open(self) -> None:
+        if self.share is not None:
+            self.conn = self.share.conn
+            return
+        url = self.coll.store.spec.url or ""
+        kw: dict[str, Any] = {"protocol": 2}  # the reply shapes parsed here
+        if "@" not in url and os.environ.get("REDIS_PASSWORD"):
+            kw["password"] = os.environ["REDIS_PASSWORD"]
+        pool = redis.asyncio.ConnectionPool.from_url(url, **kw)
+        self.conn = pool.make_connection()
+        await self.conn.connect()
+
+    async def close(self) -> None:
+        if self.share is None and self.conn is not None:
+            await self.conn.disconnect()
+        self.conn = None
+
+    async def _send(self, commands: list[list[Any]]) -> list[Any]:
+        """All ``commands`` sent, then every reply read; the first error
+        among them raised once all are read (the connection stays in step)."""
+        if not commands:
+            return []
+        conn = self.conn
+        if _pack_command is not None:
+            packed: Any = [b"".join([_pack_command(tuple(c)) for c in commands])]
+        else:
+            packed = conn.pack_commands(commands)
+        await conn.send_packed_command(packed, False)
+        replies: list[Any] = []
+        error: redis.ResponseError | None = None
+        for _ in commands:
+            try:
+                replies.append(await conn.read_response())
+            except redis.ResponseError as exc:
+                error = error or exc
+                replies.append(None)
+        if error is not None:
+            raise error
+        return replies
+
+    async def insert(self, docs: DocBatch) -> None:
+        await self._send(self.coll._hsets(docs))
+
+    async def insert_pipelined(self, batches: Sequence[DocBatch]) -> None:
+        commands: list[list[Any]] = []
+        for docs in batches:
+            commands += self.coll._hsets(docs)
+        await self._send(commands)
+
+    async def get(self, ids: np.ndarray) -> DocBatch:
+        c = self.coll
+        names = [*c._fields, _ID] + (["v"] if c._vec else [])
+        replies = await self._send([["HMGET", c._key(i), *names] for i in ids.tolist()])
+        return c._rows([r for r in replies if r[-1] is not None], names)
+
+    async def find(
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
+    ) -> DocBatch:
+        c = self.coll
+        q = c._query(where)
+        names = [_ID, *c._fields]
+        ret = ["RETURN", len(names), _ID, *(c._attr[f] for f in c._fields)]
+        sort = ["SORTBY", c._attr[order[0]], "DESC" if order[1] else "ASC"] if order else []
+        rows: list[list[Any]] = []
+        want = limit if limit is not None else math.inf
+        while len(rows) < want:
+            n = int(min(_PAGE, want - len(rows)))
+            (res,) = await self._send(
+                [["FT.SEARCH", c.name, q, *ret, *sort, "LIMIT", len(rows), n, "DIALECT", 2]]
+            )
+            total, hits = int(res[0]), res[2::2]
+            for h in hits:
+                d = _pairs(h)
+                rows.append([d.get(c._attr[f]) for f in c._fields] + [d[_ID]])
+            if not hits or len(rows) >= total:
+                break
+        return c._rows(rows, [*c._fields, _ID])
+
+    async def search(
+        self, vectors: np.ndarray, k: int, where: Filter | None = None
+    ) -> SearchResult:
+        c = self.coll
+        base = "*" if where is None else f"({c._query(where)})"
+        ef = c.store.ef
+        runtime = f" EF_RUNTIME {ef}" if ef and c.store._algorithm.get(c.name) == "HNSW" else ""
+        q = f"{base}=>[KNN {int(k)} @v $B{runtime} AS __d]"
+        vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+        replies = await self._send(
+            [
+                [
+                    "FT.SEARCH",
+                    c.name,
+                    q,
+                    "PARAMS",
+                    2,
+                    "B",
+                    v.tobytes(),
+                    "SORTBY",
+                    "__d",
+                    "RETURN",
+                    1,
+                    "__d",
+                    "LIMIT",
+                    0,
+                    int(k),
+                    "DIALECT",
+                    2,
+                ]  # fmt: skip
+                for v in vecs
+            ]
+        )
+        out_ids = np.full((len(vecs), k), -1, np.int64)
+        out_d = np.full((len(vecs), k), np.inf, np.float32)
+        for j, res in enumerate(replies):
+            keys, vals = res[1::2], res[2::2]
+            for n, (key, val) in enumerate(zip(keys, vals, strict=True)):
+                out_ids[j, n] = c._id_of(key)
+                out_d[j, n] = float(val[1])
+        if c.schema.metric == "l2":
+            np.sqrt(np.maximum(out_d, 0), out=out_d)
+        elif c.schema.metric == "ip":
+            out_d -= 1.0
+        return SearchResult(out_ids, out_d)
