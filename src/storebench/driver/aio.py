@@ -407,35 +407,54 @@ class AsyncExecutor(Executor):
         kind: str,
     ) -> list[list[ClientResult]]:
         """All clients on one loop, on a thread of this process (the main
-        thread keeps the signals and the progress bar)."""
-        ctl = Controls(bytearray(1), array("q", [0] * len(slots)))
+        thread keeps the signals and the progress bar). ``launch(g)`` hands
+        client g to the loop, as the other executors start a client each:
+        an interrupt while they start gives up those not yet handed over."""
+        n = len(slots)
+        ctl = Controls(bytearray(1), array("q", [0] * n))
         results: dict[int, ClientResult] = {}
         done = threading.Event()
+        ready = threading.Event()
         lock = threading.Lock()
-        began = [False]  # claimed by the loop's thread as it begins, or by abort
-        running: list[tuple[asyncio.AbstractEventLoop, Gate]] = []
-        mine = [(g, t, c) for g, (t, c) in enumerate(slots)]
+        claimed = [False] * n  # by launch as it hands the client over, or by abort
+        aborted = [False]
+        state: dict[str, Any] = {}
+
+        async def main() -> None:
+            q: asyncio.Queue[int | None] = asyncio.Queue()
+            gate = Gate(n)
+            with lock:
+                state.update(loop=asyncio.get_running_loop(), q=q, gate=gate)
+                if aborted[0]:  # an abort came before the loop ran
+                    gate.abort()
+                    q.put_nowait(None)
+            ready.set()
+
+            async def one(g: int) -> None:
+                t, c = slots[g]
+                try:
+                    res = await run_client_async(tasks[t], coll, c, ctl, gate, g, n)
+                except BaseException as exc:
+                    gate.abort()
+                    res = _failure(c, exc)
+                results[g] = res
+
+            clients = []
+            for _ in range(n):
+                g = await q.get()
+                if g is None:
+                    break
+                clients.append(asyncio.ensure_future(one(g)))
+            await asyncio.gather(*clients)
 
         def body() -> None:
-            with lock:
-                if began[0]:  # given up before it began
-                    return
-                began[0] = True
-
-            async def main() -> None:
-                gate = Gate(len(mine))
-                with lock:
-                    running.append((asyncio.get_running_loop(), gate))
-                    if ctl.stop[0]:  # an abort came before the gate existed
-                        gate.abort()
-                await _clients(tasks, mine, lambda: coll, ctl, gate, results.__setitem__)
-
             try:
                 run_on_loop(main(), kind)
             except BaseException as exc:
-                for g, _t, c in mine:
+                for g, (_t, c) in enumerate(slots):
                     results.setdefault(g, _failure(c, exc))
             finally:
+                ready.set()
                 done.set()
 
         thread = threading.Thread(target=body, daemon=True, name="async-clients")
@@ -443,16 +462,26 @@ class AsyncExecutor(Executor):
         def launch(g: int) -> None:
             if g == 0:
                 thread.start()
+                ready.wait()
+            with lock:
+                if claimed[g] or "loop" not in state:
+                    return
+                claimed[g] = True
+                state["loop"].call_soon_threadsafe(state["q"].put_nowait, g)
 
         def abort(started: int) -> None:
             with lock:
-                if not began[0]:
-                    began[0] = True
-                    for g, _t, _c in mine:
+                aborted[0] = True
+                for g in range(n):
+                    if not claimed[g]:
+                        claimed[g] = True
                         results[g] = _not_started()
+                if "loop" in state:
+                    loop = state["loop"]
+                    loop.call_soon_threadsafe(state["gate"].abort)
+                    loop.call_soon_threadsafe(state["q"].put_nowait, None)
+                elif not thread.is_alive():  # never started: nothing will end it
                     done.set()
-                for loop, gate in running:
-                    loop.call_soon_threadsafe(gate.abort)
 
         interrupted = self._watch(
             tasks, ctl, progress, launch, lambda: not done.is_set(), done.wait, abort
