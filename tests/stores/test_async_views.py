@@ -12,16 +12,25 @@ from storebench.data.filters import Cmp
 from storebench.driver import Driver, Task
 from storebench.stores.base import StoreSpec
 from storebench.stores.params import HnswIndex, HnswSearch
+from storebench.stores.sql import pgvector
 from storebench.workloads.ingest import IngestParams, Inserts, make_schema
 from tests.conftest import make_docs
 from tests.stores import servers as S
 
-ENGINES = [e for e in ("pgvector", "redis") if not S.skipped(e)]
+# pgvector's view on asyncpg (where installed) and on psycopg's AsyncConnection
+ENGINES = [
+    e
+    for e in ("pgvector", "pgvector:psycopg", "redis")
+    if not S.skipped(e.split(":")[0]) and (e != "pgvector" or pgvector._asyncpg is not None)
+]
 
 
 @pytest.fixture(params=ENGINES)
-def store(request):
-    s = StoreSpec(request.param, S.shared_url(request.param)).open()
+def store(request, monkeypatch):
+    engine, _, driver = request.param.partition(":")
+    if driver == "psycopg":
+        monkeypatch.setattr(pgvector, "_asyncpg", None)
+    s = StoreSpec(engine, S.shared_url(engine)).open()
     yield s
     s.close()
 
@@ -105,7 +114,13 @@ def test_views_of_one_client_share_its_connection(store):
         b.drop()
 
 
-def test_search_settings_reach_the_async_connections():
+@pytest.mark.skipif(S.skipped("pgvector"), reason="STOREBENCH_SKIP_ENGINES")
+@pytest.mark.parametrize("driver", ["asyncpg", "psycopg"])
+def test_search_settings_reach_the_async_connections(driver, monkeypatch):
+    if driver == "psycopg":
+        monkeypatch.setattr(pgvector, "_asyncpg", None)
+    elif pgvector._asyncpg is None:
+        pytest.skip("asyncpg is not installed")
     store = StoreSpec("pgvector", S.shared_url("pgvector")).open()
     docs = make_docs(50)
     coll = store.create_collection("sb_aio_ef", docs.schema())
@@ -121,8 +136,11 @@ def test_search_settings_reach_the_async_connections():
                 for ef in (41, 97):
                     coll.set_search_params(HnswSearch(ef=ef))
                     await view.search(docs.vectors[:1], 3)
-                    cur = await view.s.conn.execute("SHOW hnsw.ef_search")
-                    out.append((await cur.fetchone())[0])
+                    if driver == "psycopg":
+                        cur = await view.s.conn.execute("SHOW hnsw.ef_search")
+                        out.append((await cur.fetchone())[0])
+                    else:
+                        out.append(await view.conn.fetchval("SHOW hnsw.ef_search"))
                 return out
             finally:
                 await view.close()

@@ -190,7 +190,7 @@ async def _measure(
                     slot,
                     svc,
                     origin,
-                    interval,  # type: ignore[arg-type]
+                    interval,
                 )
             elif think:
                 used = await loops.thinking_async(
@@ -483,8 +483,11 @@ class AsyncExecutor(Executor):
                 elif not thread.is_alive():  # never started: nothing will end it
                     done.set()
 
+        def collect(timeout: float) -> None:
+            done.wait(timeout)
+
         interrupted = self._watch(
-            tasks, ctl, progress, launch, lambda: not done.is_set(), done.wait, abort
+            tasks, ctl, progress, launch, lambda: not done.is_set(), collect, abort
         )
         return self._finish(tasks, _per_task(tasks, slots, results), interrupted)
 
