@@ -10,13 +10,15 @@ them, with each client model in turn, alternated ``--repeat`` times:
 - ``processes``: a process per client (spawned before the clock starts);
 - ``async/asyncio``, ``async/uvloop``: coroutines on one event loop in
   this process (the ``async`` executor), on the store's async view
-  (psycopg ``AsyncConnection``, ``redis.asyncio`` + hiredis);
+  (asyncpg where installed, ``redis.asyncio`` + hiredis);
+- ``async-psycopg/uvloop`` (postgres): the view on psycopg's
+  ``AsyncConnection`` instead of asyncpg;
 - ``async-inline/uvloop``: the same loop running the sync client's call
   inline (what the executor does for an op without ``acall``): shows what
   that costs an I/O-bound store;
-- ``asyncpg/uvloop`` (postgres, where asyncpg is importable): the same
-  prepared INSERT, same rows, on asyncpg instead of psycopg's async view:
-  what a view on asyncpg would cost.
+- ``asyncpg-raw/uvloop`` (postgres, where asyncpg is importable): the same
+  prepared INSERT, same rows, on a bare asyncpg connection: the floor a
+  view on asyncpg could reach.
 
 Printed per engine and model: requests/s and client CPU per request (the
 task's client CPU over its measured window, ``client_cpu_s``: a thread
@@ -41,6 +43,7 @@ from storebench.driver import Driver, Op, Task
 from storebench.driver.aio import AsyncExecutor
 from storebench.stores.base import Collection, StoreSpec
 from storebench.stores.opening import open_store
+from storebench.stores.sql import pgvector
 from storebench.workloads.ingest import IngestParams, Inserts, make_schema
 
 ENGINES = {"postgres": "pgvector", "redis": "redis"}
@@ -50,7 +53,8 @@ MODELS = [
     "async/asyncio",
     "async/uvloop",
     "async-inline/uvloop",
-    "asyncpg/uvloop",
+    "async-psycopg/uvloop",
+    "asyncpg-raw/uvloop",
 ]
 
 
@@ -118,8 +122,12 @@ def one(store: Any, model: str, p: IngestParams, k: int) -> tuple[float, float]:
         factory: Any = Inserts(p)
         if inline:
             factory = SyncOnly(factory)
-        if executor == "asyncpg":
+        if executor == "asyncpg-raw":
             factory, executor = Asyncpg(factory), "async"
+        psycopg_view = executor == "async-psycopg"
+        if psycopg_view:
+            executor = "async"
+            saved, pgvector._asyncpg = pgvector._asyncpg, None
         AsyncExecutor.event_loop = loop or "auto"
         AsyncExecutor.workers = 0
         task = Task(
@@ -129,7 +137,11 @@ def one(store: Any, model: str, p: IngestParams, k: int) -> tuple[float, float]:
             ops=p.count,
             executor="async" if inline else executor,
         )
-        stats, _ = Driver().run(task, coll)
+        try:
+            stats, _ = Driver().run(task, coll)
+        finally:
+            if psycopg_view:
+                pgvector._asyncpg = saved
         if coll.count() != p.count:
             raise SystemExit(f"{model}: {coll.count()} of {p.count} documents written")
         cpu = stats.cpu_s / (p.concurrency if executor == "threads" else 1)
@@ -138,13 +150,11 @@ def one(store: Any, model: str, p: IngestParams, k: int) -> tuple[float, float]:
         coll.drop()
 
 
-def usable_asyncpg(engine: str) -> bool:
-    if engine != "postgres":
-        return False
-    try:
-        import asyncpg  # noqa: F401
-    except ImportError:
-        return False
+def usable(model: str, engine: str) -> bool:
+    if model.startswith("async-psycopg"):
+        return engine == "postgres"
+    if model.startswith("asyncpg-raw"):
+        return engine == "postgres" and pgvector._asyncpg is not None
     return True
 
 
@@ -168,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in a.engines.split(","):
         opened = open_store(StoreSpec(ENGINES[name]))
         try:
-            mine = [m for m in models if not m.startswith("asyncpg") or usable_asyncpg(name)]
+            mine = [m for m in models if usable(m, name)]
             got: dict[str, list[tuple[float, float]]] = {m: [] for m in mine}
             for r in range(a.repeat):
                 order = mine if r % 2 == 0 else mine[::-1]
