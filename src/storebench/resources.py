@@ -82,3 +82,63 @@ class ResourceSampler:
         if self._dir is not None:
             out["server_data_bytes"] = directory_size(self._dir)
         return out
+
+
+def _threads(pid: int | str = "self") -> int:
+    """A process's OS threads (``Threads:`` of /proc/PID/status; 0 if gone)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Threads:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class ThreadPeak:
+    """The most OS threads the clients held at once while a task ran: this
+    process's (its own sampler thread included) plus its client processes'
+    (Python children started through ``multiprocessing``: process clients,
+    async workers; a managed server is not one). Sampled every
+    ``interval_s`` on a thread of its own, outside the timed loops, from
+    /proc (Linux; elsewhere ``stop`` gives None)."""
+
+    def __init__(self, interval_s: float = 0.1):
+        self._interval = interval_s
+        self._peak = 0
+        self._clients: dict[int, bool] = {}  # child pid -> is a client process
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="thread-peak")
+        if os.path.exists("/proc/self/status"):
+            self._thread.start()
+
+    def _is_client(self, p: psutil.Process) -> bool:
+        known = self._clients.get(p.pid)
+        if known is None:
+            try:
+                known = any("multiprocessing" in a for a in p.cmdline())
+            except psutil.Error:
+                known = False
+            self._clients[p.pid] = known
+        return known
+
+    def count(self) -> int:
+        n = _threads()
+        with contextlib.suppress(psutil.Error):
+            for p in psutil.Process().children():
+                if self._is_client(p):
+                    n += _threads(p.pid)
+        return n
+
+    def _loop(self) -> None:
+        self._peak = self.count()
+        while not self._stop.wait(self._interval):
+            self._peak = max(self._peak, self.count())
+
+    def stop(self) -> int | None:
+        if not self._thread.is_alive():
+            return None
+        self._stop.set()
+        self._thread.join()
+        return self._peak

@@ -59,6 +59,11 @@ class DriverConfig(BaseModel):
     # "auto" or HOST:PORT joins a running cluster (docs/ray.md)
     ray_address: str = "local"
     ray_timeout_s: float = Field(default=60.0, gt=0)  # limit on every wait for a Ray client
+    # the async executor: worker processes, one event loop each (0: a loop
+    # in this process; None: by the machine, driver/aio.py workers_for),
+    # and the loop (auto: uvloop where installed)
+    workers: int | None = Field(default=None, ge=0)
+    event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"
     # the per-interval latency and throughput series of every timed task
     interval_s: float = Field(default=1.0, gt=0)
     # refuse a plan whose largest run needs more memory than is available

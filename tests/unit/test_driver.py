@@ -224,7 +224,7 @@ class FailsToOpen:
         return FnOp(lambda i: None)
 
 
-@pytest.mark.parametrize("executor", ["threads", "processes"])
+@pytest.mark.parametrize("executor", ["threads", "processes", "async"])
 def test_a_client_failing_in_setup_is_reported_not_the_clients_it_aborted(coll, executor):
     # the failing task comes last: every client of the tasks before it is
     # only aborted by the failure, and must not be what the run reports

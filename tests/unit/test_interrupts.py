@@ -18,6 +18,7 @@ from storebench import interrupts
 from storebench.data.batch import Schema
 from storebench.driver import FnOp, Interrupted, Task
 from storebench.driver import executors as ex
+from storebench.driver.aio import AsyncExecutor
 from storebench.errors import Terminated
 from storebench.progress import NoProgress
 from storebench.stores.base import StoreSpec
@@ -67,7 +68,11 @@ def coll():
 
 
 def client_threads():
-    return [t for t in threading.enumerate() if t.name.startswith("client-")]
+    return [
+        t
+        for t in threading.enumerate()
+        if t.name.startswith("client-") or t.name == "async-clients"
+    ]
 
 
 def client_processes(before=frozenset()):
@@ -83,8 +88,18 @@ def client_processes(before=frozenset()):
     ]
 
 
+class AsyncWorkers(AsyncExecutor):
+    """The async executor with its clients in 4 worker processes."""
+
+    workers = 4
+
+
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
-@pytest.mark.parametrize("executor", [ex.ThreadExecutor, ex.ProcessExecutor], ids=lambda e: e.name)
+@pytest.mark.parametrize(
+    "executor",
+    [ex.ThreadExecutor, ex.ProcessExecutor, AsyncExecutor, AsyncWorkers],
+    ids=["threads", "processes", "async", "async-workers"],
+)
 def test_a_signal_while_clients_start_stops_the_task_without_waiting_for_the_rest(
     coll, executor, sig
 ):

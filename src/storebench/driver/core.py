@@ -16,7 +16,7 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +63,19 @@ class Op:
         """This stream as a native op (``driver/native.py``), connected and
         prepared: what a task with ``client: native`` times instead."""
         raise NotSupported("this operation", "the native client")
+
+    # An event-loop client (the ``async`` executor, ``driver/aio.py``) awaits
+    # ``acall(i)`` where an op defines it (``async def acall``); an op
+    # without one has its sync call run inline on the loop. ``aopen`` runs
+    # before warm-up (connect the op's async view, ``Collection.aio``),
+    # ``aclose`` after ``finish``: both untimed.
+    acall: Callable[[int], Awaitable[Any]] | None = None
+
+    async def aopen(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
 
 
 class FnOp(Op):
@@ -134,6 +147,11 @@ class Task:
     @property
     def interval_ns(self) -> int:
         return int((self.interval_s or DEFAULT_INTERVAL_S) * 1e9)
+
+    @property
+    def thinks(self) -> bool:
+        """Its clients pause between operations (``choose_executor``)."""
+        return bool(self.think_s or any(self.think_per_client))
 
     @property
     def lanes(self) -> int:

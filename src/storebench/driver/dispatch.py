@@ -20,6 +20,7 @@ from storebench.driver.core import ClientResult, Interrupted, Task, merge, unix_
 from storebench.driver.executors import ABORTED, Executor, choose_executor, get_executor
 from storebench.errors import TaskFailed
 from storebench.metrics import DEFAULT_INTERVAL_S, TaskStats
+from storebench.resources import ThreadPeak
 from storebench.stores.base import Collection, Store
 
 log = logging.getLogger("storebench")
@@ -58,7 +59,9 @@ class Driver:
     meanwhile (``storebench.noise``, sampled outside the timed window);
     ``processes`` are those the run owns beyond this process tree (a
     managed server's), whose CPU is not counted as other processes'.
-    ``interval_s``: the per-interval series' interval of tasks that set none."""
+    ``interval_s``: the per-interval series' interval of tasks that set none.
+    ``client_threads``: the most OS threads the clients held at once
+    (``resources.ThreadPeak``)."""
 
     def __init__(
         self,
@@ -99,7 +102,10 @@ class Driver:
         tasks = [
             t if t.interval_s else dataclasses.replace(t, interval_s=self.interval_s) for t in tasks
         ]
-        names = {choose_executor(coll.store, self.executor, t.executor, t.lanes) for t in tasks}
+        names = {
+            choose_executor(coll.store, self.executor, t.executor, t.lanes, thinking=t.thinks)
+            for t in tasks
+        }
         if len(names) > 1:
             raise ValueError(f"tasks run together must share one executor, got {sorted(names)}")
         name = names.pop()
@@ -115,14 +121,18 @@ class Driver:
                 name,
             )
         sampler = noise.LoadSampler(self.processes)
+        threads = ThreadPeak()  # the client model's cost in OS threads
         try:
             per_task = executor.run(tasks, coll, self.progress)
         except Interrupted as exc:
             load = sampler.stop()
+            peak = threads.stop()
             for partial in exc.partial:
                 partial.extra["machine_load"] = load
+                partial.extra["client_threads"] = peak
             raise
         load = sampler.stop()
+        peak = threads.stop()
         failure = first_failure(tasks, per_task)
         if failure:
             raise TaskFailed(failure)
@@ -132,6 +142,7 @@ class Driver:
         ]
         for stats, _ in out:
             stats.extra["machine_load"] = load
+            stats.extra["client_threads"] = peak
         return out
 
     def once(

@@ -25,8 +25,9 @@ before the clock. It is a driver loop, not a store's timer.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
@@ -145,6 +146,131 @@ def open_(
         i += step
         if t1 >= deadline or stop[0]:
             return j + 1
+    return len(lat)
+
+
+# --- the same loops for event-loop clients (``driver/aio.py``) -----------------
+# Each is its sync twin with ``await op(i)``: the same buffers, progress
+# slot, stop flag and return value, so ``closed_ends`` and ``open_ends``
+# hold for them too. Coroutines of one loop take turns, so a loop yields
+# where its twin sleeps (``asyncio.sleep``), never spins.
+
+SPIN_NS = 1_500_000  # the open loop's last stretch: yielding (loop timers have 1 ms steps)
+YIELD_EVERY = 16  # the closed loop lets the loop's other clients run this often
+
+
+async def closed_async(
+    op: Callable[[int], Awaitable[Any]],
+    first: int,
+    step: int,
+    lat: np.ndarray,
+    start: int,
+    deadline: int,
+    stop: Any,
+    prog: Any,
+    slot: int,
+    marks: list[tuple[int, int]],
+) -> int:
+    """``closed`` for a coroutine op. An op that never waits (a sync call
+    run inline) would keep the loop from its other clients until this one
+    ends: every ``YIELD_EVERY`` ops the loop gets a turn, outside the
+    timing (the clock restarts after it, a new entry in ``marks``)."""
+    buf = _slots(lat)
+    i = first + start * step
+    t = clock()
+    marks.append((start, t))
+    for j in range(start, len(lat)):
+        prog[slot] = j
+        await op(i)
+        t1 = clock()
+        buf[j] = t1 - t
+        t = t1
+        i += step
+        if t1 >= deadline or stop[0]:
+            return j + 1
+        if not (j + 1) % YIELD_EVERY:
+            await asyncio.sleep(0)
+            t = clock()
+            marks.append((j + 1, t))
+    return len(lat)
+
+
+async def thinking_async(
+    op: Callable[[int], Awaitable[Any]],
+    first: int,
+    step: int,
+    lat: np.ndarray,
+    start: int,
+    deadline: int,
+    stop: Any,
+    prog: Any,
+    slot: int,
+    think_s: float,
+    ends: np.ndarray,
+) -> int:
+    """``thinking`` for a coroutine op: the pause lets the loop's other clients run."""
+    buf = _slots(lat)
+    ebuf = _slots(ends)
+    sleep = asyncio.sleep
+    i = first + start * step
+    for j in range(start, len(lat)):
+        prog[slot] = j
+        t0 = clock()
+        await op(i)
+        t1 = clock()
+        buf[j] = t1 - t0
+        ebuf[j] = t1
+        i += step
+        if t1 >= deadline or stop[0]:
+            return j + 1
+        await sleep(think_s)
+    return len(lat)
+
+
+async def wait_until_async(t_ns: int) -> None:
+    """Sleep to within ``SPIN_NS`` of t_ns, then yield to the loop until it
+    comes (a loop timer fires up to 1 ms late)."""
+    while True:
+        left = t_ns - clock()
+        if left <= 0:
+            return
+        await asyncio.sleep((left - SPIN_NS) / 1e9 if left > 2 * SPIN_NS else 0)
+
+
+async def open_async(
+    op: Callable[[int], Awaitable[Any]],
+    first: int,
+    step: int,
+    lat: np.ndarray,
+    start: int,
+    deadline: int,
+    stop: Any,
+    prog: Any,
+    slot: int,
+    svc: np.ndarray,
+    origin: int,
+    interval: float,
+) -> int:
+    """``open_`` for a coroutine op: latency from the intended start (a
+    turn given to the loop's other clients counts, as any queueing does)."""
+    buf = _slots(lat)
+    sbuf = _slots(svc)
+    i = first + start * step
+    for j in range(start, len(lat)):
+        prog[slot] = j
+        due = origin + int(j * interval)
+        if clock() < due:
+            await wait_until_async(due)
+        t0 = clock()
+        await op(i)
+        t1 = clock()
+        buf[j] = t1 - due
+        sbuf[j] = t1 - t0
+        i += step
+        if t1 >= deadline or stop[0]:
+            return j + 1
+        if not (j + 1) % YIELD_EVERY:  # behind schedule it would not wait: the others' turn
+            await asyncio.sleep(0)
     return len(lat)
 
 

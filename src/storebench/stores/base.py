@@ -268,6 +268,15 @@ class Collection:
     def compact(self) -> None:
         raise self._unsupported(Capability.COMPACT)
 
+    def aio(self, share: AsyncView | None = None) -> AsyncView:
+        """An async view of this collection for one event-loop client (the
+        ``async`` executor): its own connection where the engine's official
+        client is async (an adapter overrides this), else the sync methods
+        run inline on the loop (``AsyncView``). ``share``: a view of the
+        same client on another collection whose connection this one uses
+        (one connection per client, as a thread client has)."""
+        return AsyncView(self)
+
     def drop(self) -> None:
         """Remove the collection, only if this store created it."""
         self.store._check_owned(self.name)
@@ -278,12 +287,69 @@ class Collection:
         raise NotImplementedError
 
 
+class AsyncView:
+    """The collection methods the workloads time, as coroutines, for one
+    event-loop client: ``open`` before its first call (untimed: connect,
+    prepare), ``close`` after its last. This default runs the sync methods
+    inline, holding the loop for each call: what an in-process engine's
+    call does anyway (it holds the GIL); an adapter whose engine has an
+    official async client subclasses it with that client, one connection
+    per view. A method the engine lacks raises ``NotSupported`` as the
+    sync one does."""
+
+    native = False  # True: the engine's async client; False: sync calls inline
+
+    def __init__(self, coll: Collection):
+        self.coll = coll
+
+    async def open(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def insert(self, docs: DocBatch) -> None:
+        self.coll.insert(docs)
+
+    async def insert_pipelined(self, batches: Sequence[DocBatch]) -> None:
+        self.coll.insert_pipelined(batches)
+
+    async def get(self, ids: np.ndarray) -> DocBatch:
+        return self.coll.get(ids)
+
+    async def update(self, docs: DocBatch) -> None:
+        self.coll.update(docs)
+
+    async def delete(self, ids: np.ndarray) -> None:
+        self.coll.delete(ids)
+
+    async def find(
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
+    ) -> DocBatch:
+        return self.coll.find(where, order, limit)
+
+    async def search(
+        self, vectors: np.ndarray, k: int, where: Filter | None = None
+    ) -> SearchResult:
+        return self.coll.search(vectors, k, where)
+
+
 class Store:
     """A live connection to one engine, opened from a ``StoreSpec``."""
 
     engine: ClassVar[str]
     capabilities: ClassVar[frozenset[Capability]]
     client_mode: ClassVar[ClientMode] = "threads"  # the driver's default for this engine
+    # what the ``async`` executor's clients run (``Collection.aio``):
+    # "native" the engine's official async client, one connection per
+    # client; "inline" the sync calls on the loop, for an engine that runs
+    # in this process (its calls hold the GIL, on a thread as on the loop);
+    # None: sync calls that wait on a server, which inline would hold up
+    # the loop's other clients for each round trip (``choose_executor``)
+    async_ops: ClassVar[Literal["native", "inline"] | None] = None
     exact: ClassVar[bool] = False  # search is exhaustive: recall must be 1.0
     # the index and search parameters it takes (``stores.params``; the
     # defaults: none)

@@ -176,7 +176,9 @@ class RunContext:
 
     def executor_name(self, task: Task) -> str:
         """The executor a task's clients run on (for its record)."""
-        return choose_executor(self.store, self.driver.executor, task.executor, task.lanes)
+        return choose_executor(
+            self.store, self.driver.executor, task.executor, task.lanes, thinking=task.thinks
+        )
 
     def measure(
         self, task: Task, coll: Collection, derive: Derive | None = None, **fields: Any

@@ -62,10 +62,29 @@ class PoolFactory:
         self.pool = pool
 
     def __call__(self, coll: Collection, c: int, clients: int) -> Op:
-        fn = getattr(coll, self.method)
-        pool = self.pool
+        return _PoolOp(coll, self.method, self.pool)
+
+
+class _PoolOp(FnOp):
+    """The sync op a plain function (the loop calls it directly); the async
+    one the same method of the collection's async view (``Collection.aio``)."""
+
+    def __init__(self, coll: Collection, method: str, pool: list[Any]):
+        fn = getattr(coll, method)
         m = len(pool)
-        return FnOp(lambda i: fn(pool[i % m]))
+        super().__init__(lambda i: fn(pool[i % m]))
+        self.coll, self.method, self.pool, self.m = coll, method, pool, m
+
+    async def aopen(self) -> None:
+        self.view = self.coll.aio()
+        await self.view.open()
+        self.afn = getattr(self.view, self.method)
+
+    async def acall(self, i: int) -> None:
+        await self.afn(self.pool[i % self.m])
+
+    async def aclose(self) -> None:
+        await self.view.close()
 
 
 # --- the workload ------------------------------------------------------------

@@ -132,6 +132,8 @@ class _Inserts(Op):
 
     def __init__(self, coll: Collection, p: IngestParams, lane: int, lanes: int):
         self.lanes = lanes
+        self.coll = coll
+        self.pipelined = p.pipeline > 1
         value = ("some test value" * (p.string_size // 15 + 1))[: p.string_size]
         ids = np.arange(p.count, dtype=np.int64)
         col = np.full(p.count, value, dtype=object)
@@ -157,6 +159,17 @@ class _Inserts(Op):
     def native(self) -> Any:
         """The same requests for the native loop: op j sends ``args[j]``."""
         return self.coll.native_insert([a if self.pipelined else [a] for a in self.args])
+
+    async def aopen(self) -> None:
+        self.view = self.coll.aio()
+        await self.view.open()
+        self.asend = self.view.insert_pipelined if self.pipelined else self.view.insert
+
+    async def acall(self, i: int) -> None:
+        await self.asend(self.args[i // self.lanes])
+
+    async def aclose(self) -> None:
+        await self.view.close()
 
 
 _POLL_S = 0.002  # between count polls while the engine settles

@@ -20,7 +20,9 @@ Two modes (the record says which ran):
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
@@ -30,7 +32,7 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Cmp
 from storebench.driver import Op, Task
 from storebench.errors import NotCounted, TaskFailed, UserError
-from storebench.stores.base import Capability, Collection, Store
+from storebench.stores.base import AsyncView, Capability, Collection, Store
 from storebench.workloads.base import MemoryNeed, Params, RunContext, Workload
 
 SEQ = "seq"
@@ -98,8 +100,33 @@ class Collections:
         return [coll.store.open_collection(name, schema) for name, schema in self.spec]
 
 
-class _UserWriter(Op):
+class _Views:
+    """An actor's async views (``Collection.aio``) for an event-loop client:
+    one per collection it uses, all on one connection."""
+
+    colls: tuple[Collection, ...] = ()
+
+    async def aopen(self) -> None:
+        first: AsyncView | None = None
+        self.views: list[AsyncView] = []
+        for coll in self.colls:
+            view = coll.aio(first)
+            await view.open()
+            self.views.append(view)
+            first = first or view
+        self.opened(*self.views)
+
+    def opened(self, *views: AsyncView) -> None:
+        """Bind what the async ops call (one lookup fewer per op)."""
+
+    async def aclose(self) -> None:
+        for view in reversed(getattr(self, "views", [])):
+            await view.close()
+
+
+class _UserWriter(_Views, Op):
     def __init__(self, users: Collection):
+        self.colls = (users,)
         self.insert = users.insert
         self.batches = [
             DocBatch(
@@ -111,6 +138,12 @@ class _UserWriter(Op):
 
     def __call__(self, i: int) -> None:
         self.insert(self.batches[i])
+
+    def opened(self, users: AsyncView) -> None:  # type: ignore[override]
+        self.ainsert = users.insert
+
+    async def acall(self, i: int) -> None:
+        await self.ainsert(self.batches[i])
 
 
 class UserWriter:
@@ -138,6 +171,19 @@ class _Latest:
             raise NotCounted("no post yet")
         return retry_until(lambda: self.find(None, self.order, limit), self.wait_s, "post")
 
+    def opened(self, posts: AsyncView) -> None:
+        self.afind = posts.find
+
+    async def acall(self, limit: int = 1) -> DocBatch:
+        got = await self.afind(None, self.order, limit)
+        if len(got):
+            return got
+        if not self.retry:
+            raise NotCounted("no post yet")
+        return await retry_until_async(
+            lambda: self.afind(None, self.order, limit), self.wait_s, "post"
+        )
+
 
 def retry_until(fn: Any, wait_s: float, what: str) -> DocBatch:
     """agdb's readers repeat a read that found nothing, at once, until data
@@ -154,26 +200,48 @@ def retry_until(fn: Any, wait_s: float, what: str) -> DocBatch:
     raise NotCounted(f"gave up waiting for a {what}")
 
 
-class _PostWriter(Op):
+async def retry_until_async(
+    fn: Callable[[], Awaitable[DocBatch]], wait_s: float, what: str
+) -> DocBatch:
+    """``retry_until`` for an event-loop client: between tries it yields to
+    the loop's other clients, as agdb's task does to its runtime."""
+    give_up = time.monotonic() + wait_s
+    while time.monotonic() < give_up:
+        got = await fn()
+        if len(got):
+            return got
+        await asyncio.sleep(0)
+    raise NotCounted(f"gave up waiting for a {what}")
+
+
+class _PostWriter(_Views, Op):
     def __init__(
         self, posts: Collection, p: SocialParams, writer: int, writers: int, first_user: int
     ):
+        self.colls = (posts,)
         self.insert = posts.insert
         self.p, self.w, self.n, self.user = p, writer, writers, first_user + writer
 
-    def __call__(self, i: int) -> None:
+    def _post(self, i: int) -> DocBatch:
         seq = i * self.n + self.w if i >= 0 else -1 - i + (1 << 40)  # warm-up ids apart
-        self.insert(
-            _one(
-                seq,
-                author=self.user,
-                title=f"{self.p.title} {self.user}",
-                body=f"{self.p.body} {self.user}",
-            )
+        return _one(
+            seq,
+            author=self.user,
+            title=f"{self.p.title} {self.user}",
+            body=f"{self.p.body} {self.user}",
         )
 
+    def __call__(self, i: int) -> None:
+        self.insert(self._post(i))
 
-class _CommentWriter(Op):
+    def opened(self, posts: AsyncView) -> None:  # type: ignore[override]
+        self.ainsert = posts.insert
+
+    async def acall(self, i: int) -> None:
+        await self.ainsert(self._post(i))
+
+
+class _CommentWriter(_Views, Op):
     def __init__(
         self,
         posts: Collection,
@@ -184,27 +252,46 @@ class _CommentWriter(Op):
         first_user: int,
         compat: bool,
     ):
+        self.colls = (posts, comments)
         self.latest = _Latest(posts, compat, p.max_wait_s)
         self.insert = comments.insert
         self.p, self.w, self.n, self.user = p, writer, writers, first_user + writer
 
-    def __call__(self, i: int) -> None:
-        post = int(self.latest().ids[0])
+    def _comment(self, i: int, post: int) -> DocBatch:
         seq = i * self.n + self.w
-        self.insert(_one(seq, post=post, author=self.user, body=f"{self.p.comment} {self.user}"))
+        return _one(seq, post=post, author=self.user, body=f"{self.p.comment} {self.user}")
+
+    def __call__(self, i: int) -> None:
+        self.insert(self._comment(i, int(self.latest().ids[0])))
+
+    def opened(self, posts: AsyncView, comments: AsyncView) -> None:  # type: ignore[override]
+        self.latest.opened(posts)
+        self.ainsert = comments.insert
+
+    async def acall(self, i: int) -> None:
+        post = int((await self.latest.acall()).ids[0])
+        await self.ainsert(self._comment(i, post))
 
 
-class _PostReader(Op):
+class _PostReader(_Views, Op):
     def __init__(self, posts: Collection, p: SocialParams, compat: bool):
+        self.colls = (posts,)
         self.latest = _Latest(posts, compat, p.max_wait_s)
         self.k = p.posts_per_read
 
     def __call__(self, i: int) -> None:
         self.latest(self.k)
 
+    def opened(self, posts: AsyncView) -> None:  # type: ignore[override]
+        self.latest.opened(posts)
 
-class _CommentReader(Op):
+    async def acall(self, i: int) -> None:
+        await self.latest.acall(self.k)
+
+
+class _CommentReader(_Views, Op):
     def __init__(self, posts: Collection, comments: Collection, p: SocialParams, compat: bool):
+        self.colls = (posts, comments)
         self.latest = _Latest(posts, compat, p.max_wait_s)
         self.find = comments.find
         self.k = p.comments_per_read
@@ -219,6 +306,21 @@ class _CommentReader(Op):
             if not self.compat:
                 raise NotCounted("no comment yet")
             retry_until(lambda: self.find(where, (SEQ, True), self.k), self.wait_s, "comment")
+
+    def opened(self, posts: AsyncView, comments: AsyncView) -> None:  # type: ignore[override]
+        self.latest.opened(posts)
+        self.afind = comments.find
+
+    async def acall(self, i: int) -> None:
+        post = int((await self.latest.acall()).ids[0])
+        where = Cmp("post", "eq", post)
+        got = await self.afind(where, (SEQ, True), self.k)
+        if not len(got):
+            if not self.compat:
+                raise NotCounted("no comment yet")
+            await retry_until_async(
+                lambda: self.afind(where, (SEQ, True), self.k), self.wait_s, "comment"
+            )
 
 
 class Actor:
@@ -350,6 +452,9 @@ class SocialWorkload(Workload):
                     clients=clients,
                     ops=clients * iters,
                     items_per_op=k,
+                    # many pausing clients: one event loop where the store's
+                    # ops can run there, else threads (choose_executor)
+                    executor="auto",
                     **timing,
                 )
             )

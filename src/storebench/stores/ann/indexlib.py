@@ -271,6 +271,7 @@ class LibraryStore(Store):
     """Collections live in this process (in memory); no url."""
 
     collection_class: ClassVar[type[LibraryCollection]]
+    async_ops = "inline"
     client_mode = "threads"
     Index = HnswIndex
     Search = HnswSearch

@@ -145,6 +145,7 @@ class MongitaDiskCollection(MongitaCollection):
 class MongitaStore(Store):
     """Options: ``mode`` (``file``, the default, or ``memory``)."""
 
+    async_ops = "inline"
     engine = "mongita"
     capabilities = DOCUMENTS | {Capability.ORDER, Capability.SIZE}
     extra = "mongita"

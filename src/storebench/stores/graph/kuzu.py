@@ -347,6 +347,7 @@ class KuzuStore(Store):
     """Options: ``mode`` (``file``, the default, or ``memory``) and
     ``buffer_pool_mb`` (Kuzu's buffer pool; its default is most of RAM)."""
 
+    async_ops = "inline"
     engine = "kuzu"
     capabilities = DOCUMENTS | {Capability.ORDER, Capability.SIZE, Capability.COMPACT}
     extra = "kuzu"

@@ -79,6 +79,7 @@ class MemoryCollection(Collection):
 
 
 class MemoryStore(Store):
+    async_ops = "inline"
     engine = "memory"
     capabilities = frozenset(Capability) - {
         Capability.INDEX,

@@ -72,6 +72,7 @@ class NullCollection(Collection):
 
 
 class NullStore(Store):
+    async_ops = "inline"
     engine = "null"
     capabilities = frozenset(Capability)
     Index = HnswIndex

@@ -315,6 +315,7 @@ class DuckDBCollection(Collection):
 
 
 class DuckDBStore(Store):
+    async_ops = "inline"
     engine = "duckdb"
     capabilities = frozenset(Capability) - {Capability.SHARED_ACROSS_PROCESSES, Capability.PIPELINE}
     Index = HnswIndex

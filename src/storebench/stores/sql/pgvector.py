@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import itertools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -53,6 +54,7 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter, to_sql
 from storebench.errors import NotSupported, UserError
 from storebench.stores.base import (
+    AsyncView,
     Capability,
     Collection,
     MiB,
@@ -91,6 +93,14 @@ _INSERT_ROWS = 32
 # placeholders, so a statement is not re-parsed per call (psycopg caches its
 # %s conversion only up to 50 parameters: 4 rows of 11 columns)
 _RAW_CURSOR = getattr(psycopg, "RawCursor", None)
+# the async view's driver: asyncpg where installed (on uvloop, 8 clients of
+# single-row inserts spent ~35% less client CPU per insert than on psycopg's
+# AsyncConnection: benchmarks/client_models.py), else psycopg's
+_asyncpg: Any
+try:
+    import asyncpg as _asyncpg
+except ImportError:  # pragma: no cover - the pgvector extra installs it
+    _asyncpg = None
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
 _COPY_TRAILER = b"\xff\xff"
 
@@ -214,6 +224,14 @@ class PgVectorCollection(Collection):
 
     def _cur(self) -> psycopg.Cursor[Any]:
         return self.store.connection().cursor(binary=True)
+
+    def aio(self, share: AsyncView | None = None) -> AsyncView:
+        """An async connection per client: asyncpg's where installed (the
+        pgvector extra brings it: ``PgAsyncpgView``), else psycopg's
+        AsyncConnection (``PgAsyncView``)."""
+        if _asyncpg is not None:
+            return PgAsyncpgView(self, share)
+        return PgAsyncView(self, share)
 
     def _rows_to_batch(self, rows: list[tuple[Any, ...]], with_vectors: bool) -> DocBatch:
         if not rows:
@@ -529,6 +547,7 @@ def _libpq(url: str, parts: SplitResult | None) -> dict[str, Any]:
 
 
 class PgVectorStore(Store):
+    async_ops = "native"
     engine = "pgvector"
     capabilities = frozenset(Capability)
     Index = HnswIndex
@@ -815,3 +834,319 @@ class PgVectorStore(Store):
                 c.close()
         self._local = threading.local()
         super().close()
+
+
+# --- the async view (``Collection.aio``) -------------------------------------------
+# psycopg's AsyncConnection, one per event-loop client, with the sync
+# collection's SQL, statements, parameters and row decoding, so both paths
+# write the same rows and find the same neighbours.
+
+_ASYNC_RAW = getattr(psycopg, "AsyncRawCursor", None)  # psycopg >= 3.2: $n placeholders
+
+
+class _Session:
+    """One client's connection, shared by its views of several collections."""
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any], writer: Any):
+        self.conn = conn
+        self.writer = writer  # the insert cursor (binary, made once)
+        self.generation = -1  # the store's search settings last applied here
+
+
+class PgAsyncView(AsyncView):
+    native = True
+    coll: PgVectorCollection
+
+    def __init__(self, coll: PgVectorCollection, share: AsyncView | None = None):
+        super().__init__(coll)
+        self.share = share if isinstance(share, PgAsyncView) else None
+        self.owner = self.share is None
+        self.s: _Session | None = None
+
+    async def open(self) -> None:
+        if self.share is not None:
+            self.s = self.share.s
+            return
+        store = self.coll.store
+        try:
+            conn = await psycopg.AsyncConnection.connect(store.spec.url or "", autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise UserError(
+                f"cannot connect to PostgreSQL at {redact_url(store.spec.url)}: {exc}",
+                where="store pgvector",
+            ) from exc
+        sync = store.options.synchronous_commit
+        if sync is not None:
+            await conn.execute("SELECT set_config('synchronous_commit', %s, false)", [sync])
+        row = await (await conn.execute("SELECT to_regtype('vector')::oid")).fetchone()
+        oid = row[0] if row else None
+        if oid:
+            conn.adapters.register_dumper(
+                np.ndarray, type("VectorDumper", (_VectorDumper,), {"oid": oid})
+            )
+            conn.adapters.register_loader(oid, _VectorLoader)
+        if _ASYNC_RAW is not None:
+            writer = _ASYNC_RAW(conn)
+            writer.format = Format.BINARY
+        else:
+            writer = conn.cursor(binary=True)
+        self.s = _Session(conn, writer)
+
+    async def close(self) -> None:
+        if self.owner and self.s is not None:
+            await self.s.conn.close()
+        self.s = None
+
+    async def insert(self, docs: DocBatch) -> None:
+        """As the sync ``insert``: a small batch one prepared multi-row
+        INSERT, a larger one a binary COPY (an upsert, rare, on the sync
+        connection)."""
+        c = self.coll
+        assert self.s is not None
+        if len(docs) <= _INSERT_ROWS:
+            if len(docs):
+                await self.s.writer.execute(
+                    c._insert_sql(docs), c._insert_params(docs), prepare=True
+                )
+            return
+        columns, data = copy_binary(docs, c._fields, c._kinds)
+        cols = ", ".join(quote(n) if n not in ("id", "v") else n for n in columns)
+        try:
+            async with (
+                self.s.conn.cursor(binary=True) as cur,
+                cur.copy(f"COPY {c._t} ({cols}) FROM STDIN (FORMAT BINARY)") as cp,
+            ):
+                await cp.write(data)
+        except psycopg.errors.UniqueViolation:
+            c._upsert(cols, columns, data)
+
+    async def insert_pipelined(self, batches: Sequence[DocBatch]) -> None:
+        """As the sync one: one libpq pipeline, one executemany per run of
+        equal-sized batches, committed together at its Sync."""
+        c = self.coll
+        assert self.s is not None
+        async with self.s.conn.pipeline():
+            shapes = itertools.groupby(
+                (d for d in batches if len(d)), key=lambda d: (len(d), d.vectors is not None)
+            )
+            for _, run in shapes:
+                same = list(run)
+                await self.s.writer.executemany(
+                    c._insert_sql(same[0]), [c._insert_params(d) for d in same]
+                )
+
+    async def _rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        assert self.s is not None
+        async with self.s.conn.cursor(binary=True) as cur:
+            await cur.execute(sql, params)
+            return await cur.fetchall()
+
+    async def get(self, ids: np.ndarray) -> DocBatch:
+        c = self.coll
+        rows = await self._rows(
+            f"SELECT {c._select_all} FROM {c._t} WHERE id = ANY(%s)", [ids.tolist()]
+        )
+        return c._rows_to_batch(rows, with_vectors=c._vec)
+
+    async def find(
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
+    ) -> DocBatch:
+        c = self.coll
+        sql, params = c._where(where)
+        if order is not None:
+            sql += f" ORDER BY {quote(order[0])} {'DESC' if order[1] else 'ASC'}"
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(int(limit))
+        rows = await self._rows(f"SELECT {c._select_scalars} FROM {c._t}{sql}", params)
+        return c._rows_to_batch(rows, with_vectors=False)
+
+    async def search(
+        self, vectors: np.ndarray, k: int, where: Filter | None = None
+    ) -> SearchResult:
+        c = self.coll
+        s = self.s
+        assert s is not None
+        store = c.store
+        if s.generation != store._generation:  # settings reach this connection before its search
+            for name, value in store._settings.items():
+                await s.conn.execute("SELECT set_config(%s, %s, false)", [name, value])
+            s.generation = store._generation
+        wsql, wparams = c._where(where)
+        sql = f"SELECT id, v {c._op} %s FROM {c._t}{wsql} ORDER BY v {c._op} %s LIMIT {int(k)}"
+        q = len(vectors)
+        ids = np.full((q, k), -1, np.int64)
+        dist = np.full((q, k), np.inf, np.float32)
+        async with s.conn.cursor(binary=True) as cur:
+            for j in range(q):
+                v = vectors[j]
+                await cur.execute(sql, [v, *wparams, v])
+                rows = await cur.fetchall()
+                if rows:
+                    got_ids, got_d = zip(*rows, strict=True)
+                    ids[j, : len(rows)] = got_ids
+                    dist[j, : len(rows)] = got_d
+        return SearchResult(ids, dist)
+
+
+def _dollars(sql: str) -> str:
+    """psycopg's ``%s`` markers as PostgreSQL's own ``$n`` (asyncpg's)."""
+    parts = sql.split("%s")
+    out = [parts[0]]
+    for k, part in enumerate(parts[1:], 1):
+        out += [f"${k}", part]
+    return "".join(out)
+
+
+def _encode_vector(v: Any) -> bytes:
+    return _VectorDumper.dump(None, v)  # type: ignore[arg-type]
+
+
+def _decode_vector(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, ">f4", offset=4).astype(np.float32)
+
+
+class PgAsyncpgView(AsyncView):
+    """The async view on asyncpg: the sync collection's SQL (its ``%s``
+    markers as ``$n``) and row decoding, each statement prepared once per
+    connection, vectors in pgvector's binary form both ways (a type codec)."""
+
+    native = True
+    coll: PgVectorCollection
+
+    def __init__(self, coll: PgVectorCollection, share: AsyncView | None = None):
+        super().__init__(coll)
+        self.share = share if isinstance(share, PgAsyncpgView) else None
+        self.conn: Any = None
+        self.stmts: dict[str, Any] = {}
+        self.generation = -1
+
+    async def open(self) -> None:
+        if self.share is not None:
+            self.conn, self.stmts = self.share.conn, self.share.stmts
+            return
+        store = self.coll.store
+        params = conninfo_to_dict(store.spec.url or "")
+        kw = {
+            k: params[k] for k in ("host", "port", "user", "password") if params.get(k) is not None
+        }
+        if params.get("dbname"):
+            kw["database"] = params["dbname"]
+        try:
+            conn = await _asyncpg.connect(**kw)
+        except (OSError, _asyncpg.PostgresError) as exc:
+            raise UserError(
+                f"cannot connect to PostgreSQL at {redact_url(store.spec.url)}: {exc}",
+                where="store pgvector",
+            ) from exc
+        sync = store.options.synchronous_commit
+        if sync is not None:
+            await conn.execute("SELECT set_config('synchronous_commit', $1, false)", sync)
+        schema = await conn.fetchval(
+            "SELECT n.nspname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
+            "WHERE t.oid = to_regtype('vector')"
+        )
+        if schema is not None:
+            await conn.set_type_codec(
+                "vector",
+                schema=schema,
+                encoder=_encode_vector,
+                decoder=_decode_vector,
+                format="binary",
+            )
+        self.conn = conn
+
+    async def close(self) -> None:
+        if self.share is None and self.conn is not None:
+            await self.conn.close()
+        self.conn = None
+
+    async def _stmt(self, sql: str) -> Any:
+        stmt = self.stmts.get(sql)
+        if stmt is None:
+            stmt = self.stmts[sql] = await self.conn.prepare(_dollars(sql))
+        return stmt
+
+    async def insert(self, docs: DocBatch) -> None:
+        """As the sync ``insert``: a small batch one prepared multi-row
+        INSERT, a larger one a binary COPY (an upsert, rare, on the sync
+        connection)."""
+        c = self.coll
+        if len(docs) <= _INSERT_ROWS:
+            if len(docs):
+                stmt = await self._stmt(c._insert_sql(docs))
+                await stmt.fetch(*c._insert_params(docs))
+            return
+        columns, data = copy_binary(docs, c._fields, c._kinds)
+        try:
+            await self.conn.copy_to_table(
+                c.name, source=io.BytesIO(data), columns=columns, format="binary"
+            )
+        except _asyncpg.UniqueViolationError:
+            cols = ", ".join(quote(n) if n not in ("id", "v") else n for n in columns)
+            c._upsert(cols, columns, data)
+
+    async def insert_pipelined(self, batches: Sequence[DocBatch]) -> None:
+        """One ``executemany`` (asyncpg pipelines it) per run of equal-sized
+        batches, all in one transaction: they commit together, as the sync
+        pipeline's statements do at its one Sync."""
+        c = self.coll
+        shapes = itertools.groupby(
+            (d for d in batches if len(d)), key=lambda d: (len(d), d.vectors is not None)
+        )
+        async with self.conn.transaction():
+            for _, run in shapes:
+                same = list(run)
+                await self.conn.executemany(
+                    _dollars(c._insert_sql(same[0])), [c._insert_params(d) for d in same]
+                )
+
+    async def get(self, ids: np.ndarray) -> DocBatch:
+        c = self.coll
+        stmt = await self._stmt(f"SELECT {c._select_all} FROM {c._t} WHERE id = ANY(%s)")
+        rows = await stmt.fetch(ids.tolist())
+        return c._rows_to_batch(rows, with_vectors=c._vec)
+
+    async def find(
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
+    ) -> DocBatch:
+        c = self.coll
+        sql, params = c._where(where)
+        if order is not None:
+            sql += f" ORDER BY {quote(order[0])} {'DESC' if order[1] else 'ASC'}"
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(int(limit))
+        stmt = await self._stmt(f"SELECT {c._select_scalars} FROM {c._t}{sql}")
+        return c._rows_to_batch(await stmt.fetch(*params), with_vectors=False)
+
+    async def search(
+        self, vectors: np.ndarray, k: int, where: Filter | None = None
+    ) -> SearchResult:
+        c = self.coll
+        store = c.store
+        if self.generation != store._generation:  # settings reach it before its search
+            for name, value in store._settings.items():
+                await self.conn.execute("SELECT set_config($1, $2, false)", name, value)
+            self.generation = store._generation
+        wsql, wparams = c._where(where)
+        stmt = await self._stmt(
+            f"SELECT id, v {c._op} %s FROM {c._t}{wsql} ORDER BY v {c._op} %s LIMIT {int(k)}"
+        )
+        q = len(vectors)
+        ids = np.full((q, k), -1, np.int64)
+        dist = np.full((q, k), np.inf, np.float32)
+        for j in range(q):
+            v = vectors[j]
+            rows = await stmt.fetch(v, *wparams, v)
+            if rows:
+                got_ids, got_d = zip(*rows, strict=True)
+                ids[j, : len(rows)] = got_ids
+                dist[j, : len(rows)] = got_d
+        return SearchResult(ids, dist)

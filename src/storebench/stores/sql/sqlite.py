@@ -256,6 +256,7 @@ class SQLiteStore(Store):
     in-memory database, for this process's client threads only) and
     ``synchronous`` (SQLite's PRAGMA: OFF, NORMAL (default), FULL)."""
 
+    async_ops = "inline"
     engine = "sqlite"
     capabilities = frozenset(Capability) - {
         Capability.INDEX,

@@ -204,6 +204,7 @@ class SQLiteVecCollection(Collection):
 
 
 class SQLiteVecStore(Store):
+    async_ops = "inline"
     engine = "sqlite-vec"
     capabilities = frozenset(Capability) - {
         Capability.INDEX,

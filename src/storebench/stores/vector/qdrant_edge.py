@@ -376,6 +376,7 @@ class QdrantEdgeCollection(Collection):
 
 
 class QdrantEdgeStore(Store):
+    async_ops = "inline"
     engine = "qdrant-edge"
     extra = "qdrant-edge"
     capabilities = frozenset(Capability) - {Capability.SHARED_ACROSS_PROCESSES, Capability.PIPELINE}

@@ -31,14 +31,18 @@ def client_accounting(
     engine's search, on its own threads too): then the usable cores. The
     client is *saturated* when ``u >= 0.9 c``: adding server capacity would
     not raise the throughput. For an embedded store the client process is
-    also the engine, so there it says the process is CPU-bound."""
+    also the engine, so there it says the process is CPU-bound. An
+    ``async`` client reports its share of its process's CPU time (the
+    clients of one loop split it), so the sum is the processes' own, as
+    for process clients; its ceiling is that of threads (one loop per
+    process, one process unless ``driver.workers`` asks for more)."""
     wall = float(rec.get("elapsed_s") or 0.0)
     cpu = float(rec.get("client_cpu_s") or 0.0)
     lanes = clients * int(rec.get("inflight", 1))
     if wall <= 0:
         return {}
     procs = executor == "processes"
-    per_s = cpu / wall if procs else cpu / wall / lanes
+    per_s = cpu / wall if procs or executor == "async" else cpu / wall / lanes
     if procs:
         ceiling = float(min(lanes, cpu_count()))
     else:

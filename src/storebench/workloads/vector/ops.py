@@ -42,6 +42,7 @@ class _Inserts(Op):
         stop: int | None,
         coll: Collection,
     ):
+        self.coll = coll
         self.insert = coll.insert
         ids_a, vecs_a = ids.array, vecs.array
         cols = {k: v.array for k, v in fields.items()}
@@ -57,6 +58,17 @@ class _Inserts(Op):
 
     def __call__(self, i: int) -> None:
         self.insert(self.batches[i])
+
+    async def aopen(self) -> None:
+        self.view = self.coll.aio()
+        await self.view.open()
+        self.ainsert = self.view.insert
+
+    async def acall(self, i: int) -> None:
+        await self.ainsert(self.batches[i])
+
+    async def aclose(self) -> None:
+        await self.view.close()
 
 
 class InsertFactory:
@@ -121,6 +133,22 @@ class _Searches(Op):
         self.order = [(self.lane + j * self.lanes) % q for j in range(period)]
         self.native_op = self.coll.native_search(self.q[self.order], self.k)
         return self.native_op
+
+    async def aopen(self) -> None:
+        self.view = self.coll.aio()
+        await self.view.open()
+        self.asearch = self.view.search
+
+    async def acall(self, i: int) -> None:
+        j = i % len(self.q)
+        if self.where is None:
+            self.found[j] = (await self.asearch(self.q[j : j + 1], self.k)).ids[0]
+        else:
+            self.found[j] = (await self.asearch(self.q[j : j + 1], self.k, self.where)).ids[0]
+        self.seen[j] = True
+
+    async def aclose(self) -> None:
+        await self.view.close()
 
     def finish(self) -> Any:
         if self.native_op is not None:  # the ids the native loop kept, by slot

@@ -48,7 +48,7 @@ class VectorParams(Params):
     rate: float | None = Field(
         None, gt=0, description="open loop: target queries/s over all clients (default closed)"
     )
-    executor: Literal["auto", "threads", "processes"] = Field(
+    executor: Literal["auto", "threads", "processes", "async"] = Field(
         "auto",
         description="auto: processes for several clients where the store allows, else "
         "the driver's choice",
