@@ -5,6 +5,7 @@ visible at the stage's end, and the lag until a written document is found."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from storebench.records import TaskRecord
@@ -37,6 +38,11 @@ def _svc(t: TaskRecord | None, key: str) -> str:
     return fmt_ns(svc.get(key)) if svc else "-"
 
 
+def _of_stage(at: Any) -> Callable[[TaskRecord], bool]:
+    """Whether a task ran in the stage ``at`` (its fraction)."""
+    return lambda t: t.get("stage") == at
+
+
 def _share(t: TaskRecord | None) -> str:
     """How much of the inserts' time the search ran beside."""
     share = t.get("inserting_share") if t is not None else None
@@ -62,8 +68,7 @@ def streaming_table(v: ViewInput) -> list[Block]:
         timeout = run.params.get("lag_timeout_s", "?")
         for stage in run.metrics.get("stages") or []:
             recall = stage.get("recall")
-            at = stage.get("stage")
-            fp = footprint_cells(footprint(run, lambda t, at=at: t.get("stage") == at, stage))
+            fp = footprint_cells(footprint(run, _of_stage(stage.get("stage")), stage))
             pairs = list(zip(stage.get("inserts") or [], stage.get("searches") or [], strict=False))
             for i, (ins_name, srch_name) in enumerate(pairs or [(None, None)]):
                 ins, srch = tasks.get(ins_name or ""), tasks.get(srch_name or "")

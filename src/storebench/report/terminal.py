@@ -83,6 +83,12 @@ PRIORITY_WORDS = (
     ("saturated", 5),
     ("engine", 5),
     ("note", 5),
+    # the footprint and a streaming stage's details, after what a row is
+    ("service", 5),
+    ("beside", 5),
+    ("rss", 5),
+    ("data size", 5),
+    ("bytes/vector", 5),
     ("runs", 6),
     ("run", 6),
 )

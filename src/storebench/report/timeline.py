@@ -290,7 +290,7 @@ def sparklines(run: RunRecord | dict[str, Any], width: int = 48) -> list[tuple[s
     batches); under it, where it has them, a line of its service time's p99
     (an open loop) and one of its failed operations per interval."""
     run = records.parse(run)
-    out = []
+    out: list[tuple[str, ...]] = []
     for span in layout(run):
         if not span.timed:
             continue
