@@ -14,7 +14,7 @@ import pytest
 from storebench import interrupts
 from storebench.data.batch import Schema
 from storebench.driver import Driver, FnOp, Interrupted, Op, Task, loops
-from storebench.driver.aio import AsyncExecutor, workers_for
+from storebench.driver.aio import AsyncExecutor, loop_name, workers_for
 from storebench.driver.executors import choose_executor
 from storebench.errors import NotCounted, NotSupported, TaskFailed
 from storebench.progress import NoProgress
@@ -134,6 +134,7 @@ def test_many_pausing_clients_hold_a_few_os_threads(coll):
     stats, _ = Driver(executor="async").run(task, coll)
     assert stats.ops == 6_000 and stats.complete
     assert stats.extra["client_threads"] <= 6  # main, the loop's, a sampler, a few helpers
+    assert stats.extra["client_loop"] == {"loop": loop_name(), "workers": 0}
     threads, _ = Driver(executor="threads").run(task, coll)
     assert threads.extra["client_threads"] >= 150  # a thread each (sampled: most at once)
 

@@ -394,6 +394,9 @@ class AsyncExecutor(Executor):
         slots = _slots(tasks)
         kind = loop_name(self.event_loop)
         w = min(workers_for(self.store, self.workers), len(slots))
+        # for the task's record (``client_loop``): the loop, and worker
+        # processes (0: the loop ran on a thread of this process)
+        self.where = {"loop": kind, "workers": w}
         if w == 0:
             return self._in_process(tasks, coll, progress, slots, kind)
         return self._in_workers(tasks, coll, progress, slots, kind, w)

@@ -140,9 +140,12 @@ class Driver:
             (merge(task, results), [r.payload for r in results])
             for task, results in zip(tasks, per_task, strict=True)
         ]
+        where = getattr(executor, "where", None)  # the async executor's loop and workers
         for stats, _ in out:
             stats.extra["machine_load"] = load
             stats.extra["client_threads"] = peak
+            if where:
+                stats.extra["client_loop"] = where
         return out
 
     def once(

@@ -596,7 +596,13 @@ def choose_executor(
     221 clients (load 8-10 from other work on 2 cores): memory p50/p99 10-66
     / 116-300 us as async against 29-109 / 2,600-28,000 us as threads,
     sqlite 24-78 / 310-1,870 against 82-218 / 39,000-44,000, the same ops/s,
-    5 OS threads against 217-224."""
+    5 OS threads against 217-224. Not for clients that never pause: tune's
+    100 pgvector search clients (load 16-55 from other work) made 1,291-1,843
+    queries/s on one loop (1,184-1,489 over 2 or 4 worker loops) against
+    2,386-3,352 as threads, at less client CPU per query (116 against 128
+    us): the kernel shares the cores per thread, and one loop thread gets a
+    sliver of them beside the server's 100 backends and the machine's other
+    work; there ``async`` is for asking (6 OS threads against 105)."""
     if task is not None and task != "auto":
         return task
     if run is not None:

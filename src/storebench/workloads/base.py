@@ -167,11 +167,18 @@ class RunContext:
     def share(self, name: str, array: np.ndarray) -> Shared:
         return Shared(array, self.workdir / f"{name}.npy")
 
-    def executor_for(self, choice: str, lanes: int, *, auto_processes: bool = True) -> str:
+    def executor_for(
+        self, choice: str, lanes: int, *, auto_processes: bool = True, thinking: bool = False
+    ) -> str:
         """Where a task's clients run, for a workload's ``executor`` parameter
         in this run (``choose_executor``, which says how)."""
         return choose_executor(
-            self.store, self.driver.executor, choice, lanes, auto_processes=auto_processes
+            self.store,
+            self.driver.executor,
+            choice,
+            lanes,
+            auto_processes=auto_processes,
+            thinking=thinking,
         )
 
     def executor_name(self, task: Task) -> str:

@@ -434,6 +434,12 @@ class SocialWorkload(Workload):
                 0,
             ),
         ]
+        # all the actors' clients together (they run at once, on one
+        # executor): many pausing clients run on one event loop where the
+        # store's ops can run there, else threads (choose_executor)
+        executor = ctx.executor_for(
+            "auto", sum(a[2] for a in actors), auto_processes=False, thinking=True
+        )
         tasks = []
         per_iter = []
         for name, kind, clients, iters, delay_ms, k, first_user in actors:
@@ -452,9 +458,7 @@ class SocialWorkload(Workload):
                     clients=clients,
                     ops=clients * iters,
                     items_per_op=k,
-                    # many pausing clients: one event loop where the store's
-                    # ops can run there, else threads (choose_executor)
-                    executor="auto",
+                    executor=executor,
                     **timing,
                 )
             )
