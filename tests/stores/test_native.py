@@ -87,6 +87,21 @@ def test_native_insert_writes_what_python_writes(store):
         nat.drop()
 
 
+def test_native_pgvector_insert_sends_no_copy():
+    """insert sends a batch of over 32 rows as a COPY: the native client
+    sends only the statements the Python path sends, so it refuses."""
+    store = StoreSpec("pgvector", S.shared_url("pgvector")).open()
+    docs = make_docs(40)
+    coll = store.create_collection("sb_native_copy", docs.schema())
+    try:
+        with pytest.raises(NotSupported, match="inserts of over 32 rows"):
+            coll.native_insert([[docs]])
+        coll.native_insert([[docs.slice(0, 20), docs.slice(20, 40)]])  # pipelined: INSERTs
+    finally:
+        coll.drop()
+        store.close()
+
+
 def test_native_search_returns_the_python_ids(store):
     docs = make_docs(400)
     coll = store.create_collection("sb_native_search", docs.schema())

@@ -329,6 +329,10 @@ class PgVectorCollection(Collection):
         in the Python pipeline (one batch: as ``insert``'s one statement)."""
         if _RAW_CURSOR is None:  # the statements' $n placeholders
             raise NotSupported("pgvector", "the native client for insert (psycopg < 3.2)")
+        if any(len(b) == 1 and len(b[0]) > _INSERT_ROWS for b in ops):  # insert would COPY
+            raise NotSupported(
+                "pgvector", f"the native client for inserts of over {_INSERT_ROWS} rows (a COPY)"
+            )
         statements: dict[str, int] = {}
         prepared: list[list[tuple[int, list[bytes | None]]]] = []
         for batches in ops:
