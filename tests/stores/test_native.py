@@ -184,10 +184,10 @@ def test_failed_ops_are_counted_and_the_loop_resumes(store):
         lat, used, _, err = closed(op, 10, c)
         assert used == 0 and lat[0] == -1 and err
         task = Task("insert", lambda *a: None, ops=10, max_errors=10, client="native")
-        lat, svc, ends, errors, skipped, complete = native_loop.measure(task, op, 0, c, 0, 0)
-        assert sum(errors.values()) == 10 and (lat == -1).all() and complete
+        out = native_loop.measure(task, op, 0, c, 0, 0)
+        assert sum(out.errors.values()) == 10 and (out.lat == -1).all() and out.complete
         word = "WRONGTYPE" if store.engine == "redis" else "does not exist"
-        assert all(word in k for k in errors)
+        assert all(word in k for k in out.errors)
         with pytest.raises(TaskFailed, match="operation 3 of client 0 failed"):
             native_loop.measure(
                 Task("insert", lambda *a: None, ops=10, max_errors=3, client="native"),

@@ -34,21 +34,17 @@ import signal
 import threading
 import time
 from array import array
-from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, ClassVar
-
-import numpy as np
 
 from storebench import interrupts
 from storebench.driver import loops
 from storebench.driver.core import (
-    DURATION_CHUNK,
-    DURATION_SLOTS,
     ClientResult,
     Controls,
     Op,
     Task,
+    client_result,
     cpu_count,
     log,
 )
@@ -59,8 +55,8 @@ from storebench.driver.executors import (
     _per_task,
     _slots,
 )
-from storebench.errors import NotCounted, NotSupported, TaskFailed
-from storebench.metrics import Histogram, Series
+from storebench.driver.measure import Measurement, Outcome
+from storebench.errors import NotCounted, NotSupported
 from storebench.stores.base import Capability, Collection, Store
 
 Slot = tuple[int, int, int]  # (global slot, task index, client index)
@@ -149,90 +145,20 @@ async def _measure(
     ctl: Controls,
     start_ns: int,
     slot: int,
-) -> tuple[
-    np.ndarray, np.ndarray | None, Callable[[], np.ndarray], Counter[str], Counter[str], bool
-]:
-    """``core._measure`` on the async loops: the same buffers, the same
-    handling of a failed or uncounted op, the same end times."""
-    step = task.lanes
-    n = task.client_ops(c)
-    deadline = start_ns + int(task.duration_s * 1e9) if task.duration_s is not None else 1 << 62
-    think = task.think(c)
-    size = n if n is not None else DURATION_SLOTS
-    try:
-        lat = np.zeros(size, np.int64)
-    except MemoryError:
-        if n is not None:
-            raise
-        size = DURATION_CHUNK
-        lat = np.zeros(size, np.int64)
-    svc = np.zeros(size, np.int64) if task.rate is not None else None
-    ends = np.zeros(size if think else 0, np.int64)
-    marks: list[tuple[int, int]] = []
-    interval = task.lanes * 1e9 / task.rate if task.rate else 0.0
-    origin = start_ns + int(c * interval / task.lanes)
-    errors: Counter[str] = Counter()
-    skipped: Counter[str] = Counter()
-    used = 0
-    stop, prog = ctl.stop, ctl.progress
+) -> Outcome:
+    """``core._measure`` on the async loops (``driver/measure.py``: the same
+    buffers, failed and uncounted ops, end and floor)."""
+    m = Measurement(task, c, ctl, start_ns, slot)
     while True:
         try:
-            if task.rate is not None:
-                used = await loops.open_async(
-                    op,
-                    c,
-                    step,
-                    lat,
-                    used,
-                    deadline,
-                    stop,
-                    prog,
-                    slot,
-                    svc,
-                    origin,
-                    interval,
-                )
-            elif think:
-                used = await loops.thinking_async(
-                    op, c, step, lat, used, deadline, stop, prog, slot, think, ends
-                )
-            else:
-                used = await loops.closed_async(
-                    op, c, step, lat, used, deadline, stop, prog, slot, marks
-                )
+            loop, args = m.next_call(op, loops.closed_async, loops.thinking_async, loops.open_async)
+            m.used = await loop(*args)
         except NotCounted as exc:
-            failed = int(prog[slot])
-            lat[failed] = -1
-            skipped[str(exc) or type(exc).__name__] += 1
-            used = failed + 1
+            m.skip(str(exc) or type(exc).__name__)
         except Exception as exc:
-            failed = int(prog[slot])
-            lat[failed] = -1
-            errors[f"{type(exc).__name__}: {str(exc)[:200]}"] += 1
-            used = failed + 1
-            if sum(errors.values()) > task.max_errors:
-                raise TaskFailed(
-                    f"task {task.name}: operation {failed} of client {c} failed: {type(exc).__name__}: {exc}"
-                ) from exc
-        if stop[0] or loops.clock() >= deadline or (n is not None and used >= n):
-            break
-        if used == len(lat):
-            more = np.zeros(len(lat), np.int64)
-            lat = np.concatenate([lat, more])
-            if think:
-                ends = np.concatenate([ends, more])
-            if svc is not None:
-                svc = np.concatenate([svc, more])
-    complete = not stop[0] and (n is None or used >= n)
-    lat = lat[:used]
-
-    def end_times() -> np.ndarray:
-        if task.rate is not None:
-            return loops.open_ends(lat, origin, interval)
-        return ends[:used] if think else loops.closed_ends(lat, marks)
-
-    svc = svc[:used] if svc is not None else None
-    return lat, svc, end_times, errors, skipped, complete
+            m.raised(exc)
+        if not m.more():
+            return m.outcome()
 
 
 async def run_client_async(
@@ -265,31 +191,13 @@ async def run_client_async(
         start = loops.clock()
         if task.client_offset_s and c:
             await asyncio.sleep(c * task.client_offset_s)
-        lat, svc, ends, errors, skipped, complete = await _measure(task, op, c, ctl, start, slot)
+        out = await _measure(task, op, c, ctl, start, slot)
         end = loops.clock()
         cpu = (time.process_time() - cpu0) / share
-        ok = lat >= 0
-        series = Series.of(lat[ok], ends()[ok], start, task.interval_ns)
-        shist = None
-        if svc is not None:
-            shist = Histogram()
-            shist.record(svc[ok])
         payload = ops.finish()
     finally:
         await ops.aclose()
-    return ClientResult(
-        series.histogram(),
-        shist,
-        int(ok.sum()),
-        dict(errors),
-        dict(skipped),
-        start,
-        end,
-        cpu,
-        complete,
-        payload,
-        series=series,
-    )
+    return client_result(task, out, start, end, cpu, payload)
 
 
 async def _clients(

@@ -15,30 +15,18 @@ import logging
 import math
 import os
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from storebench.driver import loops
 from storebench.driver import native as native_loop
-from storebench.errors import NotCounted, NotSupported, StorebenchError, TaskFailed
+from storebench.driver.measure import FAILED, Measurement, Outcome
+from storebench.errors import NotCounted, NotSupported, StorebenchError
 from storebench.metrics import DEFAULT_INTERVAL_S, Histogram, Series, TaskStats
 from storebench.stores.base import Collection
 
 log = logging.getLogger("storebench")
-
-# Latency slots a client of a duration task starts with: 1 GiB of address
-# space, which costs memory only as operations fill it (the kernel hands out
-# zeroed pages on first touch), so no task short of 134 M operations per client
-# stops to copy its buffer; past that it doubles. (Growing by small chunks
-# copied everything measured so far at each step: the copies grew with the
-# task and ate its throughput, as its per-interval series showed.)
-DURATION_SLOTS = 1 << 27
-DURATION_CHUNK = 1 << 16  # where that much address space is refused
-SKIPPED = -2  # the latency slot of an op that found nothing to do (-1: one that failed)
 
 
 class Op:
@@ -207,99 +195,52 @@ def _measure(
     start_ns: int,
     slot: int,
     native: Any = None,
-) -> tuple[
-    np.ndarray, np.ndarray | None, Callable[[], np.ndarray], Counter[str], Counter[str], bool
-]:
-    """Runs client c's measured ops (progress in ``ctl.progress[slot]``);
-    returns (latencies, service times, their end times to compute once the
-    clock has stopped, errors, skipped, complete). A ``native`` op runs
-    its own loop instead (``driver/native.py``)."""
+) -> Outcome:
+    """Runs client c's measured ops (progress in ``ctl.progress[slot]``) on
+    the loops of ``loops.py``; a ``native`` op runs its own loop instead
+    (``driver/native.py``)."""
     if native is not None:
         return native_loop.measure(task, native, c, ctl, start_ns, slot)
-    step = task.lanes
-    n = task.client_ops(c)
-    deadline = start_ns + int(task.duration_s * 1e9) if task.duration_s is not None else 1 << 62
-    floor = start_ns + int(task.min_duration_s * 1e9)  # the window's floor (ops tasks)
-    think = task.think(c)
-    size = n if n is not None else DURATION_SLOTS
-    try:
-        lat = np.zeros(size, np.int64)
-    except MemoryError:
-        if n is not None:
-            raise
-        size = DURATION_CHUNK  # strict overcommit: start small, double as needed
-        lat = np.zeros(size, np.int64)
-    svc = np.zeros(size, np.int64) if task.rate is not None else None
-    ends = np.zeros(size if think else 0, np.int64)  # written by the thinking loop only
-    marks: list[tuple[int, int]] = []  # the closed loop's (first slot, start) per call
-    interval = task.lanes * 1e9 / task.rate if task.rate else 0.0
-    origin = start_ns + int(c * interval / task.lanes)
-    errors: Counter[str] = Counter()
-    skipped: Counter[str] = Counter()
-    used = 0
+    m = Measurement(task, c, ctl, start_ns, slot)
     while True:
         try:
-            if task.rate is not None:
-                used = loops.open_(
-                    op,
-                    c,
-                    step,
-                    lat,
-                    used,
-                    deadline,
-                    ctl.stop,
-                    ctl.progress,
-                    slot,
-                    svc,  # type: ignore[arg-type]
-                    origin,
-                    interval,
-                )
-            elif think:
-                used = loops.thinking(
-                    op, c, step, lat, used, deadline, ctl.stop, ctl.progress, slot, think, ends
-                )
-            else:
-                used = loops.closed(
-                    op, c, step, lat, used, deadline, ctl.stop, ctl.progress, slot, marks
-                )
+            loop, args = m.next_call(op, loops.closed, loops.thinking, loops.open_)
+            m.used = loop(*args)
         except NotCounted as exc:  # nothing to do yet (e.g. a read before any write)
-            failed = int(ctl.progress[slot])
-            lat[failed] = SKIPPED
-            skipped[str(exc) or type(exc).__name__] += 1
-            used = failed + 1
+            m.skip(str(exc) or type(exc).__name__)
         except Exception as exc:  # one op failed: mark it, count it, go on
-            failed = int(ctl.progress[slot])
-            lat[failed] = -1
-            if len(ends):  # the thinking loop writes ends of ops that returned only
-                ends[failed] = loops.clock()
-            errors[f"{type(exc).__name__}: {str(exc)[:200]}"] += 1
-            used = failed + 1
-            if sum(errors.values()) > task.max_errors:
-                raise TaskFailed(
-                    f"task {task.name}: operation {failed} of client {c} failed: {type(exc).__name__}: {exc}"
-                ) from exc
-        done = n is not None and used >= n
-        if done and loops.clock() < floor:  # its ops are done, the window not yet: go on to it
-            deadline, done = floor, False
-        if ctl.stop[0] or loops.clock() >= deadline or done:
-            break
-        if used == len(lat):  # duration or floor: more room, doubled so copies stay O(ops)
-            more = np.zeros(max(len(lat), 1024), np.int64)
-            lat = np.concatenate([lat, more])
-            if think:
-                ends = np.concatenate([ends, more])
-            if svc is not None:
-                svc = np.concatenate([svc, more])
-    complete = not ctl.stop[0] and (n is None or used >= n)
-    lat = lat[:used]
+            m.raised(exc)
+        if not m.more():
+            return m.outcome()
 
-    def end_times() -> np.ndarray:
-        if task.rate is not None:
-            return loops.open_ends(lat, origin, interval)
-        return ends[:used] if think else loops.closed_ends(lat, marks)
 
-    svc = svc[:used] if svc is not None else None
-    return lat, svc, end_times, errors, skipped, complete
+def client_result(
+    task: Task, out: Outcome, start: int, end: int, cpu: float, payload: Any
+) -> ClientResult:
+    """A client's result from its measured ops: its per-interval series
+    (failed ops counted where they ended) and the histograms they merge to."""
+    lat = out.lat
+    ok = lat >= 0
+    end_at = out.ends()
+    series = Series.of(lat[ok], end_at[ok], start, task.interval_ns, end_at[lat == FAILED])
+    shist = sseries = None
+    if out.svc is not None:
+        sseries = Series.of(out.svc[ok], end_at[ok], start, task.interval_ns)
+        shist = sseries.histogram()
+    return ClientResult(
+        series.histogram(),  # the whole task's: the intervals merged
+        shist,
+        int(ok.sum()),
+        dict(out.errors),
+        dict(out.skipped),
+        start,
+        end,
+        cpu,
+        out.complete,
+        payload,
+        series=series,
+        service_series=sseries,
+    )
 
 
 def run_client(
@@ -333,32 +274,10 @@ def run_client(
     start = loops.clock()
     if task.client_offset_s and c:
         time.sleep(c * task.client_offset_s)
-    lat, svc, ends, errors, skipped, complete = _measure(task, op, c, ctl, start, slot, native)
+    out = _measure(task, op, c, ctl, start, slot, native)
     end = loops.clock()
     cpu = time.process_time() - cpu0
-    ok = lat >= 0
-    end_at = ends()
-    series = Series.of(lat[ok], end_at[ok], start, task.interval_ns, end_at[lat == -1])
-    hist = series.histogram()  # the whole task's: the intervals merged
-    shist = sseries = None
-    if svc is not None:
-        sseries = Series.of(svc[ok], end_at[ok], start, task.interval_ns)
-        shist = sseries.histogram()
-    payload = ops.finish()
-    return ClientResult(
-        hist,
-        shist,
-        int(ok.sum()),
-        dict(errors),
-        dict(skipped),
-        start,
-        end,
-        cpu,
-        complete,
-        payload,
-        series=series,
-        service_series=sseries,
-    )
+    return client_result(task, out, start, end, cpu, ops.finish())
 
 
 class Interrupted(StorebenchError):

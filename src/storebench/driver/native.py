@@ -21,17 +21,16 @@ the collection offers the op and the extension is installed.
 from __future__ import annotations
 
 import importlib
-from collections import Counter
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from storebench.driver import loops
-from storebench.errors import NotSupported, TaskFailed
+from storebench.driver.measure import Measurement
+from storebench.errors import NotSupported
 
 if TYPE_CHECKING:
     from storebench.driver.core import Controls, Task
+    from storebench.driver.measure import Outcome
     from storebench.stores.base import Collection
 
 MODULE = "storebench_fastclient"
@@ -75,65 +74,36 @@ def _address(buf: Any, dtype: type) -> int:
     return int(np.frombuffer(buf, dtype).ctypes.data)
 
 
-def measure(
-    task: Task, native: Any, c: int, ctl: Controls, start_ns: int, slot: int
-) -> tuple[
-    np.ndarray, np.ndarray | None, Callable[[], np.ndarray], Counter[str], Counter[str], bool
-]:
+def measure(task: Task, native: Any, c: int, ctl: Controls, start_ns: int, slot: int) -> Outcome:
     """``core._measure`` with the native loop: client c's measured ops, its
-    progress in ``ctl.progress[slot]``; the same returns."""
+    progress in ``ctl.progress[slot]`` (``driver/measure.py``: the same
+    buffers, failed ops, end and floor)."""
     if task.think(c):
         raise NotSupported("native client", "think time")
-    n = task.client_ops(c)
-    deadline = start_ns + int(task.duration_s * 1e9) if task.duration_s is not None else 1 << 62
-    size = n if n is not None else _DURATION_SLOTS
-    lat = np.zeros(size, np.int64)
-    svc = np.zeros(size, np.int64) if task.rate is not None else None
-    marks: list[tuple[int, int]] = []
-    interval = task.lanes * 1e9 / task.rate if task.rate else 0.0
-    origin = start_ns + int(c * interval / task.lanes)
+    m = Measurement(task, c, ctl, start_ns, slot, first_slots=_DURATION_SLOTS)
     stop = _address(ctl.stop, np.uint8)
     prog = _address(ctl.progress, np.int64) + 8 * slot
-    errors: Counter[str] = Counter()
-    used = 0
     while True:
         if task.rate is not None:
-            used, t0, error = native.open(
-                used,
-                lat.ctypes.data,
-                svc.ctypes.data,  # type: ignore[union-attr]
-                len(lat),
-                deadline,
+            assert m.svc is not None
+            used, _, error = native.open(
+                m.used,
+                m.lat.ctypes.data,
+                m.svc.ctypes.data,
+                len(m.lat),
+                m.deadline,
                 stop,
                 prog,
-                origin,
-                interval,
+                m.origin,
+                m.interval,
             )
         else:
-            start = used
-            used, t0, error = native.closed(used, lat.ctypes.data, len(lat), deadline, stop, prog)
-            marks.append((start, t0))
-        if error is not None:  # one op failed: marked -1; count it, go on after it
-            errors[error[:250]] += 1
-            used += 1
-            if sum(errors.values()) > task.max_errors:
-                raise TaskFailed(
-                    f"task {task.name}: operation {used - 1} of client {c} failed: {error}"
-                )
-        if ctl.stop[0] or loops.clock() >= deadline or (n is not None and used >= n):
-            break
-        if used == len(lat):  # duration mode: more room, doubled (as _measure)
-            more = np.zeros(len(lat), np.int64)
-            lat = np.concatenate([lat, more])
-            if svc is not None:
-                svc = np.concatenate([svc, more])
-    complete = not ctl.stop[0] and (n is None or used >= n)
-    lat = lat[:used]
-
-    def end_times() -> np.ndarray:
-        if task.rate is not None:
-            return loops.open_ends(lat, origin, interval)
-        return loops.closed_ends(lat, marks)
-
-    svc = svc[:used] if svc is not None else None
-    return lat, svc, end_times, errors, Counter(), complete
+            used, t0, error = native.closed(
+                m.used, m.lat.ctypes.data, len(m.lat), m.deadline, stop, prog
+            )
+            m.marks.append((m.used, t0))
+        m.used = used
+        if error is not None:  # the op at ``used`` failed: count it, go on after it
+            m.fail(error, at=used)
+        if not m.more():
+            return m.outcome()
