@@ -289,7 +289,7 @@ def test_a_collection_made_with_index_parameters_loads_straight_into_hnsw():
     """Created with the run's index parameters, the collection's index is
     HNSW from the start: the HSETs insert into it, build_index with those
     parameters builds nothing and says so (False: built during the upload),
-    and search reaches the recall of the FLAT upload rebuilt to HNSW. Other
+    and search reaches at least the recall of the FLAT upload rebuilt to HNSW. Other
     parameters rebuild (True)."""
     from storebench.data.truth import GroundTruth, recall_at_k
 
@@ -319,7 +319,10 @@ def test_a_collection_made_with_index_parameters_loads_straight_into_hnsw():
                 assert coll.count() == 3000
             coll.drop()
         assert recalls["sb_hnsw_first"] >= 0.95
-        assert abs(recalls["sb_hnsw_first"] - recalls["sb_flat_first"]) <= 0.02, recalls
+        # the same graph parameters, built in another order: at least the
+        # rebuild's recall (measured: 0.962 straight in, the same each time;
+        # 0.90-0.92 rebuilt, which varies from build to build)
+        assert recalls["sb_hnsw_first"] >= recalls["sb_flat_first"] - 0.02, recalls
     finally:
         store.close()
 

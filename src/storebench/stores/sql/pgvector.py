@@ -147,8 +147,8 @@ def _neighbours(ids: np.ndarray, dist: np.ndarray, got: bytes | None, d: bytes |
     padded with -1 and inf past what was found (nothing: None)."""
     n = len(got) // 8 if got else 0
     if n:
-        ids[:n] = np.frombuffer(got, ">i8")  # type: ignore[arg-type]
-        dist[:n] = np.frombuffer(d, ">f4")  # type: ignore[arg-type]
+        ids[:n] = np.frombuffer(got, ">i8")
+        dist[:n] = np.frombuffer(d, ">f4")
     ids[n:] = -1
     dist[n:] = np.inf
 
@@ -498,7 +498,7 @@ class PgVectorCollection(Collection):
         with self._cur() as cur:
             for j in range(q):
                 cur.execute(sql, [vectors[j], *wparams])
-                _neighbours(ids[j], dist[j], *cur.fetchone())  # type: ignore[misc]
+                _neighbours(ids[j], dist[j], *cur.fetchone())
         return SearchResult(ids, dist)
 
     def count(self) -> int:
@@ -699,9 +699,9 @@ class PgVectorStore(Store):
         runners: dict[str, Any] | None = getattr(self._local, "prepared", None)
         if runners is None:
             runners = self._local.prepared = {}
-        run = runners.get(sql)
-        if run is not None:
-            return run  # type: ignore[no-any-return]
+        known: Callable[[bytes], Any] | None = runners.get(sql)
+        if known is not None:
+            return known
         pgconn, encoding = conn.pgconn, conn.info.encoding
         name = f"storebench_{len(runners)}".encode()
 

@@ -12,9 +12,11 @@ Vector index: a collection created with index parameters (a run's) starts
 with the HNSW vector attribute it will be searched with (``m`` -> ``M``,
 ``ef_construct`` -> ``EF_CONSTRUCTION``), so each HSET inserts its document
 into the graph as it arrives (the search module indexes a write before it
-replies): uploading straight into it took 1.0-1.1x the server's own HSET
-time for 100k x 128, where a FLAT upload and a rebuild took 1.35-1.5x (the
-rebuild re-reads every hash; see ``build_index``). ``build_index`` with
+replies). Measured (``benchmarks/redis_upload.py``, 100k x 128, m=16,
+ef_construction=64, 4 uploaders, a busy 2-core machine): straight into
+HNSW, upload 57.9-73.1 s against the server's own HSET time of 52.8-67.2 s
+(1.09-1.10x); a FLAT upload then a rebuild 278-409 s (the rebuild's
+background scan re-reads every hash). ``build_index`` with
 those parameters then builds nothing and says so (the record: index built
 during the upload). Without parameters the collection starts with a FLAT
 (exact) attribute, searches are exact until ``build_index``, which drops
