@@ -980,19 +980,13 @@ class PgAsyncView(AsyncView):
                 await s.conn.execute("SELECT set_config(%s, %s, false)", [name, value])
             s.generation = store._generation
         wsql, wparams = c._where(where)
-        sql = f"SELECT id, v {c._op} %s FROM {c._t}{wsql} ORDER BY v {c._op} %s LIMIT {int(k)}"
+        sql = c._knn_sql(k, wsql, "%s")  # the sync search's statement and reply
         q = len(vectors)
-        ids = np.full((q, k), -1, np.int64)
-        dist = np.full((q, k), np.inf, np.float32)
+        ids, dist = np.empty((q, k), np.int64), np.empty((q, k), np.float32)
         async with s.conn.cursor(binary=True) as cur:
             for j in range(q):
-                v = vectors[j]
-                await cur.execute(sql, [v, *wparams, v])
-                rows = await cur.fetchall()
-                if rows:
-                    got_ids, got_d = zip(*rows, strict=True)
-                    ids[j, : len(rows)] = got_ids
-                    dist[j, : len(rows)] = got_d
+                await cur.execute(sql, [vectors[j], *wparams])
+                _neighbours(ids[j], dist[j], *(await cur.fetchone()))  # type: ignore[misc]
         return SearchResult(ids, dist)
 
 
@@ -1140,17 +1134,10 @@ class PgAsyncpgView(AsyncView):
                 await self.conn.execute("SELECT set_config($1, $2, false)", name, value)
             self.generation = store._generation
         wsql, wparams = c._where(where)
-        stmt = await self._stmt(
-            f"SELECT id, v {c._op} %s FROM {c._t}{wsql} ORDER BY v {c._op} %s LIMIT {int(k)}"
-        )
+        stmt = await self._stmt(c._knn_sql(k, wsql, "%s"))  # the sync search's statement
         q = len(vectors)
-        ids = np.full((q, k), -1, np.int64)
-        dist = np.full((q, k), np.inf, np.float32)
+        ids, dist = np.empty((q, k), np.int64), np.empty((q, k), np.float32)
         for j in range(q):
-            v = vectors[j]
-            rows = await stmt.fetch(v, *wparams, v)
-            if rows:
-                got_ids, got_d = zip(*rows, strict=True)
-                ids[j, : len(rows)] = got_ids
-                dist[j, : len(rows)] = got_d
+            got, d = await stmt.fetchrow(vectors[j], *wparams)
+            _neighbours(ids[j], dist[j], got, d)
         return SearchResult(ids, dist)
