@@ -10,9 +10,7 @@ them, with each client model in turn, alternated ``--repeat`` times:
 - ``processes``: a process per client (spawned before the clock starts);
 - ``async/asyncio``, ``async/uvloop``: coroutines on one event loop in
   this process (the ``async`` executor), on the store's async view
-  (asyncpg where installed, ``redis.asyncio`` + hiredis);
-- ``async-psycopg/uvloop`` (postgres): the view on psycopg's
-  ``AsyncConnection`` instead of asyncpg;
+  (asyncpg; Redis: an asyncio stream with hiredis);
 - ``async-inline/uvloop``: the same loop running the sync client's call
   inline (what the executor does for an op without ``acall``): shows what
   that costs an I/O-bound store;
@@ -53,7 +51,6 @@ MODELS = [
     "async/asyncio",
     "async/uvloop",
     "async-inline/uvloop",
-    "async-psycopg/uvloop",
     "asyncpg-raw/uvloop",
 ]
 
@@ -124,10 +121,6 @@ def one(store: Any, model: str, p: IngestParams, k: int) -> tuple[float, float]:
             factory = SyncOnly(factory)
         if executor == "asyncpg-raw":
             factory, executor = Asyncpg(factory), "async"
-        psycopg_view = executor == "async-psycopg"
-        if psycopg_view:
-            executor = "async"
-            saved, pgvector._asyncpg = pgvector._asyncpg, None
         AsyncExecutor.event_loop = loop or "auto"
         AsyncExecutor.workers = 0
         task = Task(
@@ -137,11 +130,7 @@ def one(store: Any, model: str, p: IngestParams, k: int) -> tuple[float, float]:
             ops=p.count,
             executor="async" if inline else executor,
         )
-        try:
-            stats, _ = Driver().run(task, coll)
-        finally:
-            if psycopg_view:
-                pgvector._asyncpg = saved
+        stats, _ = Driver().run(task, coll)
         if coll.count() != p.count:
             raise SystemExit(f"{model}: {coll.count()} of {p.count} documents written")
         cpu = stats.cpu_s / (p.concurrency if executor == "threads" else 1)
@@ -151,8 +140,6 @@ def one(store: Any, model: str, p: IngestParams, k: int) -> tuple[float, float]:
 
 
 def usable(model: str, engine: str) -> bool:
-    if model.startswith("async-psycopg"):
-        return engine == "postgres"
     if model.startswith("asyncpg-raw"):
         return engine == "postgres" and pgvector._asyncpg is not None
     return True

@@ -13,25 +13,16 @@ from storebench.data.filters import Cmp
 from storebench.driver import Driver, Task
 from storebench.stores.base import StoreSpec
 from storebench.stores.params import HnswIndex, HnswSearch
-from storebench.stores.sql import pgvector
 from storebench.workloads.ingest import IngestParams, Inserts, make_schema
 from tests.conftest import make_docs
 from tests.stores import servers as S
 
-# pgvector's view on asyncpg (where installed) and on psycopg's AsyncConnection
-ENGINES = [
-    e
-    for e in ("pgvector", "pgvector:psycopg", "redis")
-    if not S.skipped(e.split(":")[0]) and (e != "pgvector" or pgvector._asyncpg is not None)
-]
+ENGINES = [e for e in ("pgvector", "redis") if not S.skipped(e)]
 
 
 @pytest.fixture(params=ENGINES)
-def store(request, monkeypatch):
-    engine, _, driver = request.param.partition(":")
-    if driver == "psycopg":
-        monkeypatch.setattr(pgvector, "_asyncpg", None)
-    s = StoreSpec(engine, S.shared_url(engine)).open()
+def store(request):
+    s = StoreSpec(request.param, S.shared_url(request.param)).open()
     yield s
     s.close()
 
@@ -90,7 +81,7 @@ def test_async_writes_the_same_rows_and_finds_the_same_as_sync(store):
 
 
 def connection_of(view):
-    """A native view's connection (psycopg session, asyncpg connection, stream)."""
+    """A native view's connection (asyncpg connection, stream)."""
     for name in ("s", "conn", "writer"):
         if getattr(view, name, None) is not None:
             return getattr(view, name)
@@ -123,12 +114,7 @@ def test_views_of_one_client_share_its_connection(store):
 
 
 @pytest.mark.skipif(S.skipped("pgvector"), reason="STOREBENCH_SKIP_ENGINES")
-@pytest.mark.parametrize("driver", ["asyncpg", "psycopg"])
-def test_search_settings_reach_the_async_connections(driver, monkeypatch):
-    if driver == "psycopg":
-        monkeypatch.setattr(pgvector, "_asyncpg", None)
-    elif pgvector._asyncpg is None:
-        pytest.skip("asyncpg is not installed")
+def test_search_settings_reach_the_async_connections():
     store = StoreSpec("pgvector", S.shared_url("pgvector")).open()
     docs = make_docs(50)
     coll = store.create_collection("sb_aio_ef", docs.schema())
@@ -144,11 +130,7 @@ def test_search_settings_reach_the_async_connections(driver, monkeypatch):
                 for ef in (41, 97):
                     coll.set_search_params(HnswSearch(ef=ef))
                     await view.search(docs.vectors[:1], 3)
-                    if driver == "psycopg":
-                        cur = await view.s.conn.execute("SHOW hnsw.ef_search")
-                        out.append((await cur.fetchone())[0])
-                    else:
-                        out.append(await view.conn.fetchval("SHOW hnsw.ef_search"))
+                    out.append(await view.conn.fetchval("SHOW hnsw.ef_search"))
                 return out
             finally:
                 await view.close()

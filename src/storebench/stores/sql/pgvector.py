@@ -93,9 +93,10 @@ _INSERT_ROWS = 32
 # placeholders, so a statement is not re-parsed per call (psycopg caches its
 # %s conversion only up to 50 parameters: 4 rows of 11 columns)
 _RAW_CURSOR = getattr(psycopg, "RawCursor", None)
-# the async view's driver: asyncpg where installed (on uvloop, 8 clients of
-# single-row inserts spent ~35% less client CPU per insert than on psycopg's
-# AsyncConnection: benchmarks/client_models.py), else psycopg's
+# the async view's driver: asyncpg (on uvloop, 8 clients of single-row
+# inserts spent ~35% less client CPU per insert than on psycopg's
+# AsyncConnection, measured with benchmarks/client_models.py before that
+# view was dropped: one async view per engine)
 _asyncpg: Any
 try:
     import asyncpg as _asyncpg
@@ -226,12 +227,12 @@ class PgVectorCollection(Collection):
         return self.store.connection().cursor(binary=True)
 
     def aio(self, share: AsyncView | None = None) -> AsyncView:
-        """An async connection per client: asyncpg's where installed (the
-        pgvector extra brings it: ``PgAsyncpgView``), else psycopg's
-        AsyncConnection (``PgAsyncView``)."""
-        if _asyncpg is not None:
-            return PgAsyncpgView(self, share)
-        return PgAsyncView(self, share)
+        """An async connection per client, on asyncpg (``PgAsyncpgView``)."""
+        if _asyncpg is None:
+            raise NotSupported(
+                "pgvector", "async clients without asyncpg (pip install 'storebench[pgvector]')"
+            )
+        return PgAsyncpgView(self, share)
 
     def _rows_to_batch(self, rows: list[tuple[Any, ...]], with_vectors: bool) -> DocBatch:
         if not rows:
@@ -841,153 +842,9 @@ class PgVectorStore(Store):
 
 
 # --- the async view (``Collection.aio``) -------------------------------------------
-# psycopg's AsyncConnection, one per event-loop client, with the sync
-# collection's SQL, statements, parameters and row decoding, so both paths
-# write the same rows and find the same neighbours.
-
-_ASYNC_RAW = getattr(psycopg, "AsyncRawCursor", None)  # psycopg >= 3.2: $n placeholders
-
-
-class _Session:
-    """One client's connection, shared by its views of several collections."""
-
-    def __init__(self, conn: psycopg.AsyncConnection[Any], writer: Any):
-        self.conn = conn
-        self.writer = writer  # the insert cursor (binary, made once)
-        self.generation = -1  # the store's search settings last applied here
-
-
-class PgAsyncView(AsyncView):
-    native = True
-    coll: PgVectorCollection
-
-    def __init__(self, coll: PgVectorCollection, share: AsyncView | None = None):
-        super().__init__(coll)
-        self.share = share if isinstance(share, PgAsyncView) else None
-        self.owner = self.share is None
-        self.s: _Session | None = None
-
-    async def open(self) -> None:
-        if self.share is not None:
-            self.s = self.share.s
-            return
-        store = self.coll.store
-        try:
-            conn = await psycopg.AsyncConnection.connect(store.spec.url or "", autocommit=True)
-        except psycopg.OperationalError as exc:
-            raise UserError(
-                f"cannot connect to PostgreSQL at {redact_url(store.spec.url)}: {exc}",
-                where="store pgvector",
-            ) from exc
-        sync = store.options.synchronous_commit
-        if sync is not None:
-            await conn.execute("SELECT set_config('synchronous_commit', %s, false)", [sync])
-        row = await (await conn.execute("SELECT to_regtype('vector')::oid")).fetchone()
-        oid = row[0] if row else None
-        if oid:
-            conn.adapters.register_dumper(
-                np.ndarray, type("VectorDumper", (_VectorDumper,), {"oid": oid})
-            )
-            conn.adapters.register_loader(oid, _VectorLoader)
-        if _ASYNC_RAW is not None:
-            writer = _ASYNC_RAW(conn)
-            writer.format = Format.BINARY
-        else:
-            writer = conn.cursor(binary=True)
-        self.s = _Session(conn, writer)
-
-    async def close(self) -> None:
-        if self.owner and self.s is not None:
-            await self.s.conn.close()
-        self.s = None
-
-    async def insert(self, docs: DocBatch) -> None:
-        """As the sync ``insert``: a small batch one prepared multi-row
-        INSERT, a larger one a binary COPY (an upsert, rare, on the sync
-        connection)."""
-        c = self.coll
-        assert self.s is not None
-        if len(docs) <= _INSERT_ROWS:
-            if len(docs):
-                await self.s.writer.execute(
-                    c._insert_sql(docs), c._insert_params(docs), prepare=True
-                )
-            return
-        columns, data = copy_binary(docs, c._fields, c._kinds)
-        cols = ", ".join(quote(n) if n not in ("id", "v") else n for n in columns)
-        try:
-            async with (
-                self.s.conn.cursor(binary=True) as cur,
-                cur.copy(f"COPY {c._t} ({cols}) FROM STDIN (FORMAT BINARY)") as cp,
-            ):
-                await cp.write(data)
-        except psycopg.errors.UniqueViolation:
-            c._upsert(cols, columns, data)
-
-    async def insert_pipelined(self, batches: Sequence[DocBatch]) -> None:
-        """As the sync one: one libpq pipeline, one executemany per run of
-        equal-sized batches, committed together at its Sync."""
-        c = self.coll
-        assert self.s is not None
-        async with self.s.conn.pipeline():
-            shapes = itertools.groupby(
-                (d for d in batches if len(d)), key=lambda d: (len(d), d.vectors is not None)
-            )
-            for _, run in shapes:
-                same = list(run)
-                await self.s.writer.executemany(
-                    c._insert_sql(same[0]), [c._insert_params(d) for d in same]
-                )
-
-    async def _rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        assert self.s is not None
-        async with self.s.conn.cursor(binary=True) as cur:
-            await cur.execute(sql, params)
-            return await cur.fetchall()
-
-    async def get(self, ids: np.ndarray) -> DocBatch:
-        c = self.coll
-        rows = await self._rows(
-            f"SELECT {c._select_all} FROM {c._t} WHERE id = ANY(%s)", [ids.tolist()]
-        )
-        return c._rows_to_batch(rows, with_vectors=c._vec)
-
-    async def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
-    ) -> DocBatch:
-        c = self.coll
-        sql, params = c._where(where)
-        if order is not None:
-            sql += f" ORDER BY {quote(order[0])} {'DESC' if order[1] else 'ASC'}"
-        if limit is not None:
-            sql += " LIMIT %s"
-            params.append(int(limit))
-        rows = await self._rows(f"SELECT {c._select_scalars} FROM {c._t}{sql}", params)
-        return c._rows_to_batch(rows, with_vectors=False)
-
-    async def search(
-        self, vectors: np.ndarray, k: int, where: Filter | None = None
-    ) -> SearchResult:
-        c = self.coll
-        s = self.s
-        assert s is not None
-        store = c.store
-        if s.generation != store._generation:  # settings reach this connection before its search
-            for name, value in store._settings.items():
-                await s.conn.execute("SELECT set_config(%s, %s, false)", [name, value])
-            s.generation = store._generation
-        wsql, wparams = c._where(where)
-        sql = c._knn_sql(k, wsql, "%s")  # the sync search's statement and reply
-        q = len(vectors)
-        ids, dist = np.empty((q, k), np.int64), np.empty((q, k), np.float32)
-        async with s.conn.cursor(binary=True) as cur:
-            for j in range(q):
-                await cur.execute(sql, [vectors[j], *wparams])
-                _neighbours(ids[j], dist[j], *(await cur.fetchone()))  # type: ignore[misc]
-        return SearchResult(ids, dist)
+# asyncpg, one connection per event-loop client, with the sync collection's
+# SQL, parameters and row decoding, so both paths write the same rows and
+# find the same neighbours.
 
 
 def _dollars(sql: str) -> str:
