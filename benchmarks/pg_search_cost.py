@@ -145,7 +145,13 @@ def psycopg_loop(
 
 
 def storebench_search(
-    coll: Any, queries: Shared, clients: int, executor: str, warmup: float, duration: float
+    coll: Any,
+    queries: Shared,
+    clients: int,
+    executor: str,
+    warmup: float,
+    duration: float,
+    client: str = "python",
 ) -> Point:
     task = Task(
         "search",
@@ -154,11 +160,15 @@ def storebench_search(
         duration_s=duration,
         warmup_s=warmup,
         executor=executor,
+        client=client,
     )
     stats, _ = Driver().run(task, coll)
+    # a thread client's CPU time is its process's: thread clients of one
+    # process each report all of it
+    cpu_s = stats.cpu_s / clients if executor == "threads" else stats.cpu_s
     return Point(
         qps=stats.ops / (stats.elapsed_ns / 1e9),
-        client_us=stats.cpu_s / stats.ops * 1e6,
+        client_us=cpu_s / stats.ops * 1e6,
         load=os.getloadavg()[0],
     )
 
@@ -195,6 +205,11 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--baseline", choices=["plain", "both"], default="plain")
+    ap.add_argument(
+        "--native",
+        action="store_true",
+        help="also storebench with client native (its compiled loop, thread clients)",
+    )
     args = ap.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
     print(f"load average at start: {Path('/proc/loadavg').read_text().strip()}", flush=True)
@@ -227,6 +242,15 @@ def main() -> None:
                             "storebench (processes)",
                             lambda c=c: storebench_search(
                                 coll, queries, c, "processes", args.warmup, args.duration
+                            ),
+                        )
+                    )
+                if args.native:
+                    runs.append(
+                        (
+                            "storebench native (threads)",
+                            lambda c=c: storebench_search(
+                                coll, queries, c, "threads", args.warmup, args.duration, "native"
                             ),
                         )
                     )
