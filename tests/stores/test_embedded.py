@@ -1,7 +1,11 @@
 """Behaviour specific to the embedded stores (memory, sqlite)."""
 
+import tracemalloc
+
+import numpy as np
 import pytest
 
+from storebench.data.filters import Cmp
 from storebench.errors import UserError
 from storebench.stores.base import StoreSpec
 from tests.conftest import make_docs
@@ -19,6 +23,41 @@ def test_memory_compaction_shrinks_a_collection_after_deletes():
         after = coll.size_bytes()
         assert after < before * 0.6, (before, after)
         assert coll.count() == 1000
+    finally:
+        store.close()
+
+
+def test_memory_search_after_deletes_is_exact_and_copies_no_vectors():
+    """After deletes (tombstones) a search scans the vectors in place: it
+    used to gather a copy of every live vector per query (512 MB at 1M x
+    128, the DocArray study's one-million run)."""
+    store = StoreSpec("memory").open()
+    try:
+        docs = make_docs(20_000, dim=64)
+        coll = store.create_collection("sb_tomb", docs.schema())
+        coll.insert(docs)
+        q = docs.vectors[:5] + 0.01
+        gone = coll.search(q, 3).ids[:, :2].ravel()  # each query's nearest go first
+        coll.delete(gone)
+        live = ~np.isin(docs.ids, gone)
+        d = ((docs.vectors[live][None, :, :] - q[:, None, :]) ** 2).sum(-1)
+        want = docs.ids[live][np.argsort(d, axis=1, kind="stable")[:, :10]]
+        tracemalloc.start()
+        got = coll.search(q, 10)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert got.ids.tolist() == want.tolist()
+        assert not np.isin(got.ids, gone).any()
+        assert peak < docs.vectors.nbytes // 4, peak
+
+        # a filter that keeps most rows, and one that keeps fewer than k
+        most = coll.search(q, 10, Cmp("tags.i", "ge", 2))
+        assert (docs.fields["tags.i"][most.ids.ravel()] >= 2).all()
+        few_ids = docs.ids[live][docs.fields["tags.i"][live] == 7][:3]
+        coll.delete(np.setdiff1d(docs.ids[live], few_ids))
+        res = coll.search(q, 10)
+        assert sorted(res.ids[0, :3].tolist()) == sorted(few_ids.tolist())
+        assert (res.ids[:, 3:] == -1).all() and np.isinf(res.distances[:, 3:]).all()
     finally:
         store.close()
 
