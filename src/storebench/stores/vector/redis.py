@@ -357,15 +357,8 @@ class RedisCollection(Collection):
     def native_search(self, queries: np.ndarray, k: int) -> Any:
         """``search``'s FT.SEARCH, one per operation; the loop keeps the
         ids of the keys returned."""
-        ef = self.store.ef
-        runtime = (
-            f" EF_RUNTIME {ef}" if ef and self.store._algorithm.get(self.name) == "HNSW" else ""
-        )
-        q = f"*=>[KNN {int(k)} @v $B{runtime} AS __d]"
         vecs = np.ascontiguousarray(queries, dtype=np.float32)
-        head = _resp_args(["FT.SEARCH", self.name, q, "PARAMS", 2, "B"])
-        tail = _resp_args(["SORTBY", "__d", "RETURN", 1, "__d", "LIMIT", 0, int(k), "DIALECT", 2])
-        ops = [[[*head, v.tobytes(), *tail]] for v in vecs]
+        ops = [[_resp_args(self._knn_command(v.tobytes(), k, None))] for v in vecs]
         return self.store._native(ops, id_prefix=self._bprefix)
 
     def get(self, ids: np.ndarray) -> DocBatch:
@@ -450,42 +443,24 @@ class RedisCollection(Collection):
                 break
         return self._rows(rows, [*self._fields, _ID])
 
-    def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
+    def _knn_command(self, vec: bytes, k: int, where: Filter | None) -> list[Any]:
+        """The FT.SEARCH of one query vector (``search``, its async and
+        native forms): the k nearest, at the store's EF_RUNTIME on HNSW."""
         base = "*" if where is None else f"({self._query(where)})"
         ef = self.store.ef
         runtime = (
             f" EF_RUNTIME {ef}" if ef and self.store._algorithm.get(self.name) == "HNSW" else ""
         )
         q = f"{base}=>[KNN {int(k)} @v $B{runtime} AS __d]"
-        vecs = np.ascontiguousarray(vectors, dtype=np.float32)
-        # one query: a plain command (a pipeline of one costs ~0.15 ms of client CPU more)
-        pipe: Any = self._r if len(vecs) == 1 else self._r.pipeline(transaction=False)
-        replies = []
-        for j in range(len(vecs)):
-            reply = pipe.execute_command(
-                "FT.SEARCH",
-                self.name,
-                q,
-                "PARAMS",
-                2,
-                "B",
-                vecs[j].tobytes(),
-                "SORTBY",
-                "__d",
-                "RETURN",
-                1,
-                "__d",
-                "LIMIT",
-                0,
-                int(k),
-                "DIALECT",
-                2,
-            )
-            replies.append(reply)
-        if len(vecs) != 1:
-            replies = pipe.execute()
-        out_ids = np.full((len(vecs), k), -1, np.int64)
-        out_d = np.full((len(vecs), k), np.inf, np.float32)
+        return [
+            "FT.SEARCH", self.name, q, "PARAMS", 2, "B", vec,
+            "SORTBY", "__d", "RETURN", 1, "__d", "LIMIT", 0, int(k), "DIALECT", 2,
+        ]  # fmt: skip
+
+    def _knn_result(self, replies: Sequence[Any], k: int) -> SearchResult:
+        """Ids and distances (the metric's, from the engine's) of FT.SEARCH replies."""
+        out_ids = np.full((len(replies), k), -1, np.int64)
+        out_d = np.full((len(replies), k), np.inf, np.float32)
         for j, res in enumerate(replies):
             keys, vals = res[1::2], res[2::2]
             for c, (key, val) in enumerate(zip(keys, vals, strict=True)):
@@ -497,6 +472,17 @@ class RedisCollection(Collection):
         elif metric == "ip":
             out_d -= 1.0
         return SearchResult(out_ids, out_d)
+
+    def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
+        vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+        if len(vecs) == 1:  # a plain command (a pipeline of one costs ~0.15 ms of client CPU more)
+            return self._knn_result(
+                [self._r.execute_command(*self._knn_command(vecs[0].tobytes(), k, where))], k
+            )
+        pipe = self._r.pipeline(transaction=False)
+        for v in vecs:
+            pipe.execute_command(*self._knn_command(v.tobytes(), k, where))
+        return self._knn_result(pipe.execute(), k)
 
     def count(self) -> int:
         res = self._r.execute_command("FT.SEARCH", self.name, "*", "LIMIT", 0, 0, "DIALECT", 2)
@@ -901,44 +887,6 @@ class RedisAsyncView(AsyncView):
         self, vectors: np.ndarray, k: int, where: Filter | None = None
     ) -> SearchResult:
         c = self.coll
-        base = "*" if where is None else f"({c._query(where)})"
-        ef = c.store.ef
-        runtime = f" EF_RUNTIME {ef}" if ef and c.store._algorithm.get(c.name) == "HNSW" else ""
-        q = f"{base}=>[KNN {int(k)} @v $B{runtime} AS __d]"
         vecs = np.ascontiguousarray(vectors, dtype=np.float32)
-        replies = await self._send(
-            [
-                [
-                    "FT.SEARCH",
-                    c.name,
-                    q,
-                    "PARAMS",
-                    2,
-                    "B",
-                    v.tobytes(),
-                    "SORTBY",
-                    "__d",
-                    "RETURN",
-                    1,
-                    "__d",
-                    "LIMIT",
-                    0,
-                    int(k),
-                    "DIALECT",
-                    2,
-                ]  # fmt: skip
-                for v in vecs
-            ]
-        )
-        out_ids = np.full((len(vecs), k), -1, np.int64)
-        out_d = np.full((len(vecs), k), np.inf, np.float32)
-        for j, res in enumerate(replies):
-            keys, vals = res[1::2], res[2::2]
-            for n, (key, val) in enumerate(zip(keys, vals, strict=True)):
-                out_ids[j, n] = c._id_of(key)
-                out_d[j, n] = float(val[1])
-        if c.schema.metric == "l2":
-            np.sqrt(np.maximum(out_d, 0), out=out_d)
-        elif c.schema.metric == "ip":
-            out_d -= 1.0
-        return SearchResult(out_ids, out_d)
+        replies = await self._send([c._knn_command(v.tobytes(), k, where) for v in vecs])
+        return c._knn_result(replies, k)
