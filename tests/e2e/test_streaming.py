@@ -113,6 +113,7 @@ def test_searches_that_end_before_the_inserts_say_so(tmp_path):
         insert_batch=1,
         clients=[1],
         min_search_s=0.01,
+        min_window_s=0,  # no floor: the searches last their planned 10 ms
     )
     assert rec["status"] == "ok", rec["error"]
     t = tasks(rec)

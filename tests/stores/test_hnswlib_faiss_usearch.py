@@ -215,3 +215,29 @@ def test_size_counts_the_index(engine):
     coll.insert(docs)
     assert coll.size_bytes() > coll._c.nbytes() + 500 * 16 * 4 // 2
     store.close()
+
+
+def test_a_writer_in_a_loop_lets_the_waiting_readers_in_first():
+    """A writer that takes the lock back at once (inserts in a loop) lets
+    the readers that waited for its release go first: searches while
+    inserting are not starved until the stream ends."""
+    import threading
+    import time
+
+    from storebench.stores.ann.indexlib import RWLock
+
+    lock, order = RWLock(), []
+
+    def reader():
+        with lock.shared():
+            order.append("read")
+
+    with lock.exclusive():
+        t = threading.Thread(target=reader)
+        t.start()
+        while not lock._readers_waiting:  # the reader waits for this writer
+            time.sleep(0.001)
+    with lock.exclusive():  # taken back at once
+        order.append("write")
+    t.join(5)
+    assert order == ["read", "write"]

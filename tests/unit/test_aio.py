@@ -9,6 +9,7 @@ import threading
 import time
 
 import numpy as np
+import psutil
 import pytest
 
 from storebench import interrupts
@@ -131,9 +132,13 @@ def test_many_pausing_clients_hold_a_few_os_threads(coll):
     task = Task(
         "social-like", sleeps, clients=200, ops=6_000, think_s=0.01, client_offset_s=0.00005
     )
+    # the threads this test process holds already (earlier tests' leftovers:
+    # the count is the process's)
+    before = psutil.Process().num_threads()
     stats, _ = Driver(executor="async").run(task, coll)
     assert stats.ops == 6_000 and stats.complete
-    assert stats.extra["client_threads"] <= 6  # main, the loop's, a sampler, a few helpers
+    # the loop's, a sampler, a few helpers
+    assert stats.extra["client_threads"] - before <= 5
     assert stats.extra["client_loop"] == {"loop": loop_name(), "workers": 0}
     threads, _ = Driver(executor="threads").run(task, coll)
     assert threads.extra["client_threads"] >= 150  # a thread each (sampled: most at once)

@@ -56,19 +56,29 @@ def index_values(params: HnswIndex) -> dict[str, int]:
 
 
 class RWLock:
-    """Many readers or one writer; a waiting writer holds off new readers."""
+    """Many readers or one writer, taking turns: a waiting writer holds off
+    new readers, and a writer's release lets in the readers that waited for
+    it before the next writer. (Writers first alone starved the readers: a
+    writer inserting in a loop took the lock back before a waiting search
+    woke, so searches while inserting waited for the whole stream.)"""
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
         self._readers = 0
         self._writer = False
         self._writers_waiting = 0
+        self._readers_waiting = 0
+        self._admit = 0  # readers let in ahead of waiting writers (their turn)
 
     @contextmanager
     def shared(self) -> Iterator[None]:
         with self._cond:
-            while self._writer or self._writers_waiting:
+            self._readers_waiting += 1
+            while self._writer or (self._writers_waiting and not self._admit):
                 self._cond.wait()
+            self._readers_waiting -= 1
+            if self._admit:
+                self._admit -= 1
             self._readers += 1
         try:
             yield
@@ -82,7 +92,7 @@ class RWLock:
     def exclusive(self) -> Iterator[None]:
         with self._cond:
             self._writers_waiting += 1
-            while self._writer or self._readers:
+            while self._writer or self._readers or self._admit:
                 self._cond.wait()
             self._writers_waiting -= 1
             self._writer = True
@@ -91,6 +101,7 @@ class RWLock:
         finally:
             with self._cond:
                 self._writer = False
+                self._admit = self._readers_waiting  # their turn before the next writer
                 self._cond.notify_all()
 
 
