@@ -299,8 +299,11 @@ class AsyncView:
 
     native = False  # True: the engine's async client; False: sync calls inline
 
-    def __init__(self, coll: Collection):
+    def __init__(self, coll: Collection, share: AsyncView | None = None):
         self.coll = coll
+        # a view of the same kind whose connection this one uses (one client
+        # viewing several collections holds one connection); else None
+        self.share = share if type(share) is type(self) else None
 
     async def open(self) -> None:
         return None

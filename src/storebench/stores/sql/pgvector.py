@@ -873,8 +873,7 @@ class PgAsyncpgView(AsyncView):
     coll: PgVectorCollection
 
     def __init__(self, coll: PgVectorCollection, share: AsyncView | None = None):
-        super().__init__(coll)
-        self.share = share if isinstance(share, PgAsyncpgView) else None
+        super().__init__(coll, share)
         self.conn: Any = None
         self.stmts: dict[str, Any] = {}
         self.generation = -1

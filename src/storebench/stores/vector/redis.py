@@ -773,8 +773,7 @@ class RedisAsyncView(AsyncView):
     coll: RedisCollection
 
     def __init__(self, coll: RedisCollection, share: AsyncView | None = None):
-        super().__init__(coll)
-        self.share = share if isinstance(share, RedisAsyncView) else None
+        super().__init__(coll, share)
         self.reader: Any = None
         self.writer: Any = None
 
