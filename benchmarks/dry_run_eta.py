@@ -6,7 +6,7 @@ sqlite: an exact store, two HNSW index configurations, a SQL store) at
 ``--n`` vectors, one repeat, in a fresh results directory, three ways:
 
 1. ``--dry-run --json`` with no earlier runs: the estimate rests on the
-   rough priors of ``storebench.progress``;
+   rough priors of ``storebench.run.progress``;
 2. after a calibration sweep at a quarter of the size (other records in the
    same results file), ``--dry-run --json`` again: the estimate scales the
    earlier runs' seconds by the plan's sizes;

@@ -93,7 +93,7 @@ import psutil
 
 from storebench.api import run
 from storebench.driver.core import cpu_count
-from storebench.progress import NoProgress
+from storebench.run.progress import NoProgress
 from storebench.stores.base import StoreSpec
 from storebench.workloads.ingest import IngestParams, make_schema
 
@@ -214,15 +214,15 @@ def storebench_side(
 ) -> Side:
     """The insert task of one ``ingest`` run: requests/s and client CPU from
     its record; the server's and the machine's CPU over its measured window."""
-    import storebench.progress
+    import storebench.run.progress
 
     marks = _Marks(Window(server))
 
     def make_progress(enabled: bool | None = None) -> NoProgress:  # where run() gets its bar
         return marks
 
-    real = storebench.progress.make_progress
-    storebench.progress.make_progress = make_progress
+    real = storebench.run.progress.make_progress
+    storebench.run.progress.make_progress = make_progress
     try:
         with tempfile.TemporaryDirectory(prefix="storebench-ingest-native-") as tmp:
             (rec,) = run(
@@ -241,7 +241,7 @@ def storebench_side(
                 results_dir=tmp,
             )
     finally:
-        storebench.progress.make_progress = real
+        storebench.run.progress.make_progress = real
     if rec["status"] != "ok":
         raise RuntimeError(f"storebench {engine}: {rec['status']}: {rec['error']}")
     t = next(t for t in rec["tasks"] if t["name"] == "insert")

@@ -62,7 +62,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _load_retry():  # type: ignore[no-untyped-def]
-    """storebench/retry.py by its path (the package's dependencies may not
+    """storebench/common/retry.py by its path (the package's dependencies may not
     be installed yet, so the package itself is not imported)."""
     spec = importlib.util.spec_from_file_location(
         "storebench_retry", ROOT / "src" / "storebench" / "retry.py"

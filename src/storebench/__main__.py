@@ -1,3 +1,3 @@
-from storebench.cli import main
+from storebench.cli.main import main
 
 main()

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from storebench.runner import run_scenario
-from storebench.scenario import Scenario
+from storebench.run.runner import run_scenario
+from storebench.plan.scenario import Scenario
 
 
 def run(
@@ -19,12 +19,12 @@ def run(
     progress: bool = False,
 ) -> list[dict[str, Any]]:
     """Run a scenario (built-in name or YAML path) and return its records,
-    in their JSON form (``storebench.records.RunRecord.model_validate``
-    types one; ``storebench.records.load`` reads result files typed).
+    in their JSON form (``storebench.results.records.RunRecord.model_validate``
+    types one; ``storebench.results.records.load`` reads result files typed).
 
     ``set`` takes ``["n=1000"]`` or ``{"n": 1000}``; ``stores`` takes engine
     names or ``engine=url``. Records are also appended under ``results_dir``."""
-    from storebench.progress import make_progress
+    from storebench.run.progress import make_progress
 
     if isinstance(set, dict):  # typed already: not parsed as YAML again
         sc = Scenario.load(scenario, [], list(stores), values=dict(set))

@@ -3,7 +3,7 @@ its one-line message and exits with status 2, writing nothing half-done."""
 
 from __future__ import annotations
 
-from storebench.redaction import redact
+from storebench.common.redaction import redact
 
 
 class StorebenchError(Exception):

@@ -384,9 +384,9 @@ def test_compare_refuses_to_rank_an_index_built_during_upload_against_a_build(re
 def test_resume_skips_managed_repeats_already_done(results, raw):
     """--resume asks the same question: the plan's runs against managed
     servers (no url) are the records' configurations, whatever their ports."""
-    from storebench import records
-    from storebench.runner import planned
-    from storebench.scenario import Scenario
+    from storebench.results import records
+    from storebench.run.runner import planned
+    from storebench.plan.scenario import Scenario
 
     sc = Scenario.load("search", [], list(SERVERS), values={**SMALL, "repeats": 3})
     done = {records.plan_id(r) for r in records.read(results / "search.jsonl") if r.ok}

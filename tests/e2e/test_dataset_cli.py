@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from storebench.cli import cli
+from storebench.cli.main import cli
 from tests.unit.test_datasets_download import LoopbackServer, hdf5_bytes
 
 CLI = [sys.executable, "-m", "storebench"]

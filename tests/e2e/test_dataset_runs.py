@@ -17,7 +17,7 @@ import pytest
 import storebench
 from storebench.data import datasets
 from storebench.errors import UserError
-from storebench.scenario import Scenario
+from storebench.plan.scenario import Scenario
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

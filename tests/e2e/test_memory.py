@@ -11,9 +11,9 @@ import sys
 import pytest
 
 import storebench
-from storebench import memory
+from storebench.plan import memory
 from storebench.errors import UserError
-from storebench.scenario import Scenario
+from storebench.plan.scenario import Scenario
 from storebench.stores.base import StoreSpec
 
 CLI = [sys.executable, "-m", "storebench"]

@@ -1,6 +1,6 @@
 """A run on a machine that other processes keep busy says so: its search
 task and the run are flagged, with the other processes' CPU measured; the
-same run without them measures less. The threshold is in storebench.noise;
+same run without them measures less. The threshold is in storebench.measure.noise;
 these tests hold on a shared 2-core machine (no assertion that a run
 without burners is unflagged: other jobs may be busy too)."""
 

@@ -9,8 +9,8 @@ import sys
 import pytest
 from hdrh.log import HistogramLogReader
 
-from storebench.metrics import Histogram
-from storebench.records import load
+from storebench.measure.metrics import Histogram
+from storebench.results.records import load
 
 CLI = [sys.executable, "-m", "storebench"]
 

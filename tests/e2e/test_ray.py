@@ -27,8 +27,8 @@ from storebench.driver import Driver, FnOp, Task  # noqa: E402
 from storebench.driver.core import merge  # noqa: E402
 from storebench.driver.ray_executor import RayExecutor, loopback_only  # noqa: E402
 from storebench.errors import TaskFailed  # noqa: E402
-from storebench.metrics import Histogram  # noqa: E402
-from storebench.progress import NoProgress  # noqa: E402
+from storebench.measure.metrics import Histogram  # noqa: E402
+from storebench.run.progress import NoProgress  # noqa: E402
 from storebench.stores.base import StoreSpec  # noqa: E402
 from tests.stores.servers import shared_url  # noqa: E402
 
@@ -201,7 +201,7 @@ def test_a_killed_client_fails_the_task_within_the_time_limit(executor, tmp_path
 
 
 def test_a_signal_while_actors_start_stops_the_task_at_once(executor, monkeypatch):
-    from storebench import interrupts
+    from storebench.common import interrupts
     from storebench.driver import Interrupted
     from storebench.driver import executors as ex
     from tests.unit.test_interrupts import Items, signalled_at

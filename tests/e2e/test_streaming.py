@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import storebench
-from storebench import records
+from storebench.results import records
 from storebench.report import views
 from tests.stores.servers import skipped
 

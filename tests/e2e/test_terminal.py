@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 import storebench
-from storebench import records
+from storebench.results import records
 from storebench.report import terminal
 
 CLI = [sys.executable, "-m", "storebench"]

@@ -12,13 +12,13 @@ import numpy as np
 import psutil
 import pytest
 
-from storebench import interrupts
+from storebench.common import interrupts
 from storebench.data.batch import Schema
 from storebench.driver import Driver, FnOp, Interrupted, Op, Task, loops
 from storebench.driver.aio import AsyncExecutor, loop_name, workers_for
 from storebench.driver.executors import choose_executor
 from storebench.errors import NotCounted, NotSupported, TaskFailed
-from storebench.progress import NoProgress
+from storebench.run.progress import NoProgress
 from storebench.stores.base import StoreSpec
 
 clock = time.perf_counter_ns

@@ -9,7 +9,7 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.driver import Driver, FnOp, Task
 from storebench.driver.core import ClientResult, merge
 from storebench.errors import TaskFailed
-from storebench.metrics import Histogram
+from storebench.measure.metrics import Histogram
 from storebench.stores.base import StoreSpec
 
 clock = time.perf_counter_ns

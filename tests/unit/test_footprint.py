@@ -2,7 +2,7 @@
 a server's data directory shown as such, and the footprint of a part of a
 run (a stage, a size) from that part's tasks and size."""
 
-from storebench.records import RunRecord
+from storebench.results.records import RunRecord
 from storebench.report.footprint import footprint, footprint_cells
 
 

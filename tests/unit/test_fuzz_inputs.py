@@ -33,7 +33,7 @@ from hypothesis.errors import InvalidArgument
 
 import storebench
 from storebench.errors import UserError
-from storebench.scenario import (
+from storebench.plan.scenario import (
     BUILTIN_PACKAGE,
     DriverConfig,
     Scenario,

@@ -14,13 +14,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from storebench import interrupts
+from storebench.common import interrupts
 from storebench.data.batch import Schema
 from storebench.driver import FnOp, Interrupted, Task
 from storebench.driver import executors as ex
 from storebench.driver.aio import AsyncExecutor
 from storebench.errors import Terminated
-from storebench.progress import NoProgress
+from storebench.run.progress import NoProgress
 from storebench.stores.base import StoreSpec
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM]
@@ -163,7 +163,7 @@ SECOND = textwrap.dedent(
     """
     import signal, sys, threading
     sys.path[:0] = {path!r}
-    from storebench import interrupts
+    from storebench.common import interrupts
     with interrupts.handled(), interrupts.at_hard_exit(lambda: open({marker!r}, "w").write("x")):
         try:
             signal.raise_signal({sig})
@@ -195,7 +195,7 @@ LOST = textwrap.dedent(
     """
     import signal, sys, time
     sys.path[:0] = {path!r}
-    from storebench import interrupts
+    from storebench.common import interrupts
     interrupts.REDELIVER_S = 0.5
     with interrupts.handled():
         try:
@@ -231,7 +231,7 @@ def test_a_lost_first_signal_is_delivered_again_until_acted_on(sig, act):
 
 
 def test_the_record_of_the_run_in_progress_is_written_by_a_hard_exit(tmp_path):
-    from storebench.runner import _Recorder
+    from storebench.run.runner import _Recorder
     from storebench.stores.opening import OpenStore
     from storebench.workloads.base import RunContext
 

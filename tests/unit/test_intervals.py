@@ -13,8 +13,8 @@ from hdrh.log import HistogramLogReader
 from storebench.data.batch import Schema
 from storebench.driver import Driver, FnOp, Task
 from storebench.driver import loops as loops_mod
-from storebench.metrics import BUCKETS, HIGHEST_NS, Histogram, Series, bucket_top
-from storebench.records import RunRecord, TaskRecord
+from storebench.measure.metrics import BUCKETS, HIGHEST_NS, Histogram, Series, bucket_top
+from storebench.results.records import RunRecord, TaskRecord
 from storebench.report.export import hdr_intervals, write_hdr
 from storebench.stores.base import StoreSpec
 

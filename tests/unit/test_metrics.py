@@ -3,7 +3,7 @@ import pickle
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from storebench.metrics import HIGHEST_NS, LOWEST_NS, SIGNIFICANT_FIGURES, Histogram
+from storebench.measure.metrics import HIGHEST_NS, LOWEST_NS, SIGNIFICANT_FIGURES, Histogram
 
 
 def test_vectorised_recording_fills_the_same_buckets_as_hdrh():

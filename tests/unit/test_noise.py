@@ -9,10 +9,10 @@ import time
 import psutil
 import pytest
 
-from storebench import noise
+from storebench.measure import noise
 from storebench.data.batch import Schema
 from storebench.driver import Driver, FnOp, Task
-from storebench.records import TaskRecord
+from storebench.results.records import TaskRecord
 from storebench.stores.base import StoreSpec
 
 

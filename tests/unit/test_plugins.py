@@ -1,5 +1,5 @@
 """Stores, workloads and executors are found by one loader
-(``storebench.plugins``): a name not installed lists the known ones, a
+(``storebench.common.plugins``): a name not installed lists the known ones, a
 plug-in whose library is missing names the extra that brings it. The
 plug-ins here are real entry points of a distribution put on sys.path."""
 

@@ -11,11 +11,11 @@ import time
 import psutil
 import pytest
 
-from storebench import interrupts
+from storebench.common import interrupts
 from storebench.data.batch import Schema
 from storebench.driver import Driver, FnOp, Interrupted, Task
 from storebench.errors import TaskFailed
-from storebench.records import TaskRecord
+from storebench.results.records import TaskRecord
 from storebench.stores.base import StoreSpec
 
 

@@ -3,7 +3,7 @@ terminal tables (``report.terminal.fit_columns``), on fixed inputs."""
 
 import pytest
 
-from storebench.progress import PRIOR_RUN_S, Sweep, fmt_duration, run_size
+from storebench.run.progress import PRIOR_RUN_S, Sweep, fmt_duration, run_size
 from storebench.report.terminal import BORDER_EDGE, BORDER_PER_COLUMN, fit_columns
 
 

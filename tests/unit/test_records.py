@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from storebench import records, results
+from storebench.results import records, files as results
 from storebench.errors import UserError
 from storebench.report import data
 
@@ -135,7 +135,7 @@ def test_best_and_median_are_whole_runs_by_the_headline_task():
 
 
 def test_a_phase_that_did_no_work_has_no_rate():
-    from storebench.metrics import TaskStats
+    from storebench.measure.metrics import TaskStats
 
     s = TaskStats("build_index", ops=1, items=1000, elapsed_ns=2_000)
     t = records.TaskRecord.of(s, index_build="during_insert", items=0, ops_per_s=None)

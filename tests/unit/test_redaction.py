@@ -12,9 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storebench import redaction, results
-from storebench.redaction import MASK, is_secret_key, redact, redact_obj, remember
-from storebench.scenario import Scenario
+from storebench.common import redaction
+
+from storebench.results import files as results
+from storebench.common.redaction import MASK, is_secret_key, redact, redact_obj, remember
+from storebench.plan.scenario import Scenario
 from storebench.stores.base import StoreSpec
 
 SPECIALS = "@:/&' \"?#%=+\\;,"
@@ -156,7 +158,7 @@ def test_names_that_hold_no_secret(name):
 
 
 def test_every_credential_variable_a_store_reads_is_a_secret_name():
-    stores = Path(redaction.__file__).parent / "stores"
+    stores = Path(redaction.__file__).parents[1] / "stores"
     names = set()
     for f in stores.rglob("*.py"):
         src = f.read_text()
@@ -339,7 +341,7 @@ def test_what_python_prints_itself_is_redacted(tmp_path):
     a = token()
     code = f"""
 import threading, warnings
-from storebench import redaction
+from storebench.common import redaction
 redaction.guard_process()
 redaction.remember("redis://:{a}@h:1/0")
 warnings.warn("connecting with {a}")
@@ -393,7 +395,7 @@ def test_a_spec_unpickled_in_a_client_process_remembers_its_secrets():
     spec = StoreSpec("redis", f"redis://h:1/0?password={a}")
     code = (
         "import pickle, sys\n"
-        "from storebench.redaction import redact\n"
+        "from storebench.common.redaction import redact\n"
         "spec = pickle.loads(sys.stdin.buffer.read())\n"
         f"print(redact('client saw {a}'), spec.url == {spec.url!r})\n"
     )

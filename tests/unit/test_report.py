@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import storebench
-from storebench.metrics import Histogram
+from storebench.measure.metrics import Histogram
 from storebench.report import build, data, export, views
 from storebench.report import compare as cmp
 from storebench.report.plots import pareto_front
@@ -375,8 +375,7 @@ def test_the_reference_checker_sees_what_a_browser_would_fetch():
 def _noisy(recs, busy_run, scale):
     """The memory runs of ``recs``: run ``busy_run`` ran on a busy machine,
     and the last one's headline ops/s is ``scale`` times the first's."""
-    from storebench import records
-
+    from storebench.results import records
     mem = [r for r in recs if r.store.engine == "memory" and r.params["clients"] == 1]
     assert len(mem) == 2  # the two repeats of one configuration
     out = []
@@ -420,8 +419,7 @@ def test_a_busy_run_or_scattered_repeats_are_cautioned_in_report_and_compare(rec
 def _fixed(recs, values):
     """``recs``' ok runs with the headline ops/s set per (engine, clients):
     a fixed set of records whose ranking is known."""
-    from storebench import records
-
+    from storebench.results import records
     out = []
     for r in recs:
         d = r.to_dict()
@@ -502,8 +500,7 @@ def test_series_styles_are_unique_across_a_report(recs):
 
 
 def test_a_noisy_or_failed_run_produces_the_warning_block(recs, tmp_path):
-    from storebench import records
-
+    from storebench.results import records
     idle = [records.parse(_quiet(r.to_dict())) for r in _noisy(recs, busy_run=-1, scale=1.0)]
     quiet = build.write(idle, tmp_path / "quiet")
     assert 'class="warning"' not in quiet.html.read_text()

@@ -1,9 +1,9 @@
-"""Bounded retries for downloads and builds (storebench/retry.py), with real
+"""Bounded retries for downloads and builds (storebench/common/retry.py), with real
 subprocesses: a script that fails a set number of times, then succeeds."""
 
 import sys
 
-from storebench.retry import NETWORK, cause, run_retrying
+from storebench.common.retry import NETWORK, cause, run_retrying
 
 
 def flaky(tmp_path, failures: int, message: str) -> list[str]:

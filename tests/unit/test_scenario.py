@@ -3,9 +3,9 @@ import textwrap
 
 import pytest
 
-from storebench import results
+from storebench.results import files as results
 from storebench.errors import UserError
-from storebench.scenario import Scenario
+from storebench.plan.scenario import Scenario
 
 
 def write(tmp_path, text):

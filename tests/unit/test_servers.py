@@ -13,7 +13,7 @@ import urllib.request
 import psutil
 import pytest
 
-from storebench.resources import ResourceSampler
+from storebench.measure.resources import ResourceSampler
 from storebench.servers.base import Server, ServerError
 
 

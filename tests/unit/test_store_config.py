@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storebench import redaction
+from storebench.common import redaction
 from storebench.errors import UserError
-from storebench.scenario import Scenario
+from storebench.plan.scenario import Scenario
 from storebench.stores.base import StoreSpec, engine_names, store_class
 from storebench.stores.config import SpecError
 
@@ -326,7 +326,7 @@ def test_any_url_is_accepted_or_refused_in_one_line(data, engine):
 
 @pytest.mark.parametrize("bad", [".inf", "-.inf", ".nan"])
 def test_store_options_refuse_numbers_that_are_not_finite(bad):
-    from storebench.scenario import Scenario
+    from storebench.plan.scenario import Scenario
 
     with pytest.raises(UserError, match="finite number"):
         Scenario.load(

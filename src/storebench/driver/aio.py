@@ -37,7 +37,7 @@ from array import array
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, ClassVar
 
-from storebench import interrupts
+from storebench.common import interrupts
 from storebench.driver import loops
 from storebench.driver.core import (
     ClientResult,

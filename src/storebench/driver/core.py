@@ -23,7 +23,7 @@ from storebench.driver import loops
 from storebench.driver import native as native_loop
 from storebench.driver.measure import FAILED, Measurement, Outcome
 from storebench.errors import NotCounted, NotSupported, StorebenchError
-from storebench.metrics import DEFAULT_INTERVAL_S, Histogram, Series, TaskStats
+from storebench.measure.metrics import DEFAULT_INTERVAL_S, Histogram, Series, TaskStats
 from storebench.stores.base import Collection
 
 log = logging.getLogger("storebench")

@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from storebench import noise
+from storebench.measure import noise
 from storebench.driver import loops
 from storebench.driver.core import ClientResult, Interrupted, Task, merge, unix_time
 from storebench.driver.executors import ABORTED, Executor, choose_executor, get_executor
 from storebench.errors import TaskFailed
-from storebench.metrics import DEFAULT_INTERVAL_S, TaskStats
-from storebench.resources import ThreadPeak
+from storebench.measure.metrics import DEFAULT_INTERVAL_S, TaskStats
+from storebench.measure.resources import ThreadPeak
 from storebench.stores.base import Collection, Store
 
 log = logging.getLogger("storebench")
@@ -56,7 +56,7 @@ def first_failure(tasks: list[Task], per_task: list[list[ClientResult]]) -> str 
 class Driver:
     """Runs tasks on a store through an executor and returns merged stats.
     Each task's stats carry ``machine_load``: how busy the machine was
-    meanwhile (``storebench.noise``, sampled outside the timed window);
+    meanwhile (``storebench.measure.noise``, sampled outside the timed window);
     ``processes`` are those the run owns beyond this process tree (a
     managed server's), whose CPU is not counted as other processes'.
     ``interval_s``: the per-interval series' interval of tasks that set none.
@@ -70,7 +70,7 @@ class Driver:
         processes: noise.Processes | None = None,
         interval_s: float = DEFAULT_INTERVAL_S,
     ):
-        from storebench.progress import NoProgress
+        from storebench.run.progress import NoProgress
 
         self.progress = progress or NoProgress()
         self.executor = executor  # the run's: a task's own choice aside, every task's

@@ -25,7 +25,7 @@ from array import array
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
-from storebench import interrupts
+from storebench.common import interrupts
 from storebench.driver.core import (
     ClientResult,
     Controls,
@@ -36,8 +36,8 @@ from storebench.driver.core import (
     run_client,
 )
 from storebench.errors import NotSupported, TaskFailed, signal_name
-from storebench.metrics import Histogram
-from storebench.plugins import Kind
+from storebench.measure.metrics import Histogram
+from storebench.common.plugins import Kind
 from storebench.stores.base import Capability, Collection, Store
 
 log = logging.getLogger("storebench")

@@ -60,7 +60,7 @@ from ray import cloudpickle
 from ray.exceptions import GetTimeoutError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from storebench import interrupts
+from storebench.common import interrupts
 from storebench.data.shared import Shared
 from storebench.driver import loops
 from storebench.driver.core import ClientResult, Controls, Task, run_client
@@ -73,7 +73,7 @@ from storebench.driver.executors import (
     _slots,
 )
 from storebench.errors import UserError
-from storebench.metrics import Histogram
+from storebench.measure.metrics import Histogram
 from storebench.stores.base import Capability, Collection
 
 log = logging.getLogger("storebench")

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from storebench.errors import UserError
-from storebench.records import TaskRecord
+from storebench.results.records import TaskRecord
 from storebench.report.data import (
     DEFAULT_AGGREGATION,
     Z95,

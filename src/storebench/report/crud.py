@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from storebench.records import TaskRecord
+from storebench.results.records import TaskRecord
 from storebench.report.data import (
     Config,
     Record,

@@ -25,11 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from storebench import noise, records
+from storebench.measure import noise
+
+from storebench.results import records
 from storebench.errors import UserError
-from storebench.metrics import Histogram
-from storebench.records import RunRecord, TaskRecord
-from storebench.redaction import MASK, is_secret_key, redact
+from storebench.measure.metrics import Histogram
+from storebench.results.records import RunRecord, TaskRecord
+from storebench.common.redaction import MASK, is_secret_key, redact
 
 Record = RunRecord
 

@@ -23,9 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from storebench import records
+from storebench.results import records
 from storebench.errors import UserError
-from storebench.records import TaskRecord
+from storebench.results.records import TaskRecord
 from storebench.report.data import (
     AGGREGATIONS,
     Record,
@@ -197,7 +197,7 @@ def hdr_intervals(task: TaskRecord) -> list[tuple[float, float, str, int]]:
     """(start s from the task's start, length s, encoded histogram, max ns)
     per interval of the task's HDR series; a task recorded without one (an
     older record, a one-shot phase) is one interval of its whole histogram."""
-    from storebench.metrics import Histogram
+    from storebench.measure.metrics import Histogram
 
     series = task.series or {}
     hdr = series.get("hdr")

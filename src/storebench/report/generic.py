@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from storebench.records import TaskRecord
+from storebench.results.records import TaskRecord
 from storebench.report import plots
 from storebench.report.data import (
     Config,

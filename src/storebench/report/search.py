@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from storebench.records import TaskRecord
+from storebench.results.records import TaskRecord
 from storebench.report import plots
 from storebench.report.data import (
     Config,

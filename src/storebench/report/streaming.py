@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from storebench.records import TaskRecord
+from storebench.results.records import TaskRecord
 from storebench.report.data import aggregation_note
 from storebench.report.footprint import (
     FOOTPRINT_COLUMNS,

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from storebench import noise
-from storebench.records import TaskRecord
+from storebench.measure import noise
+from storebench.results.records import TaskRecord
 from storebench.report import plots
 from storebench.report.data import (
     Config,

@@ -23,8 +23,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from storebench import records
-from storebench.records import RunRecord
+from storebench.results import records
+from storebench.results.records import RunRecord
 
 
 def fmt_ns(ns: float | None) -> str:
@@ -357,7 +357,7 @@ def run_table(rec: RunRecord | dict[str, Any], width: int = 160) -> Table:
 def run_summary(rec: RunRecord | dict[str, Any]) -> dict[str, Any]:
     """What one line says of a run, as data (``--json``): its headline
     task's throughput and latency, its recall (the range over a sweep)."""
-    from storebench.progress import record_seconds
+    from storebench.run.progress import record_seconds
     from storebench.report.data import store_label
 
     rec = records.parse(rec)

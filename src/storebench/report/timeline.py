@@ -17,8 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from storebench import records
-from storebench.records import RunRecord, TaskRecord
+from storebench.results import records
+from storebench.results.records import RunRecord, TaskRecord
 from storebench.report import plots
 from storebench.report.data import ok_runs, short_run, store_label
 from storebench.report.terminal import fmt_ns, fmt_rate

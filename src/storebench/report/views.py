@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from storebench import records
+from storebench.results import records
 from storebench.report.data import (
     DEFAULT_AGGREGATION,
     Config,

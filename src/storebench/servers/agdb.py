@@ -38,7 +38,7 @@ from typing import Any, ClassVar, TypedDict
 from urllib.parse import quote, urlsplit
 
 from storebench.errors import StorebenchError, UserError
-from storebench.retry import NETWORK, cause, run_retrying
+from storebench.common.retry import NETWORK, cause, run_retrying
 from storebench.servers.base import Server, ServerError
 from storebench.servers.cache import install_main
 

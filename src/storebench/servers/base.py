@@ -8,7 +8,7 @@ root, readiness by polling the engine (never a fixed sleep), its version, its
 log kept and its tail shown when it fails, and a clean stop after normal end,
 an exception, SIGINT or SIGTERM (the first of either becomes an exception) or
 the interpreter's exit (atexit). A second signal, which ends storebench at
-once (``storebench.interrupts``), kills every live server's process group
+once (``storebench.common.interrupts``), kills every live server's process group
 and removes its data directory first. On Linux the server also gets the
 parent-death signal, so even a SIGKILLed storebench takes its servers with it.
 """
@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 
 import psutil
 
-from storebench import interrupts
+from storebench.common import interrupts
 from storebench.errors import StorebenchError
 
 _log = logging.getLogger("storebench.servers")

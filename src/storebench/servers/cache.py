@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from storebench.retry import NETWORK, cause, run_retrying
+from storebench.common.retry import NETWORK, cause, run_retrying
 from storebench.servers.base import ServerError
 
 MARKER = ".storebench-complete"

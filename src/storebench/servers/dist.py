@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from storebench.retry import cause, run_retrying
+from storebench.common.retry import cause, run_retrying
 from storebench.servers.base import ServerError
 
 _MARKER = ".storebench-complete"

@@ -28,8 +28,8 @@ import numpy as np
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.errors import ForeignDataError, NotSupported, UserError
-from storebench.plugins import Kind
-from storebench.redaction import (
+from storebench.common.plugins import Kind
+from storebench.common.redaction import (
     MASK,
     is_secret_key,
     redact,
@@ -86,7 +86,7 @@ class SearchResult:
 
 def redact_url(url: str | None) -> str | None:
     """The URL (or connection string) with every secret replaced by ``***``,
-    for records and messages (``storebench.redaction.redact``)."""
+    for records and messages (``storebench.common.redaction.redact``)."""
     return None if url is None else redact(url)
 
 
@@ -502,7 +502,7 @@ class Store:
         """(bytes per document, fixed bytes) of RAM this engine takes on this
         machine for a spec and index parameters (its ``Index``), for
         documents of a ``dim``-vector (0: none) and about ``field_bytes`` of
-        scalar fields: the plan's memory estimate (``storebench.memory``).
+        scalar fields: the plan's memory estimate (``storebench.plan.memory``).
         In-process engines count what they keep in this process, a managed
         server what it keeps in its own; a server
         reached by URL counts nothing (it may be elsewhere). Rough by

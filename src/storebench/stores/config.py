@@ -28,7 +28,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from storebench.errors import UserError
-from storebench.redaction import redact, remember
+from storebench.common.redaction import redact, remember
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
 

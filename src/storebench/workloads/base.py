@@ -26,10 +26,10 @@ from storebench.data.shared import Shared
 from storebench.driver import Driver, Interrupted, Task
 from storebench.driver.executors import choose_executor
 from storebench.errors import NotSupported
-from storebench.metrics import TaskStats
-from storebench.plugins import Kind
-from storebench.records import SettingResult, TaskRecord
-from storebench.resources import ResourceSampler
+from storebench.measure.metrics import TaskStats
+from storebench.common.plugins import Kind
+from storebench.results.records import SettingResult, TaskRecord
+from storebench.measure.resources import ResourceSampler
 from storebench.stores.base import Capability, Collection, Store
 from storebench.stores.config import NoBoolNumbers
 from storebench.stores.params import IndexParams, SearchParams
@@ -98,7 +98,7 @@ class Workload:
     @classmethod
     def memory(cls, params: Any) -> MemoryNeed | None:
         """What a run with these parameters holds in memory (the plan
-        refuses a run that cannot fit: ``storebench.memory``); None: not
+        refuses a run that cannot fit: ``storebench.plan.memory``); None: not
         estimated."""
         return None
 

@@ -22,7 +22,7 @@ from storebench.data.batch import DocBatch
 from storebench.data.filters import Cmp
 from storebench.driver import FnOp, Op, Task
 from storebench.errors import NotSupported, TaskFailed, UserError
-from storebench.records import TaskRecord
+from storebench.results.records import TaskRecord
 from storebench.stores.base import Capability, Collection
 from storebench.workloads.base import MemoryNeed, Params, RunContext, Workload
 from storebench.workloads.vector.data import TAG, VectorData, data_memory, resolve_dataset

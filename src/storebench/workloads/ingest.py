@@ -59,7 +59,7 @@ from storebench.driver import Op, Task, native
 from storebench.driver.executors import ExecutorChoice
 from storebench.driver.native import ClientChoice
 from storebench.errors import NotSupported, TaskFailed
-from storebench.records import TaskRecord
+from storebench.results.records import TaskRecord
 from storebench.stores.base import Capability, Collection
 from storebench.workloads.base import (
     MemoryNeed,

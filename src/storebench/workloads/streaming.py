@@ -37,7 +37,7 @@ from pydantic import Field, field_validator
 from storebench.data.batch import DocBatch
 from storebench.driver import Task
 from storebench.errors import UserError
-from storebench.records import TaskRecord
+from storebench.results.records import TaskRecord
 from storebench.stores.base import Capability, Collection
 from storebench.stores.params import SearchParams
 from storebench.workloads.base import MemoryNeed, RunContext, Workload

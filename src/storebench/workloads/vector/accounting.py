@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from storebench.driver.core import cpu_count
-from storebench.records import TaskRecord
+from storebench.results.records import TaskRecord
 from storebench.workloads.base import RunContext
 
 SATURATED = 0.9  # client CPU at this fraction of its ceiling flags the client

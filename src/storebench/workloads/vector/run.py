@@ -14,7 +14,7 @@ from storebench.data.filters import Cmp, Filter
 from storebench.data.truth import GroundTruth
 from storebench.driver import Task, native
 from storebench.errors import NotSupported, TaskFailed, UserError
-from storebench.records import TaskRecord
+from storebench.results.records import TaskRecord
 from storebench.stores.base import Capability, Collection
 from storebench.stores.params import SearchParams
 from storebench.workloads.base import RunContext

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from storebench.data.truth import GroundTruth, recall_at_k
-from storebench.records import TaskRecord
+from storebench.results.records import TaskRecord
 
 
 @dataclass(frozen=True)

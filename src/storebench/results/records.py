@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from storebench import results
+from storebench.results import files as results
 from storebench.errors import UserError
 
 if TYPE_CHECKING:
-    from storebench.metrics import TaskStats
+    from storebench.measure.metrics import TaskStats
 
 # 1: tasks and metrics as the workloads wrote them; a sweep's recall@k in the
 #    run's metrics was its first setting's.

@@ -35,7 +35,7 @@ from storebench.stores.base import store_class
 from storebench.workloads.base import workload_class
 
 if TYPE_CHECKING:
-    from storebench.scenario import Run, Scenario
+    from storebench.plan.scenario import Run, Scenario
 
 OVERRIDE = "--set driver.memory_check=false"
 

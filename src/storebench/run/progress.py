@@ -27,7 +27,7 @@ from rich.progress import (
 from rich.table import Column
 from rich.text import Text
 
-from storebench.redaction import redact
+from storebench.common.redaction import redact
 
 # before any run of an engine has been timed: a run's fixed cost, a managed
 # server's start, and the time per unit of size (``run_size``), rough

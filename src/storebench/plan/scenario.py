@@ -67,7 +67,7 @@ class DriverConfig(BaseModel):
     # the per-interval latency and throughput series of every timed task
     interval_s: float = Field(default=1.0, gt=0)
     # refuse a plan whose largest run needs more memory than is available
-    # (storebench.memory, before any run); not an executor setting
+    # (storebench.plan.memory, before any run); not an executor setting
     memory_check: bool = True
 
 

@@ -26,7 +26,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from storebench import interrupts, memory, noise, outputs, records, results
+from storebench.common import interrupts
+
+from storebench.plan import memory, outputs
+
+from storebench.measure import noise
+
+from storebench.results import records, files as results
 from storebench.driver import Driver, Interrupted
 from storebench.driver.executors import (
     Executor,
@@ -35,11 +41,11 @@ from storebench.driver.executors import (
     setup_executor,
 )
 from storebench.errors import StorebenchError, signal_name
-from storebench.metrics import DEFAULT_INTERVAL_S
-from storebench.progress import NoProgress
-from storebench.records import RECORD_VERSION, RunRecord, StoreInfo
-from storebench.redaction import redact_obj
-from storebench.scenario import Run, Scenario
+from storebench.measure.metrics import DEFAULT_INTERVAL_S
+from storebench.run.progress import NoProgress
+from storebench.results.records import RECORD_VERSION, RunRecord, StoreInfo
+from storebench.common.redaction import redact_obj
+from storebench.plan.scenario import Run, Scenario
 from storebench.stores.base import Collection, StoreSpec
 from storebench.stores.opening import OpenStore, open_store
 from storebench.workloads.base import RunContext, workload_class
@@ -323,7 +329,7 @@ def run_scenario(
         done = {records.plan_id(r) for r in records.read(path) if r.ok}
     todo = [run for run in plan if not (done and records.plan_id(planned(run)) in done)]
     if hasattr(progress, "plan"):  # the sweep line's ETA: earlier records, then these runs
-        from storebench.progress import Sweep
+        from storebench.run.progress import Sweep
 
         try:
             earlier = list(records.read(path)) if path.exists() else []

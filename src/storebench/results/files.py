@@ -1,5 +1,5 @@
 """Result files: one JSON object per run, appended atomically to a
-JSON-lines file (what a record holds: ``storebench.records``). A record is written once, whole (a single O_APPEND write of
+JSON-lines file (what a record holds: ``storebench.results.records``). A record is written once, whole (a single O_APPEND write of
 one line, then fsync), so readers never see half a record and a crash loses
 at most the run in progress, which the runner marks before dying. Records
 pass through ``redaction.redact_obj`` when written and when read: no secret
@@ -22,10 +22,10 @@ import numpy as np
 import psutil
 
 from storebench.errors import UserError
-from storebench.redaction import redact_obj
+from storebench.common.redaction import redact_obj
 
 if TYPE_CHECKING:  # typed records read these files, not the other way round
-    from storebench.records import RunRecord
+    from storebench.results.records import RunRecord
 
 Status = Literal["ok", "failed", "interrupted", "skipped"]
 

@@ -9,10 +9,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from storebench import memory, records
-from storebench.progress import Sweep, fmt_duration
-from storebench.records import RunRecord
-from storebench.scenario import Run, Scenario
+from storebench.plan import memory
+
+from storebench.results import records
+from storebench.run.progress import Sweep, fmt_duration
+from storebench.results.records import RunRecord
+from storebench.plan.scenario import Run, Scenario
 from storebench.stores.base import redact_url, store_class
 
 

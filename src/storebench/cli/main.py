@@ -11,16 +11,16 @@ from pathlib import Path
 
 import click
 
-from storebench import interrupts, redaction
+from storebench.common import interrupts, redaction
 from storebench.errors import StorebenchError, UserError
-from storebench.records import RunRecord
-from storebench.results import storebench_version
+from storebench.results.records import RunRecord
+from storebench.results.files import storebench_version
 
 
 class Group(click.Group):
     """Turns every user error into one line on stderr and exit status 2; an
     interrupt into status 130 (SIGINT) or 143 (SIGTERM), a second signal
-    ending the process at once (``storebench.interrupts``); a reader that
+    ending the process at once (``storebench.common.interrupts``); a reader that
     closed the pipe (``storebench compare ... | head``) into a quiet 141."""
 
     def invoke(self, ctx: click.Context) -> object:
@@ -152,18 +152,17 @@ def run(
 ) -> None:
     """Run SCENARIO (a built-in name or a YAML file) and print its tables:
     a line per run as it ends (a table each with -v), the study's tables last."""
-    from storebench.progress import make_progress
+    from storebench.run.progress import make_progress
     from storebench.report.terminal import make_console, print_records, run_summary
-    from storebench.runner import run_scenario
-    from storebench.scenario import Scenario
+    from storebench.run.runner import run_scenario
+    from storebench.plan.scenario import Scenario
     from storebench.stores.config import one_line
 
     redaction.remember(*(s.partition("=")[2] for s in stores))  # before any message
     sc = Scenario.load(scenario, list(sets), list(stores), store_options=list(store_options))
     console = make_console(quiet=quiet() or as_json, columns_env=True)
     if dry_run:
-        from storebench import dryrun, memory, outputs
-
+        from storebench.plan import dryrun, memory, outputs
         runs = sc.plan()
         # the checks a run makes before it starts: a run they refuse is refused here too
         results_file = f"{sc.file.name}.jsonl"
@@ -237,7 +236,7 @@ def run(
 @click.argument("path", required=False, type=click.Path(dir_okay=False))
 def init(scenario: str, path: str | None) -> None:
     """Write built-in SCENARIO's file to PATH (default SCENARIO.yaml) to edit."""
-    from storebench.scenario import resolve
+    from storebench.plan.scenario import resolve
 
     source = resolve(scenario)
     target = Path(path or f"{scenario}.yaml")
@@ -274,7 +273,7 @@ def list_(what: str, as_json: bool) -> None:
             search = "-" if "search" not in caps else "exact" if cls.exact else "approximate"
             rows.append([name, "yes", cls.client_mode, search, caps])
     elif what == "scenarios":
-        from storebench.scenario import Scenario, builtin_names
+        from storebench.plan.scenario import Scenario, builtin_names
 
         columns = ["scenario", "workload", "description"]
         for name in builtin_names():
@@ -309,7 +308,7 @@ def list_(what: str, as_json: bool) -> None:
 def show(paths: tuple[str, ...], last: int | None, over_time: bool, as_json: bool) -> None:
     """Print result records (files or directories of *.jsonl) as ``run``
     does: a line per run (a table each with -v), the study's tables last."""
-    from storebench import records as rec
+    from storebench.results import records as rec
     from storebench.report.terminal import (
         make_console,
         print_records,
@@ -343,13 +342,13 @@ def show(paths: tuple[str, ...], last: int | None, over_time: bool, as_json: boo
         print_sparklines(records, console)
 
 
-from storebench.cli_report import compare, export, report  # noqa: E402
+from storebench.cli.report import compare, export, report  # noqa: E402
 
 cli.add_command(report)
 cli.add_command(compare)
 cli.add_command(export)
 
-from storebench.cli_dataset import dataset  # noqa: E402
+from storebench.cli.dataset import dataset  # noqa: E402
 
 cli.add_command(dataset)
 

@@ -58,8 +58,8 @@ def report(paths: tuple[str, ...], out_dir: str, title: str, recall_axis: str, h
     from result files or directories of *.jsonl."""
     import contextlib
 
-    from storebench.outputs import check_dir
-    from storebench.progress import make_progress
+    from storebench.plan.outputs import check_dir
+    from storebench.run.progress import make_progress
     from storebench.report import build, plots
     from storebench.report.data import load_nonempty
 
@@ -227,7 +227,7 @@ def _interval(metric: str, iv: object) -> str:
 def export(paths: tuple[str, ...], fmt: str | None, out: str) -> None:
     """One row per run x task of the result files, as CSV or Parquet; or
     HdrHistogram interval logs (--format hdr)."""
-    from storebench.outputs import check_dir, check_file
+    from storebench.plan.outputs import check_dir, check_file
     from storebench.report.data import load_nonempty
     from storebench.report.export import write_csv, write_hdr, write_parquet
 

@@ -1,0 +1,1 @@
+"""What is measured beside the timed ops: HDR histograms and per-interval series, the machine's load, a server's resources."""

@@ -1,0 +1,1 @@
+"""What a run wrote: typed records and the result files that hold them."""

@@ -1,0 +1,1 @@
+"""Carrying out a plan: the runner (one run after another, records appended) and its progress display."""
