@@ -65,7 +65,7 @@ def _load_retry():  # type: ignore[no-untyped-def]
     """storebench/common/retry.py by its path (the package's dependencies may not
     be installed yet, so the package itself is not imported)."""
     spec = importlib.util.spec_from_file_location(
-        "storebench_retry", ROOT / "src" / "storebench" / "retry.py"
+        "storebench_retry", ROOT / "src" / "storebench" / "common" / "retry.py"
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
