@@ -17,10 +17,13 @@ def broken_plugins(tmp_path, monkeypatch):
     whose module cannot be imported."""
     dist = tmp_path / "storebench_broken-0.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: storebench-broken\nVersion: 0\n")
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: storebench-broken\nVersion: 0\nProvides-Extra: broken\n"
+    )
     (dist / "entry_points.txt").write_text(
         "".join(
             f"[storebench.{group}]\nbroken = storebench_broken_missing:Plugin\n"
+            + ("broken-lite = storebench_broken_missing:Lite\norphan = missing:Orphan\n")
             for group in ("stores", "workloads", "executors")
         )
     )
@@ -34,15 +37,28 @@ def test_a_plugin_without_its_library_names_the_extra(broken_plugins):
     with pytest.raises(UserError) as exc:
         store_class("broken")
     assert exc.value.where == "store"
-    assert "store 'broken' needs its client library: pip install 'storebench[broken]' (" in str(
-        exc.value
+    assert (
+        "store 'broken' needs its client library: pip install 'storebench-broken[broken]' ("
+        in str(exc.value)
     )
     with pytest.raises(UserError, match=r"workload 'broken' needs its library: pip install"):
         workload_class("broken")
     with pytest.raises(UserError) as exc:
         executor_class("broken")
     assert exc.value.where == "driver.executor"
-    assert "executor 'broken' needs its library: pip install 'storebench[broken]'" in str(exc.value)
+    assert "executor 'broken' needs its library: pip install 'storebench-broken[broken]'" in str(
+        exc.value
+    )
+
+
+def test_the_hint_names_only_an_extra_the_package_declares(broken_plugins):
+    with pytest.raises(
+        UserError, match=r"needs its client library: pip install 'storebench-broken\[broken\]'"
+    ):
+        store_class("broken-lite")  # no extra of its own: its family's
+    with pytest.raises(UserError) as exc:
+        store_class("orphan")  # none: no command that would install nothing
+    assert "pip install" not in str(exc.value) and "needs its client library (" in str(exc.value)
 
 
 @pytest.mark.parametrize(

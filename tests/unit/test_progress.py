@@ -61,3 +61,15 @@ def test_fitted_columns_keep_every_word_whole_and_fit(width):
     gone = [h for h in order if h in fit.hidden]
     assert gone == order[: len(gone)]
     assert fit.hidden == [headers[i] for i in range(len(headers)) if i not in fit.kept]
+
+
+def test_table_cells_are_text_not_markup():
+    from rich.console import Console
+
+    from storebench.report.terminal import fitted_table
+
+    console = Console(width=100, record=True)
+    console.print(
+        fitted_table(["store", "hint"], [["hnswlib", "pip install 'storebench[hnswlib]'"]], 100)
+    )
+    assert "storebench[hnswlib]" in console.export_text()

@@ -163,6 +163,7 @@ def run(
     console = make_console(quiet=quiet() or as_json, columns_env=True)
     if dry_run:
         from storebench.plan import dryrun, memory, outputs
+
         runs = sc.plan()
         # the checks a run makes before it starts: a run they refuse is refused here too
         results_file = f"{sc.file.name}.jsonl"
@@ -273,12 +274,15 @@ def list_(what: str, as_json: bool) -> None:
             search = "-" if "search" not in caps else "exact" if cls.exact else "approximate"
             rows.append([name, "yes", cls.client_mode, search, caps])
     elif what == "scenarios":
-        from storebench.plan.scenario import Scenario, builtin_names
+        import yaml
 
+        from storebench.plan.scenario import builtin_names, resolve
+
+        # the files as written: listing needs no store's library (a run checks them)
         columns = ["scenario", "workload", "description"]
         for name in builtin_names():
-            sc = Scenario.load(name)
-            rows.append([name, sc.file.workload, sc.file.description])
+            raw = yaml.safe_load(resolve(name).read_text(encoding="utf-8"))
+            rows.append([name, raw["workload"], raw.get("description", "")])
     elif what == "workloads":
         from storebench.workloads.base import workload_names
 

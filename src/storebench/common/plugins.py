@@ -44,7 +44,20 @@ class Kind:
         try:
             return eps[name].load()
         except ImportError as exc:
+            dist = eps[name].dist
+            extra = extra_for(name, dist)
+            hint = f": pip install '{dist.metadata['Name']}[{extra}]'" if dist and extra else ""
             raise UserError(
-                f"{self.noun} {name!r} needs its {self.needs}: pip install 'storebench[{name}]' ({exc})",
-                where=self.where,
+                f"{self.noun} {name!r} needs its {self.needs}{hint} ({exc})", where=self.where
             ) from exc
+
+
+def extra_for(name: str, dist: metadata.Distribution | None) -> str | None:
+    """The extra of ``dist`` that installs plug-in ``name``'s library: the
+    extra of that name, else of its family (``milvus-lite``: ``milvus``);
+    none when the package declares neither (a hint must install something)."""
+    extras = set(dist.metadata.get_all("Provides-Extra") or []) if dist else set()
+    for candidate in (name, name.split("-")[0]):
+        if candidate in extras:
+            return candidate
+    return None

@@ -234,8 +234,9 @@ def fitted_table(
     t = Table(title=title, title_justify="left")
     for i, w, h in zip(fit.kept, fit.widths, fit.headers, strict=True):
         t.add_column(h, justify="left" if aligns[i] == "l" else "right", width=w, overflow="fold")
-    for row in rows:
-        t.add_row(*(row[i] if i < len(row) else "" for i in fit.kept))
+    for row in rows:  # cells are data, never markup: "storebench[hnswlib]" stays whole
+        cells = (row[i] if i < len(row) else "" for i in fit.kept)
+        t.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))
     notes: list[str | Text] = []
     if caption:
         notes.append(caption)
