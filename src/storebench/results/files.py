@@ -1,16 +1,21 @@
 """Result files: one JSON object per run, appended atomically to a
 JSON-lines file (what a record holds: ``storebench.results.records``). A record is written once, whole (a single O_APPEND write of
 one line, then fsync), so readers never see half a record and a crash loses
-at most the run in progress, which the runner marks before dying. Records
+at most the run in progress, which the runner marks before dying; what a
+failed write leaves (a torn last line) is set aside before the next append
+and skipped by readers. Records
 pass through ``redaction.redact_obj`` when written and when read: no secret
 reaches a file, nor leaves an older file through ``show`` or a report."""
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
 import platform
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -28,6 +33,8 @@ if TYPE_CHECKING:  # typed records read these files, not the other way round
     from storebench.results.records import RunRecord
 
 Status = Literal["ok", "failed", "interrupted", "skipped"]
+
+log = logging.getLogger(__name__)
 
 
 def now_iso() -> str:
@@ -85,21 +92,72 @@ def to_json_line(record: dict[str, Any]) -> str:
 
 
 def append(path: Path, record: RunRecord | dict[str, Any]) -> None:
-    """Append one record (redacted) as a single write; the file, and its
-    directory, are created if needed (not the directory's parents: see
-    ``outputs.check_results``)."""
+    """Append one record (redacted) as a single write of a whole line; the
+    file, and its directory, are created if needed (not the directory's
+    parents: see ``outputs.check_results``). A torn last line left by an
+    earlier failure is set aside first (``set_aside_torn_tail``), so the
+    record never lands glued to it; a write that fails (a full disk) is
+    undone to the last whole line and the record kept in a side file that
+    the error names."""
     if not isinstance(record, dict):  # a RunRecord
         record = record.to_dict()
     path.parent.mkdir(exist_ok=True)
     data = to_json_line(redact_obj(record)).encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        written = os.write(fd, data)
-        if written != len(data):  # never seen on local files; fail loudly if it happens
-            raise OSError(f"short write to {path}: {written} of {len(data)} bytes")
-        os.fsync(fd)
+        size = set_aside_torn_tail(path, fd)
+        try:
+            written = os.write(fd, data)
+            if written != len(data):
+                raise OSError(errno.ENOSPC, f"short write: {written} of {len(data)} bytes")
+            os.fsync(fd)
+        except OSError as exc:
+            os.ftruncate(fd, size)  # no partial line stays for later appends to build on
+            kept = _keep_elsewhere(path, data)
+            raise UserError(
+                f"the record could not be written ({exc.strerror or exc}); "
+                + (f"kept in {kept}" if kept else "and could not be kept anywhere"),
+                where=str(path),
+            ) from None
     finally:
         os.close(fd)
+
+
+def set_aside_torn_tail(path: Path, fd: int) -> int:
+    """The file's size once a last line without its newline (a write cut
+    short) is moved to ``<file>.damaged``, reported in one line."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    start = size
+    while start > 0:  # back to the last whole line
+        chunk = os.pread(fd, min(65536, start), max(0, start - 65536))
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            start = start - len(chunk) + cut + 1
+            break
+        start -= len(chunk)
+    torn = os.pread(fd, size - start, start)
+    damaged = path.with_name(path.name + ".damaged")
+    with open(damaged, "ab") as f:
+        f.write(torn + b"\n")
+    os.ftruncate(fd, start)
+    log.warning("%s: a torn last line (%d bytes) was set aside in %s", path, len(torn), damaged)
+    return start
+
+
+def _keep_elsewhere(path: Path, data: bytes) -> Path | None:
+    """A record that could not be appended, in the temporary directory
+    (another file system, often memory) as a result file of its own."""
+    kept = (
+        Path(tempfile.gettempdir())
+        / f"storebench-unwritten-{path.stem}-{uuid.uuid4().hex[:8]}.jsonl"
+    )
+    try:
+        kept.write_bytes(data)
+    except OSError:
+        return None
+    return kept
 
 
 def read(path: Path) -> Iterator[dict[str, Any]]:
@@ -132,6 +190,9 @@ def read_lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError as exc:
+                    if not line.endswith("\n"):  # torn: the next append sets it aside
+                        log.warning("%s:%d: a torn last line, skipped", f, n)
+                        continue
                     raise UserError(f"not a JSON record ({exc.msg})", where=f"{f}:{n}") from exc
                 if not isinstance(rec, dict) or "run_id" not in rec:
                     raise UserError("not a storebench result record", where=f"{f}:{n}")
