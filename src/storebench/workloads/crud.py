@@ -172,10 +172,22 @@ class CrudWorkload(Workload):
         ]
         self._task(ctx, coll, "update", "update", updates, ops, common)
         tags[upd_rows] = new_tags
-        del_rows = order[::-1][: min(pool, n // 2)]
-        n_del = max(0, len(del_rows) - warmup * p.clients)
+        # deletes: distinct ids from at most half the set, planned so that every
+        # one issued (warm-up included) is one the count check expects: with few
+        # documents per client the warm-up shrinks first, then the clients
+        avail = min(pool, n // 2)
+        del_clients = max(1, min(p.clients, avail))
+        del_warmup = min(warmup, max(0, avail - del_clients) // del_clients)
+        n_del = min(ops, avail - del_warmup * del_clients)
+        del_rows = order[::-1][: n_del + del_warmup * del_clients]
         deleted = self._task(
-            ctx, coll, "delete", "delete", [ids[r : r + 1] for r in del_rows], n_del, common
+            ctx,
+            coll,
+            "delete",
+            "delete",
+            [ids[r : r + 1] for r in del_rows],
+            n_del,
+            {"clients": del_clients, "warmup_ops": del_warmup},
         )
         live = np.ones(n, bool)
         if deleted:
