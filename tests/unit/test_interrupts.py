@@ -191,6 +191,38 @@ def test_a_second_signal_exits_at_once_after_the_last_resort_functions(tmp_path,
     assert marker.read_text() == "x"
 
 
+BACK_TO_BACK = textwrap.dedent(
+    """
+    import sys, time
+    sys.path[:0] = {path!r}
+    from storebench.common import interrupts
+    def note():
+        open({marker!r}, "w").write(str(interrupts.first_signal()))
+    with interrupts.handled(), interrupts.at_hard_exit(note):
+        with interrupts.blocked():  # the handler cannot run: a call that does not return
+            print("waiting", flush=True)
+            time.sleep(60)
+    """
+)
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_two_signals_back_to_back_name_the_signal_received(tmp_path, sig):
+    # both reach the watcher while the main thread's handler cannot run
+    marker = tmp_path / "first"
+    code = BACK_TO_BACK.format(path=sys.path, marker=str(marker))
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert p.stdout.readline().strip() == "waiting"
+    p.send_signal(sig)
+    time.sleep(0.5)  # two pending at once would be one: the kernel does not queue them
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 128 + sig, err
+    assert marker.read_text() == sig.name
+
+
 LOST = textwrap.dedent(
     """
     import signal, sys, time

@@ -133,7 +133,7 @@ def _kill_descendants() -> None:
 
 
 def _watch(sock: socket.socket) -> None:
-    seen = tries = 0
+    seen = tries = arrived_first = 0
     while True:
         sock.settimeout(REDELIVER_S if seen == 1 and not _state.acked else None)
         try:
@@ -159,7 +159,14 @@ def _watch(sock: socket.socket) -> None:
                     _state.own -= 1
                     continue
                 seen += 1
-                if seen >= 2:
+                if seen == 1:
+                    arrived_first = b
+                else:
+                    # the main thread's handler may not have run yet (it runs
+                    # only when that thread is back in Python): the record
+                    # names the first signal, as read here in arrival order
+                    if _state.first is None:
+                        _state.first = arrived_first
                     hard_exit(b)
 
 
