@@ -151,8 +151,7 @@ async def _measure(
     m = Measurement(task, c, ctl, start_ns, slot)
     while True:
         try:
-            loop, args = m.next_call(op, loops.closed_async, loops.thinking_async, loops.open_async)
-            m.used = await loop(*args)
+            m.used = await m.pick(loops.closed_async, loops.thinking_async, loops.open_async)(op, m)
         except NotCounted as exc:
             m.skip(str(exc) or type(exc).__name__)
         except Exception as exc:

@@ -204,8 +204,7 @@ def _measure(
     m = Measurement(task, c, ctl, start_ns, slot)
     while True:
         try:
-            loop, args = m.next_call(op, loops.closed, loops.thinking, loops.open_)
-            m.used = loop(*args)
+            m.used = m.pick(loops.closed, loops.thinking, loops.open_)(op, m)
         except NotCounted as exc:  # nothing to do yet (e.g. a read before any write)
             m.skip(str(exc) or type(exc).__name__)
         except Exception as exc:  # one op failed: mark it, count it, go on
