@@ -19,6 +19,7 @@ from storebench.data.batch import Schema
 from storebench.driver import FnOp, Interrupted, Task
 from storebench.driver import executors as ex
 from storebench.driver.aio import AsyncExecutor
+from storebench.driver.processes import ProcessExecutor
 from storebench.errors import Terminated
 from storebench.run.progress import NoProgress
 from storebench.stores.base import StoreSpec
@@ -97,7 +98,7 @@ class AsyncWorkers(AsyncExecutor):
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 @pytest.mark.parametrize(
     "executor",
-    [ex.ThreadExecutor, ex.ProcessExecutor, AsyncExecutor, AsyncWorkers],
+    [ex.ThreadExecutor, ProcessExecutor, AsyncExecutor, AsyncWorkers],
     ids=["threads", "processes", "async", "async-workers"],
 )
 def test_a_signal_while_clients_start_stops_the_task_without_waiting_for_the_rest(

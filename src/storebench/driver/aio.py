@@ -236,7 +236,7 @@ def _worker(
 ) -> None:
     """A worker process: its share of the clients on one loop, on its own
     store opened from the spec. Signals as for a process client
-    (``executors._process_client``): the parent decides when to stop."""
+    (``processes._pool_worker``): the parent decides when to stop."""
     for s in interrupts.SIGNALS:
         signal.signal(s, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, interrupts.SIGNALS)

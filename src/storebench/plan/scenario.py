@@ -32,7 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from storebench.driver.executors import choose_executor, executor_class
+from storebench.driver.choice import choose_executor, executor_class
 from storebench.errors import UserError
 from storebench.stores.base import Store, StoreSpec, engine_names, store_class
 from storebench.stores.config import SpecError, StoreOptions
