@@ -194,14 +194,16 @@ def test_a_second_signal_exits_at_once_after_the_last_resort_functions(tmp_path,
 
 BACK_TO_BACK = textwrap.dedent(
     """
-    import sys, time
+    import sys, threading, time
     sys.path[:0] = {path!r}
     from storebench.common import interrupts
     def note():
         open({marker!r}, "w").write(str(interrupts.first_signal()))
     with interrupts.handled(), interrupts.at_hard_exit(note):
-        with interrupts.blocked():  # the handler cannot run: a call that does not return
-            print("waiting", flush=True)
+        # the handler cannot run while the main thread is in a call that does
+        # not return (and signals go to the watcher): said once it is there
+        with interrupts.blocked():
+            threading.Timer(0.5, lambda: print("waiting", flush=True)).start()
             time.sleep(60)
     """
 )
