@@ -313,6 +313,19 @@ def die_with_parent() -> None:
         pass
 
 
+def client_process(parent: int) -> bool:
+    """At the start of a client process its parent started with both signals
+    blocked (``blocked()``, so none came before): the parent decides when to
+    stop, so both are ignored here, and the process dies with the parent,
+    even a parent ended by SIGKILL or a second signal. False: the parent
+    died before that took effect (the process should end)."""
+    for s in SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+    die_with_parent()
+    return os.getppid() == parent
+
+
 def first_signal() -> str | None:
     """The name of the first signal received while ``handled()`` is active."""
     return signal.Signals(_state.first).name if _state.first is not None else None

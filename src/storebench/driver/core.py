@@ -186,6 +186,12 @@ class Controls:
     progress: Any  # progress[c] = index of client c's op in flight
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def shared(cls, stop: Any, prog: Any) -> Controls:
+        """Over a shared byte (``RawArray("b", 1)``) and int64 slots
+        (``RawArray("q", n)``) that another process writes too."""
+        return cls(memoryview(stop).cast("B"), memoryview(prog).cast("B").cast("q"))
+
 
 def _measure(
     task: Task,

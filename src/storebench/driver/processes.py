@@ -8,7 +8,6 @@ import contextlib
 import multiprocessing as mp
 import os
 import queue as queue_mod
-import signal
 import threading
 import time
 import weakref
@@ -40,16 +39,9 @@ def _pool_worker(spec: Any, inbox: Any, out: Any, stop: Any, prog: Any, parent: 
     is seen. Its stop flag and progress slot are its own (the parent sets
     them), its start is the parent's (``_Pool``: "ready" out, "go" or
     "abort" in)."""
-    # The parent decides when to stop (it started this process with both
-    # signals blocked, so none came before these lines); the process dies
-    # with the parent, even a parent ended by SIGKILL or a second signal.
-    for s in interrupts.SIGNALS:
-        signal.signal(s, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, interrupts.SIGNALS)
-    interrupts.die_with_parent()
-    if os.getppid() != parent:  # it died before that took effect
+    if not interrupts.client_process(parent):
         return
-    ctl = Controls(memoryview(stop).cast("B"), memoryview(prog).cast("B").cast("q"))
+    ctl = Controls.shared(stop, prog)
     store = None
     try:
         while True:
