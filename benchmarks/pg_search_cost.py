@@ -52,8 +52,8 @@ from rich.table import Table
 from storebench.data.batch import DocBatch
 from storebench.data.shared import Shared
 from storebench.driver import Driver, Task
+from storebench.driver.choice import choose_executor
 from storebench.driver.core import cpu_count
-from storebench.driver.executors import choose_executor
 from storebench.stores.base import StoreSpec
 from storebench.stores.params import HnswIndex, HnswSearch
 from storebench.workloads.vector.ops import SearchFactory

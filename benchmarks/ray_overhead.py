@@ -23,8 +23,8 @@ from rich.table import Table
 
 from storebench.data.batch import DocBatch
 from storebench.driver import Driver, FnOp, Task
+from storebench.driver.choice import executors_released, setup_executor
 from storebench.driver.core import cpu_count
-from storebench.driver.executors import executors_released, setup_executor
 from storebench.stores.base import StoreSpec
 from storebench.stores.opening import open_store
 

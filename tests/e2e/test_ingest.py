@@ -135,7 +135,7 @@ def test_the_shared_executor_rule():
     AUTO_PROCESSES); else the run's executor, else the store's client_mode.
     The plan, the runner, the driver and the records decide alike."""
     from storebench.driver import FnOp, Task
-    from storebench.driver.executors import choose_executor
+    from storebench.driver.choice import choose_executor
     from storebench.workloads import ingest
 
     procs, mem = StoreSpec("null").open(), StoreSpec("memory").open()

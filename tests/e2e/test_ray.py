@@ -25,7 +25,8 @@ import storebench  # noqa: E402
 from storebench.data.batch import Schema  # noqa: E402
 from storebench.driver import Driver, FnOp, Task  # noqa: E402
 from storebench.driver.core import merge  # noqa: E402
-from storebench.driver.ray_executor import RayExecutor, loopback_only  # noqa: E402
+from storebench.driver.ray_cluster import loopback_only  # noqa: E402
+from storebench.driver.ray_executor import RayExecutor  # noqa: E402
 from storebench.errors import TaskFailed  # noqa: E402
 from storebench.measure.metrics import Histogram  # noqa: E402
 from storebench.run.progress import NoProgress  # noqa: E402

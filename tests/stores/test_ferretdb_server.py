@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(S.skipped("ferretdb"), reason="STOREBENCH_SKIP_E
 
 def test_the_server_binary_is_built():
     # set-up builds it (python -m storebench.servers.ferretdb --install)
-    assert F.installed() and F.binary().is_file()
+    assert F.BUILT.installed() and F.BUILT.binary.is_file()
 
 
 def test_ferretdb_serves_pymongo_on_loopback_only_and_stops_clean():

@@ -33,7 +33,7 @@ def connect(url: str):  # type: ignore[no-untyped-def]
 
 def test_the_server_binary_is_built():
     # set-up builds it (python -m storebench.servers.weaviate --install)
-    assert W.installed() and W.binary().is_file()
+    assert W.BUILT.installed() and W.BUILT.binary.is_file()
 
 
 def test_weaviate_serves_the_official_client_on_loopback_only_and_stops_clean():

@@ -16,7 +16,7 @@ from storebench.common import interrupts
 from storebench.data.batch import Schema
 from storebench.driver import Driver, FnOp, Interrupted, Op, Task, loops
 from storebench.driver.aio import AsyncExecutor, loop_name, workers_for
-from storebench.driver.executors import choose_executor
+from storebench.driver.choice import choose_executor
 from storebench.errors import NotCounted, NotSupported, TaskFailed
 from storebench.run.progress import NoProgress
 from storebench.stores.base import StoreSpec

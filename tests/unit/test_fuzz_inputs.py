@@ -33,14 +33,8 @@ from hypothesis.errors import InvalidArgument
 
 import storebench
 from storebench.errors import UserError
-from storebench.plan.scenario import (
-    BUILTIN_PACKAGE,
-    DriverConfig,
-    Scenario,
-    ScenarioFile,
-    StoreEntry,
-    builtin_names,
-)
+from storebench.plan.loading import BUILTIN_PACKAGE, builtin_names
+from storebench.plan.scenario import DriverConfig, Scenario, ScenarioFile, StoreEntry
 from storebench.stores.base import engine_names
 from storebench.workloads.base import workload_class, workload_names
 

@@ -19,6 +19,7 @@ from storebench.data.batch import Schema
 from storebench.driver import FnOp, Interrupted, Task
 from storebench.driver import executors as ex
 from storebench.driver.aio import AsyncExecutor
+from storebench.driver.processes import ProcessExecutor
 from storebench.errors import Terminated
 from storebench.run.progress import NoProgress
 from storebench.stores.base import StoreSpec
@@ -97,7 +98,7 @@ class AsyncWorkers(AsyncExecutor):
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 @pytest.mark.parametrize(
     "executor",
-    [ex.ThreadExecutor, ex.ProcessExecutor, AsyncExecutor, AsyncWorkers],
+    [ex.ThreadExecutor, ProcessExecutor, AsyncExecutor, AsyncWorkers],
     ids=["threads", "processes", "async", "async-workers"],
 )
 def test_a_signal_while_clients_start_stops_the_task_without_waiting_for_the_rest(
@@ -189,6 +190,40 @@ def test_a_second_signal_exits_at_once_after_the_last_resort_functions(tmp_path,
     assert p.returncode == 128 + sig, err
     assert f"{sig.name} again: exiting at once" in err
     assert marker.read_text() == "x"
+
+
+BACK_TO_BACK = textwrap.dedent(
+    """
+    import sys, threading, time
+    sys.path[:0] = {path!r}
+    from storebench.common import interrupts
+    def note():
+        open({marker!r}, "w").write(str(interrupts.first_signal()))
+    with interrupts.handled(), interrupts.at_hard_exit(note):
+        # the handler cannot run while the main thread is in a call that does
+        # not return (and signals go to the watcher): said once it is there
+        with interrupts.blocked():
+            threading.Timer(0.5, lambda: print("waiting", flush=True)).start()
+            time.sleep(60)
+    """
+)
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_two_signals_back_to_back_name_the_signal_received(tmp_path, sig):
+    # both reach the watcher while the main thread's handler cannot run
+    marker = tmp_path / "first"
+    code = BACK_TO_BACK.format(path=sys.path, marker=str(marker))
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert p.stdout.readline().strip() == "waiting"
+    p.send_signal(sig)
+    time.sleep(0.5)  # two pending at once would be one: the kernel does not queue them
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 128 + sig, err
+    assert marker.read_text() == sig.name
 
 
 LOST = textwrap.dedent(

@@ -5,7 +5,8 @@ plug-ins here are real entry points of a distribution put on sys.path."""
 
 import pytest
 
-from storebench.driver.executors import ThreadExecutor, executor_class, executor_names
+from storebench.driver.choice import executor_class, executor_names
+from storebench.driver.executors import ThreadExecutor
 from storebench.errors import UserError
 from storebench.stores.base import engine_names, store_class
 from storebench.workloads.base import workload_class, workload_names

@@ -13,8 +13,8 @@ import click
 
 from storebench.common import interrupts, redaction
 from storebench.errors import StorebenchError, UserError
-from storebench.results.records import RunRecord
 from storebench.results.files import storebench_version
+from storebench.results.records import RunRecord
 
 
 class Group(click.Group):
@@ -152,10 +152,10 @@ def run(
 ) -> None:
     """Run SCENARIO (a built-in name or a YAML file) and print its tables:
     a line per run as it ends (a table each with -v), the study's tables last."""
-    from storebench.run.progress import make_progress
-    from storebench.report.terminal import make_console, print_records, run_summary
-    from storebench.run.runner import run_scenario
     from storebench.plan.scenario import Scenario
+    from storebench.report.terminal import make_console, print_records, run_summary
+    from storebench.run.progress import make_progress
+    from storebench.run.runner import run_scenario
     from storebench.stores.config import one_line
 
     redaction.remember(*(s.partition("=")[2] for s in stores))  # before any message
@@ -237,7 +237,7 @@ def run(
 @click.argument("path", required=False, type=click.Path(dir_okay=False))
 def init(scenario: str, path: str | None) -> None:
     """Write built-in SCENARIO's file to PATH (default SCENARIO.yaml) to edit."""
-    from storebench.plan.scenario import resolve
+    from storebench.plan.loading import resolve
 
     source = resolve(scenario)
     target = Path(path or f"{scenario}.yaml")
@@ -276,7 +276,7 @@ def list_(what: str, as_json: bool) -> None:
     elif what == "scenarios":
         import yaml
 
-        from storebench.plan.scenario import builtin_names, resolve
+        from storebench.plan.loading import builtin_names, resolve
 
         # the files as written: listing needs no store's library (a run checks them)
         columns = ["scenario", "workload", "description"]
@@ -312,7 +312,6 @@ def list_(what: str, as_json: bool) -> None:
 def show(paths: tuple[str, ...], last: int | None, over_time: bool, as_json: bool) -> None:
     """Print result records (files or directories of *.jsonl) as ``run``
     does: a line per run (a table each with -v), the study's tables last."""
-    from storebench.results import records as rec
     from storebench.report.terminal import (
         make_console,
         print_records,
@@ -321,6 +320,7 @@ def show(paths: tuple[str, ...], last: int | None, over_time: bool, as_json: boo
         tables_json,
         wants_study_tables,
     )
+    from storebench.results import records as rec
 
     records = rec.load(paths)
     if last is not None:

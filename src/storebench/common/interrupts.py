@@ -133,7 +133,7 @@ def _kill_descendants() -> None:
 
 
 def _watch(sock: socket.socket) -> None:
-    seen = tries = 0
+    seen = tries = arrived_first = 0
     while True:
         sock.settimeout(REDELIVER_S if seen == 1 and not _state.acked else None)
         try:
@@ -159,7 +159,14 @@ def _watch(sock: socket.socket) -> None:
                     _state.own -= 1
                     continue
                 seen += 1
-                if seen >= 2:
+                if seen == 1:
+                    arrived_first = b
+                else:
+                    # the main thread's handler may not have run yet (it runs
+                    # only when that thread is back in Python): the record
+                    # names the first signal, as read here in arrival order
+                    if _state.first is None:
+                        _state.first = arrived_first
                     hard_exit(b)
 
 
@@ -304,6 +311,19 @@ def die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         pass
+
+
+def client_process(parent: int) -> bool:
+    """At the start of a client process its parent started with both signals
+    blocked (``blocked()``, so none came before): the parent decides when to
+    stop, so both are ignored here, and the process dies with the parent,
+    even a parent ended by SIGKILL or a second signal. False: the parent
+    died before that took effect (the process should end)."""
+    for s in SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+    die_with_parent()
+    return os.getppid() == parent
 
 
 def first_signal() -> str | None:

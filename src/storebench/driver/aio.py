@@ -30,7 +30,6 @@ import asyncio
 import multiprocessing as mp
 import os
 import queue as queue_mod
-import signal
 import threading
 import time
 from array import array
@@ -151,8 +150,7 @@ async def _measure(
     m = Measurement(task, c, ctl, start_ns, slot)
     while True:
         try:
-            loop, args = m.next_call(op, loops.closed_async, loops.thinking_async, loops.open_async)
-            m.used = await loop(*args)
+            m.used = await m.pick(loops.closed_async, loops.thinking_async, loops.open_async)(op, m)
         except NotCounted as exc:
             m.skip(str(exc) or type(exc).__name__)
         except Exception as exc:
@@ -236,15 +234,11 @@ def _worker(
     parent: int,
 ) -> None:
     """A worker process: its share of the clients on one loop, on its own
-    store opened from the spec. Signals as for a process client
-    (``executors._process_client``): the parent decides when to stop."""
-    for s in interrupts.SIGNALS:
-        signal.signal(s, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, interrupts.SIGNALS)
-    interrupts.die_with_parent()
-    if os.getppid() != parent:
+    store opened from the spec (``interrupts.client_process``: the parent
+    decides when to stop)."""
+    if not interrupts.client_process(parent):
         return
-    ctl = Controls(memoryview(stop).cast("B"), memoryview(prog).cast("B").cast("q"))
+    ctl = Controls.shared(stop, prog)
     store: Store | None = None
     try:
         store = spec.open()
@@ -455,7 +449,7 @@ class AsyncExecutor(Executor):
                     for g, _t, _c in shares[k]:
                         results[g] = _not_started()
 
-        ctl = Controls(memoryview(stop).cast("B"), memoryview(prog).cast("B").cast("q"))
+        ctl = Controls.shared(stop, prog)
 
         def collect(timeout: float) -> None:
             try:

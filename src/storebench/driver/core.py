@@ -186,6 +186,12 @@ class Controls:
     progress: Any  # progress[c] = index of client c's op in flight
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def shared(cls, stop: Any, prog: Any) -> Controls:
+        """Over a shared byte (``RawArray("b", 1)``) and int64 slots
+        (``RawArray("q", n)``) that another process writes too."""
+        return cls(memoryview(stop).cast("B"), memoryview(prog).cast("B").cast("q"))
+
 
 def _measure(
     task: Task,
@@ -204,8 +210,7 @@ def _measure(
     m = Measurement(task, c, ctl, start_ns, slot)
     while True:
         try:
-            loop, args = m.next_call(op, loops.closed, loops.thinking, loops.open_)
-            m.used = loop(*args)
+            m.used = m.pick(loops.closed, loops.thinking, loops.open_)(op, m)
         except NotCounted as exc:  # nothing to do yet (e.g. a read before any write)
             m.skip(str(exc) or type(exc).__name__)
         except Exception as exc:  # one op failed: mark it, count it, go on

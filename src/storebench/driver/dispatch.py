@@ -14,11 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from storebench.measure import noise
 from storebench.driver import loops
+from storebench.driver.choice import choose_executor, get_executor
 from storebench.driver.core import ClientResult, Interrupted, Task, merge, unix_time
-from storebench.driver.executors import ABORTED, Executor, choose_executor, get_executor
+from storebench.driver.executors import ABORTED, Executor
 from storebench.errors import TaskFailed
+from storebench.measure import noise
 from storebench.measure.metrics import DEFAULT_INTERVAL_S, TaskStats
 from storebench.measure.resources import ThreadPeak
 from storebench.stores.base import Collection, Store

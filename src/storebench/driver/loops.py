@@ -21,6 +21,10 @@ Rust (``driver/native.py``, ``native/fastclient``): closed and open as here,
 with the GIL released, writing into the same buffers and slots from the
 same clock (CLOCK_MONOTONIC); the store adapter only prepares its requests
 before the clock. It is a driver loop, not a store's timer.
+
+Each loop is called as ``loop(op, m)`` with the client's ``Measurement``
+(``driver/measure.py``), whose buffers and bounds it reads once per call
+(``_window``), never per operation.
 """
 
 from __future__ import annotations
@@ -40,24 +44,32 @@ def _slots(a: np.ndarray) -> memoryview:
     return memoryview(a).cast("B").cast("q")  # type: ignore[arg-type]
 
 
-def closed(
-    op: Callable[[int], Any],
-    first: int,
-    step: int,
-    lat: np.ndarray,
-    start: int,
-    deadline: int,
-    stop: Any,
-    prog: Any,
-    slot: int,
-    marks: list[tuple[int, int]],
-) -> int:
+def _window(m: Any) -> tuple[memoryview, int, int, int, int, int, Any, Any, int]:
+    """What every loop reads of client ``m`` for one call: its latency slots,
+    the slots to fill (from ``m.used`` to the end), the first op's index and
+    the step between ops (clients interleave), the deadline, stop flag and
+    progress slot."""
+    step, ctl = m.task.lanes, m.ctl
+    start = m.used
+    return (
+        _slots(m.lat),
+        start,
+        len(m.lat),
+        m.c + start * step,
+        step,
+        m.deadline,
+        ctl.stop,
+        ctl.progress,
+        m.slot,
+    )
+
+
+def closed(op: Callable[[int], Any], m: Any) -> int:
     """Back-to-back operations; returns the number of buffer slots used."""
-    buf = _slots(lat)
-    i = first + start * step
+    buf, start, end, i, step, deadline, stop, prog, slot = _window(m)
     t = clock()
-    marks.append((start, t))
-    for j in range(start, len(lat)):
+    m.marks.append((start, t))
+    for j in range(start, end):
         prog[slot] = j
         op(i)
         t1 = clock()
@@ -66,28 +78,15 @@ def closed(
         i += step
         if t1 >= deadline or stop[0]:
             return j + 1
-    return len(lat)
+    return end
 
 
-def thinking(
-    op: Callable[[int], Any],
-    first: int,
-    step: int,
-    lat: np.ndarray,
-    start: int,
-    deadline: int,
-    stop: Any,
-    prog: Any,
-    slot: int,
-    think_s: float,
-    ends: np.ndarray,
-) -> int:
-    """Closed loop with a pause after each operation (not part of latency)."""
-    buf = _slots(lat)
-    ebuf = _slots(ends)
-    sleep = time.sleep
-    i = first + start * step
-    for j in range(start, len(lat)):
+def thinking(op: Callable[[int], Any], m: Any) -> int:
+    """Closed loop with a pause of ``m.think`` s after each operation (not
+    part of latency); writes when each op ended into ``m.ends``."""
+    buf, start, end, i, step, deadline, stop, prog, slot = _window(m)
+    ebuf, think_s, sleep = _slots(m.ends), m.think, time.sleep
+    for j in range(start, end):
         prog[slot] = j
         t0 = clock()
         op(i)
@@ -98,7 +97,7 @@ def thinking(
         if t1 >= deadline or stop[0]:
             return j + 1
         sleep(think_s)
-    return len(lat)
+    return end
 
 
 def wait_until(t_ns: int) -> None:
@@ -111,29 +110,16 @@ def wait_until(t_ns: int) -> None:
             time.sleep((left - 150_000) / 1e9)
 
 
-def open_(
-    op: Callable[[int], Any],
-    first: int,
-    step: int,
-    lat: np.ndarray,
-    start: int,
-    deadline: int,
-    stop: Any,
-    prog: Any,
-    slot: int,
-    svc: np.ndarray,
-    origin: int,
-    interval: float,
-) -> int:
-    """Open loop: op j is due at origin + j*interval whatever happened before.
+def open_(op: Callable[[int], Any], m: Any) -> int:
+    """Open loop: op j is due at ``m.origin + j * m.interval`` whatever
+    happened before.
 
     Latency runs from the intended start, so time spent queued behind a slow
-    operation counts (coordinated omission corrected); ``svc`` keeps the
+    operation counts (coordinated omission corrected); ``m.svc`` keeps the
     service time from the actual start."""
-    buf = _slots(lat)
-    sbuf = _slots(svc)
-    i = first + start * step
-    for j in range(start, len(lat)):
+    buf, start, end, i, step, deadline, stop, prog, slot = _window(m)
+    sbuf, origin, interval = _slots(m.svc), m.origin, m.interval
+    for j in range(start, end):
         prog[slot] = j
         due = origin + int(j * interval)
         if clock() < due:
@@ -146,40 +132,30 @@ def open_(
         i += step
         if t1 >= deadline or stop[0]:
             return j + 1
-    return len(lat)
+    return end
 
 
 # --- the same loops for event-loop clients (``driver/aio.py``) -----------------
 # Each is its sync twin with ``await op(i)``: the same buffers, progress
 # slot, stop flag and return value, so ``closed_ends`` and ``open_ends``
 # hold for them too. Coroutines of one loop take turns, so a loop yields
-# where its twin sleeps (``asyncio.sleep``), never spins.
+# where its twin sleeps (``asyncio.sleep``), never spins. (The bodies stay
+# twins: sharing one would cost a call per operation.)
 
 SPIN_NS = 1_500_000  # the open loop's last stretch: yielding (loop timers have 1 ms steps)
 YIELD_EVERY = 16  # the closed loop lets the loop's other clients run this often
 
 
-async def closed_async(
-    op: Callable[[int], Awaitable[Any]],
-    first: int,
-    step: int,
-    lat: np.ndarray,
-    start: int,
-    deadline: int,
-    stop: Any,
-    prog: Any,
-    slot: int,
-    marks: list[tuple[int, int]],
-) -> int:
+async def closed_async(op: Callable[[int], Awaitable[Any]], m: Any) -> int:
     """``closed`` for a coroutine op. An op that never waits (a sync call
     run inline) would keep the loop from its other clients until this one
     ends: every ``YIELD_EVERY`` ops the loop gets a turn, outside the
     timing (the clock restarts after it, a new entry in ``marks``)."""
-    buf = _slots(lat)
-    i = first + start * step
+    buf, start, end, i, step, deadline, stop, prog, slot = _window(m)
+    marks = m.marks
     t = clock()
     marks.append((start, t))
-    for j in range(start, len(lat)):
+    for j in range(start, end):
         prog[slot] = j
         await op(i)
         t1 = clock()
@@ -192,28 +168,14 @@ async def closed_async(
             await asyncio.sleep(0)
             t = clock()
             marks.append((j + 1, t))
-    return len(lat)
+    return end
 
 
-async def thinking_async(
-    op: Callable[[int], Awaitable[Any]],
-    first: int,
-    step: int,
-    lat: np.ndarray,
-    start: int,
-    deadline: int,
-    stop: Any,
-    prog: Any,
-    slot: int,
-    think_s: float,
-    ends: np.ndarray,
-) -> int:
+async def thinking_async(op: Callable[[int], Awaitable[Any]], m: Any) -> int:
     """``thinking`` for a coroutine op: the pause lets the loop's other clients run."""
-    buf = _slots(lat)
-    ebuf = _slots(ends)
-    sleep = asyncio.sleep
-    i = first + start * step
-    for j in range(start, len(lat)):
+    buf, start, end, i, step, deadline, stop, prog, slot = _window(m)
+    ebuf, think_s, sleep = _slots(m.ends), m.think, asyncio.sleep
+    for j in range(start, end):
         prog[slot] = j
         t0 = clock()
         await op(i)
@@ -224,7 +186,7 @@ async def thinking_async(
         if t1 >= deadline or stop[0]:
             return j + 1
         await sleep(think_s)
-    return len(lat)
+    return end
 
 
 async def wait_until_async(t_ns: int) -> None:
@@ -237,26 +199,12 @@ async def wait_until_async(t_ns: int) -> None:
         await asyncio.sleep((left - SPIN_NS) / 1e9 if left > 2 * SPIN_NS else 0)
 
 
-async def open_async(
-    op: Callable[[int], Awaitable[Any]],
-    first: int,
-    step: int,
-    lat: np.ndarray,
-    start: int,
-    deadline: int,
-    stop: Any,
-    prog: Any,
-    slot: int,
-    svc: np.ndarray,
-    origin: int,
-    interval: float,
-) -> int:
+async def open_async(op: Callable[[int], Awaitable[Any]], m: Any) -> int:
     """``open_`` for a coroutine op: latency from the intended start (a
     turn given to the loop's other clients counts, as any queueing does)."""
-    buf = _slots(lat)
-    sbuf = _slots(svc)
-    i = first + start * step
-    for j in range(start, len(lat)):
+    buf, start, end, i, step, deadline, stop, prog, slot = _window(m)
+    sbuf, origin, interval = _slots(m.svc), m.origin, m.interval
+    for j in range(start, end):
         prog[slot] = j
         due = origin + int(j * interval)
         if clock() < due:
@@ -271,7 +219,7 @@ async def open_async(
             return j + 1
         if not (j + 1) % YIELD_EVERY:  # behind schedule it would not wait: the others' turn
             await asyncio.sleep(0)
-    return len(lat)
+    return end
 
 
 def closed_ends(lat: np.ndarray, marks: list[tuple[int, int]]) -> np.ndarray:

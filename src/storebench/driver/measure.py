@@ -9,9 +9,10 @@ uncounted operation leaves in them, when a client is done (its share of
 ``ops``, the deadline, the stop flag, the window's floor), and the results
 (``Outcome``) from which ``core`` builds the client's histograms and series.
 
-A loop is called with ``next_call`` and returns how many slots are used; an
-exception it raises is one operation's (``skip`` or ``fail`` marks it at the
-progress slot); ``more()`` says whether to call it again.
+The loop ``pick`` names is called as ``loop(op, m)`` and returns how many
+slots are used; an exception it raises is one operation's (``skip`` or
+``fail`` marks it at the progress slot); ``more()`` says whether to call it
+again.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 # task and ate its throughput, as its per-interval series showed.)
 DURATION_SLOTS = 1 << 27
 DURATION_CHUNK = 1 << 16  # where that much address space is refused
+Loop = Callable[[Any, "Measurement"], Any]
 FAILED = -1  # the latency slot of an op that failed
 SKIPPED = -2  # the latency slot of an op that found nothing to do
 
@@ -94,32 +96,12 @@ class Measurement:
         self.skipped: Counter[str] = Counter()
         self.used = 0
 
-    def next_call(
-        self,
-        op: Any,
-        closed: Callable[..., Any],
-        thinking: Callable[..., Any],
-        open_: Callable[..., Any],
-    ) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        """Which of the three loops runs this client (open at a rate, thinking
-        with a pause, else closed) and its arguments, from the next slot."""
-        t, ctl = self.task, self.ctl
-        head = (
-            op,
-            self.c,
-            t.lanes,
-            self.lat,
-            self.used,
-            self.deadline,
-            ctl.stop,
-            ctl.progress,
-            self.slot,
-        )
-        if t.rate is not None:
-            return open_, (*head, self.svc, self.origin, self.interval)
-        if self.think:
-            return thinking, (*head, self.think, self.ends)
-        return closed, (*head, self.marks)
+    def pick(self, closed: Loop, thinking: Loop, open_: Loop) -> Loop:
+        """Which of the three loops runs this client: open at a rate,
+        thinking with a pause, else closed (called as ``loop(op, self)``)."""
+        if self.task.rate is not None:
+            return open_
+        return thinking if self.think else closed
 
     def skip(self, why: str) -> None:
         """The op in flight found nothing to do (NotCounted): not a latency."""

@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from storebench.plan import memory
-
-from storebench.results import records
-from storebench.run.progress import Sweep, fmt_duration
-from storebench.results.records import RunRecord
 from storebench.plan.scenario import Run, Scenario
+from storebench.results import records
+from storebench.results.records import RunRecord
+from storebench.run.progress import Sweep, fmt_duration
 from storebench.stores.base import redact_url, store_class
 
 

@@ -5,9 +5,9 @@ parameters and an optional grid (each key a list; the plan is their cartesian
 product). ``--set key=value`` overrides any key (``params.`` may be left off
 for workload parameters); values are read as YAML scalars.
 
-One module (~650 lines) on purpose: the file's model, its loading and the
-plan it expands to report every error through the same key-to-line map and
-``--set`` names; split, each part would need the others' state.
+Reading the file and the command line's overrides, and where an error
+points (a line or a flag), is ``plan/loading.py``; here are the file's model,
+``Run`` and the plan it expands to.
 """
 
 from __future__ import annotations
@@ -18,11 +18,9 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -32,14 +30,14 @@ from pydantic import (
     model_validator,
 )
 
-from storebench.driver.executors import choose_executor, executor_class
+from storebench.driver.choice import choose_executor, executor_class
 from storebench.errors import UserError
-from storebench.stores.base import Store, StoreSpec, engine_names, store_class
+from storebench.plan import loading
+from storebench.stores.base import Store, StoreSpec, store_class
 from storebench.stores.config import SpecError, StoreOptions
 from storebench.stores.params import EngineParams, IndexParams, SearchParams
 from storebench.workloads.base import workload_class
 
-BUILTIN_PACKAGE = "storebench.scenarios"
 MAX_RUNS = 100_000  # a plan larger than this is a typo (repeats: 1000000), not a study
 
 
@@ -161,157 +159,6 @@ class Run:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-# --- YAML with line numbers ----------------------------------------------------
-
-
-def _line_map(
-    node: yaml.Node, path: tuple[Any, ...] = (), out: dict[tuple[Any, ...], int] | None = None
-) -> dict[tuple[Any, ...], int]:
-    out = {} if out is None else out
-    out[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            key = k.value
-            out[(*path, key)] = k.start_mark.line + 1
-            _line_map(v, (*path, key), out)
-            out[(*path, key)] = k.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for i, v in enumerate(node.value):
-            _line_map(v, (*path, i), out)
-    return out
-
-
-def _line_for(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int | None:
-    for end in range(len(loc), -1, -1):
-        if loc[:end] in lines:
-            return lines[loc[:end]]
-    return None
-
-
-def _first_error(exc: ValidationError) -> tuple[tuple[Any, ...], str]:
-    err = exc.errors()[0]
-    loc = tuple(err["loc"])
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        msg = "unknown key"
-    elif "input" in err and not isinstance(err["input"], dict | list):
-        msg = f"{msg} (got {err['input']!r})"
-    return loc, msg
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    if isinstance(exc, yaml.reader.ReaderError):  # its str() spans two lines
-        char = exc.character
-        return f"character {f'#x{char:04x}' if isinstance(char, int) else repr(char)} not allowed"
-    return str(getattr(exc, "problem", None) or exc)
-
-
-def _yaml_where(path: Path, text: str, exc: yaml.YAMLError) -> str:
-    if isinstance(exc, yaml.reader.ReaderError):
-        return f"{path}:{text.count(chr(10), 0, exc.position) + 1}"
-    mark = getattr(exc, "problem_mark", None)
-    return f"{path}:{mark.line + 1}" if mark else str(path)
-
-
-def _dotted(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc)
-
-
-# --- loading ---------------------------------------------------------------------
-
-
-def builtin_names() -> list[str]:
-    return sorted(
-        p.name[:-5] for p in resources.files(BUILTIN_PACKAGE).iterdir() if p.name.endswith(".yaml")
-    )
-
-
-def resolve(name_or_path: str) -> Path:
-    p = Path(name_or_path)
-    try:
-        if p.suffix in (".yaml", ".yml") or p.exists():
-            if not p.is_file():
-                raise UserError("scenario file not found", where=str(p))
-            return p
-    except OSError as exc:  # a name the system refuses: too long, ...
-        raise UserError(f"not a usable path ({exc.strerror})", where=str(p)) from None
-    if name_or_path in builtin_names():
-        return Path(str(resources.files(BUILTIN_PACKAGE) / f"{name_or_path}.yaml"))
-    raise UserError(
-        f"unknown scenario {name_or_path!r} (built-in: {', '.join(builtin_names())}; or give a .yaml path)",
-        where="scenario",
-    )
-
-
-def parse_set(items: list[str]) -> list[tuple[list[str], Any]]:
-    out = []
-    for item in items:
-        if "=" not in item:
-            raise UserError(f"expected key=value, got {item!r}", where="--set")
-        key, raw = item.split("=", 1)
-        try:
-            value = yaml.safe_load(raw) if raw else ""
-        except (yaml.YAMLError, RecursionError, ValueError) as exc:
-            raise UserError(f"cannot read value {raw!r}", where=f"--set {key}") from exc
-        out.append((key.strip().split("."), value))
-    return out
-
-
-def parse_stores(texts: list[str]) -> list[dict[str, Any]]:
-    """``--store`` values: ``ENGINE``, ``ENGINE=URL``, or ``A,B,C``."""
-    out: list[dict[str, Any]] = []
-    for text in texts:
-        engine, _, url = text.partition("=")
-        if url:
-            out.append({"engine": engine.strip(), "url": url})
-        else:
-            out += [{"engine": e.strip(), "url": None} for e in engine.split(",") if e.strip()]
-    return out
-
-
-def set_store_options(raw: dict[str, Any], items: list[str]) -> dict[str, str]:
-    """``ENGINE.KEY[.SUB]=VALUE`` texts (values read as YAML) into the
-    options of each of ``raw``'s stores of that engine (``KEY=VALUE`` when
-    there is one engine); returns where each came from, for messages. The
-    store checks them with the plan."""
-    stores = raw.get("stores")
-    if not isinstance(stores, list):
-        raise UserError("the scenario names no stores to set options of", where="--store-option")
-    stores[:] = [{"engine": s} if isinstance(s, str) else s for s in stores]
-    engines = [s.get("engine") for s in stores if isinstance(s, dict)]
-    flags: dict[str, str] = {}
-    for keys, value in parse_set(items):
-        if keys[0] in engines and len(keys) > 1:
-            engine, path = keys[0], keys[1:]
-        elif keys[0] in engine_names() and len(keys) > 1:
-            raise UserError(
-                f"{'.'.join(keys)}: no {keys[0]} store in this run "
-                f"(stores: {', '.join(map(str, engines))})",
-                where="--store-option",
-            )
-        elif len(set(engines)) == 1:
-            engine, path = engines[0], keys
-        else:
-            raise UserError(
-                f"{'.'.join(keys)}: start with the store's engine "
-                f"({' or '.join(sorted(set(map(str, engines))))}), e.g. ENGINE.KEY=VALUE",
-                where="--store-option",
-            )
-        for i, entry in enumerate(stores):
-            if not isinstance(entry, dict) or entry.get("engine") != engine:
-                continue
-            target = entry.setdefault("options", {})
-            for k in path[:-1]:
-                if not isinstance(target, dict):
-                    break
-                target = target.setdefault(k, {})
-            if not isinstance(target, dict):
-                raise UserError(f"{'.'.join(keys)}: not a mapping", where="--store-option")
-            target[path[-1]] = value
-            flags[f"stores.{i}.options.{path[0]}"] = f"--store-option {engine}.{path[0]}"
-    return flags
-
-
 class Scenario:
     def __init__(
         self,
@@ -342,76 +189,14 @@ class Scenario:
         (from Python: not parsed again); ``store_options`` are
         ``ENGINE.KEY[.SUB]=VALUE`` texts (``--store-option``), set in the
         options of every store of that engine."""
-        path = resolve(name_or_path)
-        try:
-            text = path.read_text(encoding="utf-8")
-            node = yaml.compose(text)
-            raw = yaml.safe_load(text)
-        except OSError as exc:
-            raise UserError(f"cannot read: {exc.strerror}", where=str(path)) from exc
-        except UnicodeDecodeError as exc:
-            raise UserError(f"not UTF-8 text (byte {exc.start})", where=str(path)) from exc
-        except yaml.YAMLError as exc:
-            raise UserError(
-                f"not valid YAML: {_yaml_problem(exc)}", where=_yaml_where(path, text, exc)
-            ) from exc
-        except RecursionError:
-            raise UserError("not valid YAML: nested too deeply", where=str(path)) from None
-        except ValueError as exc:  # an integer of more than 4300 digits
-            raise UserError(f"not valid YAML: {exc}".split(";")[0], where=str(path)) from None
-        if not isinstance(raw, dict):
-            raise UserError("a scenario must be a YAML mapping", where=str(path))
-        lines = _line_map(node) if node is not None else {}
-        in_file = raw.get("params")
-        file_keys = frozenset(in_file if isinstance(in_file, dict) else ())
-        overrides: dict[str, str] = {}
-        top = set(ScenarioFile.model_fields)
-        for k in values or {}:
-            if not isinstance(k, str):
-                raise UserError(f"keys are dotted names (strings), got {k!r}", where="--set")
-        typed = [(k.strip().split("."), v) for k, v in (values or {}).items()]
-        for keys, value in [*parse_set(list(sets)), *typed]:
-            if keys[0] not in top:
-                keys = ["params", *keys]
-            if keys[0] == "grid" and len(keys) > 2:  # grid keys hold dots: grid.index.m
-                keys = ["grid", ".".join(keys[1:])]
-            target = raw
-            for k in keys[:-1]:
-                nxt = target.setdefault(k, {})
-                if not isinstance(nxt, dict):
-                    raise UserError(f"{'.'.join(keys)}: {k} is not a mapping", where="--set")
-                target = nxt
-            target[keys[-1]] = value
-            overrides[".".join(keys)] = f"--set {'.'.join(keys)}"
-            if keys[0] == "params" and len(keys) > 1 and isinstance(raw.get("grid"), dict):
-                # a value set for a gridded parameter replaces its grid axis
-                for gk in (keys[1], ".".join(keys)):
-                    raw["grid"].pop(gk, None)
-        if stores:
-            raw["stores"] = parse_stores(list(stores))
-            overrides["stores"] = "--store"
-        if store_options:
-            # before "--store": an option's error names its own flag
-            overrides = set_store_options(raw, list(store_options)) | overrides
+        path, raw, lines, overrides, file_keys = loading.read(
+            name_or_path, sets, stores, values, store_options, set(ScenarioFile.model_fields)
+        )
         scenario = cls(
             path, cls._validate(path, raw, lines, overrides), lines, overrides, file_keys
         )
         scenario.plan()  # checks workload params, stores and grid before anything runs
         return scenario
-
-    @staticmethod
-    def _where(
-        path: Path,
-        lines: dict[tuple[Any, ...], int],
-        overrides: dict[str, str],
-        loc: tuple[Any, ...],
-    ) -> str:
-        dotted = _dotted(loc)
-        for key, flag in overrides.items():
-            if dotted == key or dotted.startswith(key + "."):
-                return flag
-        line = _line_for(lines, loc)
-        return f"{path}:{line}" if line else str(path)
 
     @classmethod
     def _validate(
@@ -424,17 +209,10 @@ class Scenario:
         try:
             return ScenarioFile.model_validate(raw)
         except ValidationError as exc:
-            loc, msg = _first_error(exc)
-            where = cls._where(path, lines, overrides, loc)
-            raise UserError(
-                msg if where.startswith("--") or not loc else f"{_dotted(loc)}: {msg}",
-                where=where,
-            ) from exc
+            raise loading.error(path, lines, overrides, *loading.first_error(exc)) from exc
 
     def error(self, loc: tuple[Any, ...], msg: str) -> UserError:
-        where = self._where(self.source, self.lines, self.overrides, loc)
-        # a --set flag already names the key
-        return UserError(msg if where.startswith("--") else f"{_dotted(loc)}: {msg}", where=where)
+        return loading.error(self.source, self.lines, self.overrides, loc, msg)
 
     def stated(self, grid_keys: list[str]) -> frozenset[str]:
         """The workload parameters given for this run (``Workload.resolve``):
@@ -564,7 +342,7 @@ class Scenario:
             try:
                 model = wl.Params.model_validate(params)
             except ValidationError as exc:
-                loc, msg = _first_error(exc)
+                loc, msg = loading.first_error(exc)
                 raise self.error(("params", *loc), msg) from exc
             try:
                 model = wl.resolve(model, stated)

@@ -27,25 +27,19 @@ from pathlib import Path
 from typing import Any
 
 from storebench.common import interrupts
-
-from storebench.plan import memory, outputs
-
-from storebench.measure import noise
-
-from storebench.results import records, files as results
-from storebench.driver import Driver, Interrupted
-from storebench.driver.executors import (
-    Executor,
-    choose_executor,
-    executors_released,
-    setup_executor,
-)
-from storebench.errors import StorebenchError, signal_name
-from storebench.measure.metrics import DEFAULT_INTERVAL_S
-from storebench.run.progress import NoProgress
-from storebench.results.records import RECORD_VERSION, RunRecord, StoreInfo
 from storebench.common.redaction import redact_obj
+from storebench.driver import Driver, Interrupted
+from storebench.driver.choice import choose_executor, executors_released, setup_executor
+from storebench.driver.executors import Executor
+from storebench.errors import StorebenchError, signal_name
+from storebench.measure import noise
+from storebench.measure.metrics import DEFAULT_INTERVAL_S
+from storebench.plan import memory, outputs
 from storebench.plan.scenario import Run, Scenario
+from storebench.results import files as results
+from storebench.results import records
+from storebench.results.records import RECORD_VERSION, RunRecord, StoreInfo
+from storebench.run.progress import NoProgress
 from storebench.stores.base import Collection, StoreSpec
 from storebench.stores.opening import OpenStore, open_store
 from storebench.workloads.base import RunContext, workload_class

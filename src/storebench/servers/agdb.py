@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any, ClassVar, TypedDict
 from urllib.parse import quote, urlsplit
 
-from storebench.errors import StorebenchError, UserError
 from storebench.common.retry import NETWORK, cause, run_retrying
+from storebench.errors import StorebenchError, UserError
 from storebench.servers.base import Server, ServerError
 from storebench.servers.cache import install_main
 

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from storebench.common.retry import NETWORK, cause, run_retrying
@@ -52,7 +53,9 @@ def is_installed(home: Path) -> bool:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (made if missing) for the block: two
+    processes installing the same thing wait for each other."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
@@ -67,7 +70,7 @@ def install_once(home: Path, make: Callable[[Path], None], what: str) -> Path:
     is complete already; ``what`` goes in the marker (what was installed)."""
     if is_installed(home):
         return home
-    with _locked(home.parent / f".{home.name}.lock"):
+    with locked(home.parent / f".{home.name}.lock"):
         if is_installed(home):  # another process finished it meanwhile
             return home
         shutil.rmtree(home, ignore_errors=True)
@@ -79,6 +82,59 @@ def install_once(home: Path, make: Callable[[Path], None], what: str) -> Path:
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return home
+
+
+@dataclass(frozen=True)
+class Built:
+    """A server binary built once into ``engine_cache(engine) / version / bin``
+    by ``make(work)`` (``what``: the marker's line), with ``tool``;
+    ``python -m storebench.servers.<engine> --install`` builds it (``main``)."""
+
+    engine: str
+    name: str  # the binary's file name
+    version: str
+    what: str
+    make: Callable[[Path], None]
+    tool: str  # what building takes, for messages: "Go, about a minute"
+
+    @property
+    def home(self) -> Path:
+        return engine_cache(self.engine) / self.version
+
+    @property
+    def binary(self) -> Path:
+        return self.home / "bin" / self.name
+
+    def installed(self) -> bool:
+        return is_installed(self.home)
+
+    def install(self) -> Path:
+        """The built binary, building it now if missing."""
+        self.home.parent.mkdir(parents=True, exist_ok=True)
+        install_once(self.home, self.make, self.what)
+        return self.binary
+
+    def require(self) -> Path:
+        """The built binary; a ``ServerError`` saying how to build it if missing."""
+        if not self.installed():
+            raise ServerError(
+                f"{self.engine}: {self.name} {self.version} is not built (looked in {self.home}); "
+                f"build it once with `python -m storebench.servers.{self.engine} --install` "
+                f"({self.tool})"
+            )
+        return self.binary
+
+    def main(self, argv: list[str] | None = None) -> int:
+        def install_line() -> str:
+            was = self.installed()
+            return f"{self.engine}: {'found' if was else 'built'} {self.install()}"
+
+        return install_main(
+            f"storebench.servers.{self.engine}",
+            f"build {self.name} {self.version} into {self.home}",
+            install_line,
+            argv,
+        )
 
 
 # --- Go modules ------------------------------------------------------------------

@@ -16,8 +16,6 @@ as when storebench is root, and a server must read its own distribution.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import pwd
@@ -26,12 +24,13 @@ import stat
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from storebench.common.retry import cause, run_retrying
 from storebench.servers.base import ServerError
+from storebench.servers.cache import locked
 
 _MARKER = ".storebench-complete"
 
@@ -118,17 +117,6 @@ def java_home() -> str:
     return str(java.parent.parent)
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def maven_copy(art: MavenZip, dest: Path) -> Path:
     """Fetch one zip from Maven Central into ``dest`` (mvn verifies checksums)."""
     mvn = require_tool("mvn", f"fetching {art.coords}")
@@ -198,7 +186,7 @@ def ensure(dist: Distribution) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     if root.stat().st_uid == os.geteuid():
         os.chmod(root, 0o755)  # the server's user must reach the distribution
-    with _locked(root / f".{dist.name}.lock"):
+    with locked(root / f".{dist.name}.lock"):
         if (home / _MARKER).is_file():  # another process finished it meanwhile
             return home
         shutil.rmtree(home, ignore_errors=True)

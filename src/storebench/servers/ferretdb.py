@@ -25,13 +25,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from storebench.servers.base import Server, ServerError, port_open
-from storebench.servers.cache import (
-    engine_cache,
-    go_build_vendored,
-    install_main,
-    install_once,
-    is_installed,
-)
+from storebench.servers.cache import Built, go_build_vendored
 
 VERSION = "v1.24.2"
 MODULE = "github.com/FerretDB/FerretDB"
@@ -40,47 +34,18 @@ BINARY = "ferretdb"
 LOG_LEVELS = ("debug", "info", "warn", "error")
 
 
-def home(version: str = VERSION) -> Path:
-    return engine_cache("ferretdb") / version
+def _make(work: Path) -> None:
+    (work / "bin").mkdir()
+    go_build_vendored(
+        MODULE,
+        VERSION,
+        PACKAGE,
+        work / "bin" / BINARY,
+        {"build/version/version.txt": VERSION + "\n", "build/version/package.txt": "storebench\n"},
+    )
 
 
-def binary(version: str = VERSION) -> Path:
-    return home(version) / "bin" / BINARY
-
-
-def installed(version: str = VERSION) -> bool:
-    return is_installed(home(version))
-
-
-def install(version: str = VERSION) -> Path:
-    """The built server, building it now if missing."""
-
-    def make(work: Path) -> None:
-        (work / "bin").mkdir()
-        go_build_vendored(
-            MODULE,
-            version,
-            PACKAGE,
-            work / "bin" / BINARY,
-            {
-                "build/version/version.txt": version + "\n",
-                "build/version/package.txt": "storebench\n",
-            },
-        )
-
-    target = home(version)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    install_once(target, make, f"{PACKAGE}@{version}")
-    return binary(version)
-
-
-def require_binary(version: str = VERSION) -> Path:
-    if not installed(version):
-        raise ServerError(
-            f"ferretdb: {BINARY} {version} is not built (looked in {home(version)}); build it once "
-            "with `python -m storebench.servers.ferretdb --install` (Go, about a minute)"
-        )
-    return binary(version)
+BUILT = Built("ferretdb", BINARY, VERSION, f"{PACKAGE}@{VERSION}", _make, "Go, about a minute")
 
 
 class FerretDBServer(Server):
@@ -97,7 +62,7 @@ class FerretDBServer(Server):
             raise ServerError(
                 f"ferretdb: unknown log_level {log_level!r} (use {', '.join(LOG_LEVELS)})"
             )
-        self.binary = require_binary()  # before the directory exists: nothing to clean up
+        self.binary = BUILT.require()  # before the directory exists: nothing to clean up
         super().__init__(datadir, keep)
         self.log_level = log_level
 
@@ -152,19 +117,5 @@ class FerretDBServer(Server):
         return f"mongodb://127.0.0.1:{self.port}/"
 
 
-def _install_line() -> str:
-    was = installed()
-    return f"ferretdb: {'found' if was else 'built'} {install()}"
-
-
-def main(argv: list[str] | None = None) -> int:
-    return install_main(
-        "storebench.servers.ferretdb",
-        f"build {BINARY} {VERSION} with Go into {home()}",
-        _install_line,
-        argv,
-    )
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BUILT.main())

@@ -42,8 +42,8 @@ import sys
 from pathlib import Path
 from typing import ClassVar
 
-from storebench.errors import UserError
 from storebench.common.retry import cause, run_retrying
+from storebench.errors import UserError
 from storebench.servers.base import Server, ServerError, free_port
 from storebench.servers.cache import engine_cache, install_once, is_installed, log
 from storebench.servers.netns import isolated

@@ -29,17 +29,10 @@ import json
 import os
 import sys
 import urllib.request
-from pathlib import Path
 from typing import ClassVar
 
-from storebench.servers.base import Server, ServerError, free_port
-from storebench.servers.cache import (
-    engine_cache,
-    go_install,
-    install_main,
-    install_once,
-    is_installed,
-)
+from storebench.servers.base import Server, free_port
+from storebench.servers.cache import Built, go_install
 from storebench.servers.netns import isolated
 
 VERSION = "v1.35.2"
@@ -47,35 +40,14 @@ PACKAGE = "github.com/weaviate/weaviate/cmd/weaviate-server"
 BINARY = "weaviate-server"
 
 
-def home(version: str = VERSION) -> Path:
-    return engine_cache("weaviate") / version
-
-
-def binary(version: str = VERSION) -> Path:
-    return home(version) / "bin" / BINARY
-
-
-def installed(version: str = VERSION) -> bool:
-    return is_installed(home(version))
-
-
-def install(version: str = VERSION) -> Path:
-    """The built server, building it now (``go install``) if missing."""
-    target = home(version)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    install_once(
-        target, lambda work: go_install(PACKAGE, version, work / "bin"), f"{PACKAGE}@{version}"
-    )
-    return binary(version)
-
-
-def require_binary(version: str = VERSION) -> Path:
-    if not installed(version):
-        raise ServerError(
-            f"weaviate: {BINARY} {version} is not built (looked in {home(version)}); build it once "
-            "with `python -m storebench.servers.weaviate --install` (Go, about 3 minutes)"
-        )
-    return binary(version)
+BUILT = Built(
+    "weaviate",
+    BINARY,
+    VERSION,
+    f"{PACKAGE}@{VERSION}",
+    lambda work: go_install(PACKAGE, VERSION, work / "bin"),
+    "Go, about 3 minutes",
+)
 
 
 class WeaviateServer(Server):
@@ -88,7 +60,7 @@ class WeaviateServer(Server):
         keep: bool = False,
         log_level: str = "warning",
     ):
-        self.binary = require_binary()  # before the directory exists: nothing to clean up
+        self.binary = BUILT.require()  # before the directory exists: nothing to clean up
         super().__init__(datadir, keep)
         self.grpc_port = free_port()
         self.log_level = log_level
@@ -170,19 +142,5 @@ class WeaviateServer(Server):
         return f"http://127.0.0.1:{self.port}?grpc_port={self.grpc_port}"
 
 
-def _install_line() -> str:
-    was = installed()
-    return f"weaviate: {'found' if was else 'built'} {install()}"
-
-
-def main(argv: list[str] | None = None) -> int:
-    return install_main(
-        "storebench.servers.weaviate",
-        f"build {BINARY} {VERSION} with Go into {home()}",
-        _install_line,
-        argv,
-    )
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BUILT.main())

@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from pydantic import ConfigDict
 
+from storebench.common.plugins import Kind
 from storebench.data.batch import Schema
 from storebench.data.shared import Shared
 from storebench.driver import Driver, Interrupted, Task
-from storebench.driver.executors import choose_executor
+from storebench.driver.choice import choose_executor
 from storebench.errors import NotSupported
 from storebench.measure.metrics import TaskStats
-from storebench.common.plugins import Kind
-from storebench.results.records import SettingResult, TaskRecord
 from storebench.measure.resources import ResourceSampler
+from storebench.results.records import SettingResult, TaskRecord
 from storebench.stores.base import Capability, Collection, Store
 from storebench.stores.config import NoBoolNumbers
 from storebench.stores.params import IndexParams, SearchParams

@@ -13,7 +13,7 @@ known. Every task's arguments are prepared before timing starts.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import Field
@@ -24,21 +24,15 @@ from storebench.driver import FnOp, Op, Task
 from storebench.errors import NotSupported, TaskFailed, UserError
 from storebench.results.records import TaskRecord
 from storebench.stores.base import Capability, Collection
-from storebench.workloads.base import MemoryNeed, Params, RunContext, Workload
-from storebench.workloads.vector.data import TAG, VectorData, data_memory, resolve_dataset
+from storebench.workloads.base import MemoryNeed, RunContext
+from storebench.workloads.vector.data import TAG, VectorData, data_memory
 from storebench.workloads.vector.ops import InsertFactory, SearchFactory, apply_setting
-from storebench.workloads.vector.run import build_index
+from storebench.workloads.vector.params import DataParams
+from storebench.workloads.vector.run import VectorWorkload, build_index
 from storebench.workloads.vector.scoring import score
 
 
-class CrudParams(Params):
-    dataset: str | None = Field(
-        None, description="a dataset name or path (`storebench dataset list`); default synthetic"
-    )
-    n: int = Field(10_000, ge=1, description="documents created (with a dataset: at most its size)")
-    dim: int = Field(128, ge=1, description="embedding dimension")
-    metric: Literal["l2", "ip", "cosine"] = "l2"
-    data: Literal["clustered", "uniform"] = "clustered"
+class CrudParams(DataParams):
     batch_size: int = Field(1_000, ge=1, description="documents per insert call")
     ops: int = Field(1_000, ge=1, description="operations per task (read, update, ...)")
     warmup: int = Field(10, ge=0, description="untimed operations per client before each task")
@@ -47,7 +41,6 @@ class CrudParams(Params):
     tag_values: int | None = Field(
         None, ge=1, description="tags.i is uniform in [0, tag_values); default n"
     )
-    seed: int = 0
 
 
 # --- operation factories (module level: picklable for process clients) -------
@@ -90,14 +83,9 @@ class _PoolOp(FnOp):
 # --- the workload ------------------------------------------------------------
 
 
-class CrudWorkload(Workload):
+class CrudWorkload(VectorWorkload):
     name = "crud"
     Params = CrudParams
-    requires = frozenset({Capability.INSERT, Capability.SEARCH})
-
-    @classmethod
-    def resolve(cls, p: CrudParams, stated: frozenset[str]) -> CrudParams:
-        return resolve_dataset(p, stated)
 
     @classmethod
     def check(cls, p: CrudParams) -> None:

@@ -56,7 +56,7 @@ from pydantic import Field
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.driver import Op, Task, native
-from storebench.driver.executors import ExecutorChoice
+from storebench.driver.choice import ExecutorChoice
 from storebench.driver.native import ClientChoice
 from storebench.errors import NotSupported, TaskFailed
 from storebench.results.records import TaskRecord

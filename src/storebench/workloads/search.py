@@ -23,18 +23,15 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from storebench.stores.base import Capability
-from storebench.workloads.base import MemoryNeed, RunContext, Workload
+from storebench.workloads.base import RunContext
 from storebench.workloads.vector.accounting import index_metrics
-from storebench.workloads.vector.data import check_dataset, resolve_dataset
 from storebench.workloads.vector.params import (
     VectorParams,
     client_list,
-    search_memory,
     setting_label,
     task_name,
 )
-from storebench.workloads.vector.run import SearchRun
+from storebench.workloads.vector.run import SearchRun, VectorWorkload
 from storebench.workloads.vector.scoring import setting_metrics
 
 
@@ -50,22 +47,9 @@ class SearchParams(VectorParams):
         return max(self.clients)
 
 
-class SearchWorkload(Workload):
+class SearchWorkload(VectorWorkload):
     name = "search"
     Params = SearchParams
-    requires = frozenset({Capability.INSERT, Capability.SEARCH})
-
-    @classmethod
-    def resolve(cls, p: SearchParams, stated: frozenset[str]) -> SearchParams:
-        return resolve_dataset(p, stated)
-
-    @classmethod
-    def check(cls, p: SearchParams) -> None:
-        check_dataset(p)
-
-    @classmethod
-    def memory(cls, p: SearchParams) -> MemoryNeed:
-        return search_memory(p)
 
     def run(self, ctx: RunContext, p: SearchParams) -> None:
         r = SearchRun(ctx, p, "search")

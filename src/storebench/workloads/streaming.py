@@ -38,14 +38,13 @@ from storebench.data.batch import DocBatch
 from storebench.driver import Task
 from storebench.errors import UserError
 from storebench.results.records import TaskRecord
-from storebench.stores.base import Capability, Collection
+from storebench.stores.base import Collection
 from storebench.stores.params import SearchParams
-from storebench.workloads.base import MemoryNeed, RunContext, Workload
+from storebench.workloads.base import RunContext
 from storebench.workloads.vector.accounting import index_metrics
-from storebench.workloads.vector.data import check_dataset, resolve_dataset
 from storebench.workloads.vector.ops import InsertFactory, SearchFactory
-from storebench.workloads.vector.params import VectorParams, client_list, search_memory
-from storebench.workloads.vector.run import SearchRun
+from storebench.workloads.vector.params import VectorParams, client_list
+from storebench.workloads.vector.run import SearchRun, VectorWorkload
 
 SUSTAINED = 0.95  # achieved / target below this: the rate was not sustained
 
@@ -141,28 +140,19 @@ def _beside(search: TaskRecord, insert: TaskRecord | None) -> dict[str, Any]:
     return {"inserting_share": round(min(1.0, max(0.0, end - start) / insert.elapsed_s), 4)}
 
 
-class StreamingWorkload(Workload):
+class StreamingWorkload(VectorWorkload):
     name = "streaming"
     Params = StreamingParams
-    requires = frozenset({Capability.INSERT, Capability.SEARCH})
-
-    @classmethod
-    def resolve(cls, p: StreamingParams, stated: frozenset[str]) -> StreamingParams:
-        return resolve_dataset(p, stated)
 
     @classmethod
     def check(cls, p: StreamingParams) -> None:
-        check_dataset(p)
+        super().check(p)
         if p.stages[0] <= p.start_fraction:
             raise UserError(
                 f"the first stage ({p.stages[0]}) must be above start_fraction "
                 f"({p.start_fraction}): each stage writes documents",
                 where="stages",
             )
-
-    @classmethod
-    def memory(cls, p: StreamingParams) -> MemoryNeed:
-        return search_memory(p)
 
     def run(self, ctx: RunContext, p: StreamingParams) -> None:
         r = SearchRun(ctx, p, "streaming")

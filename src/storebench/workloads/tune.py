@@ -23,18 +23,16 @@ from pydantic import Field, field_validator
 from storebench.errors import UserError
 from storebench.stores.base import Capability
 from storebench.stores.params import SearchParams
-from storebench.workloads.base import MemoryNeed, RunContext, Workload
+from storebench.workloads.base import RunContext
 from storebench.workloads.vector.accounting import index_metrics
-from storebench.workloads.vector.data import check_dataset, resolve_dataset
 from storebench.workloads.vector.params import (
     VectorParams,
     client_list,
     powers_of_two,
-    search_memory,
     setting_label,
     task_name,
 )
-from storebench.workloads.vector.run import SearchRun
+from storebench.workloads.vector.run import SearchRun, VectorWorkload
 from storebench.workloads.vector.tuning import tune
 
 
@@ -105,22 +103,9 @@ def measure_curve(
     r.ctx.headline = task_name("search", label, f"c={max(clients)}")
 
 
-class TuneWorkload(Workload):
+class TuneWorkload(VectorWorkload):
     name = "tune"
     Params = TuneParams
-    requires = frozenset({Capability.INSERT, Capability.SEARCH})
-
-    @classmethod
-    def resolve(cls, p: TuneParams, stated: frozenset[str]) -> TuneParams:
-        return resolve_dataset(p, stated)
-
-    @classmethod
-    def check(cls, p: TuneParams) -> None:
-        check_dataset(p)
-
-    @classmethod
-    def memory(cls, p: TuneParams) -> MemoryNeed:
-        return search_memory(p)
 
     def run(self, ctx: RunContext, p: TuneParams) -> None:
         r = SearchRun(ctx, p, "tune")

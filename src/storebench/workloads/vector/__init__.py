@@ -10,7 +10,8 @@ one module per idea:
 - ``scoring``: recall and precision of what the clients found;
 - ``accounting``: client CPU, the engine's own time, index fields;
 - ``tuning``: the recall-target search over one parameter;
-- ``run``: ``SearchRun``, the phases of one search run built on the rest.
+- ``run``: ``SearchRun``, the phases of one search run built on the rest,
+  and ``VectorWorkload``, what the vector workloads declare alike.
 
 The cut follows what each piece depends on: ``scoring``, ``tuning`` and
 ``accounting`` need no store or data; ``ops`` needs the store interface

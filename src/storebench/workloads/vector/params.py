@@ -14,8 +14,9 @@ from storebench.workloads.base import MemoryNeed, Params
 from storebench.workloads.vector.data import TRUTH_K, data_memory
 
 
-class VectorParams(Params):
-    """Parameters every vector search workload has."""
+class DataParams(Params):
+    """Where a vector workload's documents come from (``vector/data.py``): a
+    dataset, else synthetic ones of this size, dimension and spread."""
 
     dataset: str | None = Field(
         None, description="a dataset name or path (`storebench dataset list`); default synthetic"
@@ -25,6 +26,11 @@ class VectorParams(Params):
     metric: Literal["l2", "ip", "cosine"] = "l2"
     data: Literal["clustered", "uniform"] = "clustered"
     seed: int = 0
+
+
+class VectorParams(DataParams):
+    """Parameters every vector search workload has."""
+
     queries: int = Field(1_000, ge=1, description="distinct query vectors (and truth rows)")
     k: int = Field(10, ge=1, description="neighbours per query")
     batch_size: int = Field(1_000, ge=1, description="documents per insert call")

@@ -17,12 +17,32 @@ from storebench.errors import NotSupported, TaskFailed, UserError
 from storebench.results.records import TaskRecord
 from storebench.stores.base import Capability, Collection
 from storebench.stores.params import SearchParams
-from storebench.workloads.base import RunContext
+from storebench.workloads.base import MemoryNeed, RunContext, Workload
 from storebench.workloads.vector.accounting import client_accounting, engine_delta, index_fields
-from storebench.workloads.vector.data import TRUTH_K, VectorData
+from storebench.workloads.vector.data import TRUTH_K, VectorData, check_dataset, resolve_dataset
 from storebench.workloads.vector.ops import InsertFactory, SearchFactory, apply_setting
-from storebench.workloads.vector.params import VectorParams, task_name
+from storebench.workloads.vector.params import VectorParams, search_memory, task_name
 from storebench.workloads.vector.scoring import DistancesOf, score, score_found
+
+
+class VectorWorkload(Workload):
+    """A workload on the vector data (search, tune, scale, streaming, crud):
+    it inserts and searches, its dataset's facts are the run's, and it holds
+    the data and an index in memory."""
+
+    requires = frozenset({Capability.INSERT, Capability.SEARCH})
+
+    @classmethod
+    def resolve(cls, p: Any, stated: frozenset[str]) -> Any:
+        return resolve_dataset(p, stated)
+
+    @classmethod
+    def check(cls, p: Any) -> None:
+        check_dataset(p)
+
+    @classmethod
+    def memory(cls, p: Any) -> MemoryNeed:
+        return search_memory(p)
 
 
 def build_index(
