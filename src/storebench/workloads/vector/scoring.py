@@ -100,7 +100,7 @@ def recall_curve(
         coll.build_index(store.Index(**HARDNESS_BUILD))
         curve = {}
         for ef in HARDNESS_EFS:
-            coll.set_search_params(store.Search(ef=ef))
+            coll.set_search_params(store.Search.model_validate({"ef": ef}))
             found = coll.search(queries, k).ids
             curve[ef] = round(float(recall_at_k(found, truth, k).mean()), 3)
         return curve
