@@ -44,10 +44,18 @@ def test_generators_are_deterministic_and_independent_of_chunking():
     q = synthetic.queries(50, 4, seed=3)
     np.testing.assert_array_equal(q, synthetic.queries(50, 4, seed=3))
     assert not np.isin(q, a).all(axis=1).any()  # new points, not copies of documents
-    # queries come from the documents' mixture: near some document, unlike another seed's
-    near = exact_knn(a, q, 1, "l2")[1][:, 0].mean()
-    far = exact_knn(a, synthetic.queries(50, 4, seed=99), 1, "l2")[1][:, 0].mean()
+    # clustered queries come from the documents' mixture: near some document,
+    # unlike another seed's
+    c = synthetic.vectors(70_000, 4, "clustered", seed=3)
+    near = exact_knn(c, synthetic.queries(50, 4, "clustered", seed=3), 1, "l2")[1][:, 0].mean()
+    far = exact_knn(c, synthetic.queries(50, 4, "clustered", seed=99), 1, "l2")[1][:, 0].mean()
     assert near < far
+
+    # embedding queries have the documents' shape (covariance), unlike another seed's
+    def off(qs):
+        return np.abs(np.cov(qs.T) - np.cov(a.T)).max()
+
+    assert off(synthetic.queries(5000, 4, seed=3)) < off(synthetic.queries(5000, 4, seed=99)) / 2
     np.testing.assert_array_equal(
         np.concatenate(list(synthetic.label_chunks(70_000, 0.1, seed=1))),
         synthetic.label_column(70_000, 0.1, seed=1),

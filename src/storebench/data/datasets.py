@@ -1,4 +1,4 @@
-"""Datasets in the data directory: import, make, fetch, load, ground truth.
+"""Datasets in the data directory: import, make, load, ground truth.
 
 The data directory is ``$STOREBENCH_DATA``, else ``$XDG_CACHE_HOME/storebench``,
 else ``~/.cache/storebench``. Each dataset is one directory of ``.npy``
@@ -19,10 +19,10 @@ A dataset is written into a hidden temporary directory and renamed into
 place only when complete, so a failed or interrupted import leaves nothing
 behind under its name.
 
-One module (~1050 lines) on purpose: import, make, fetch and load all
-write or read the one on-disk layout above (``Meta``, ``_Writer``, the
-truth cache), and that layout is easiest kept consistent in one place;
-fetch (``# --- registered sets``) is the cut if it grows.
+Import, make and load all write or read the one on-disk layout above
+(``Meta``, ``_Writer``, the truth cache), kept consistent in one place;
+fetching the registered sets (downloads, checksums, splits) is
+``data/fetch.py``, which imports through here.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ import logging
 import os
 import re
 import shutil
-import tarfile
 import tempfile
 import time
 import uuid
@@ -499,7 +498,7 @@ class _Writer:
         return Dataset(self.final)
 
 
-def _check_space(root: Path, need: int) -> None:
+def check_space(root: Path, need: int) -> None:
     root.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(root).free
     if need > free:
@@ -584,7 +583,7 @@ def import_source(
         skip = np.zeros(n_src, bool)
         skip[held] = True
     nq_src = 0 if src.queries is None else len(src.queries)
-    _check_space(root, (n_src + nq_src) * dim * 4 + n_src * 8)
+    check_space(root, (n_src + nq_src) * dim * 4 + n_src * 8)
     with _Writer(root, name, replace) as w:
         n = _copy_vectors(w, "vectors.npy", base, dim, skip, n_src, progress)
         nq = 0
@@ -711,7 +710,7 @@ def default_name(p: Path) -> str:
 class SyntheticSpec:
     n: int
     dim: int
-    kind: synthetic.Kind = "clustered"
+    kind: synthetic.Kind = "embedding"
     metric: Metric = "l2"
     nq: int = 1000
     seed: int = 0
@@ -737,14 +736,16 @@ def make_synthetic(
     if spec.n < 1 or spec.dim < 1 or spec.nq < 0:
         raise UserError("synthetic data needs n >= 1, dim >= 1 and queries >= 0", where="make")
     if spec.kind not in synthetic.KINDS:
-        raise UserError(f"unknown kind {spec.kind!r} (use clustered or uniform)", where="make")
+        raise UserError(
+            f"unknown kind {spec.kind!r} (use {', '.join(synthetic.KINDS)})", where="make"
+        )
     for s in spec.labels:
         if not 0.0 < s <= 1.0:
             raise UserError(f"label selectivity {s} is not in (0, 1]", where="make")
     root = root or data_dir()
     name = name or spec.default_name()
     per_row = spec.dim * 4 + 8 + 8 + len(spec.labels) * 40 + spec.strings * spec.string_size * 4
-    _check_space(root, spec.n * per_row + spec.nq * spec.dim * 4)
+    check_space(root, spec.n * per_row + spec.nq * spec.dim * 4)
     with _Writer(root, name, replace) as w:
         vec = w.array("vectors.npy", (spec.n, spec.dim), np.float32)
         pos = 0
@@ -809,152 +810,6 @@ def make_synthetic(
             source={"kind": "synthetic", "spec": asdict(spec)},
         )
         return w.commit(meta)
-
-
-# --- registered sets ---------------------------------------------------------------
-
-
-def _checksums_file(root: Path) -> Path:
-    return root / "checksums.json"
-
-
-def recorded_checksums(root: Path | None = None) -> dict[str, str]:
-    p = _checksums_file(root or data_dir())
-    try:
-        return dict(json.loads(p.read_text()))
-    except FileNotFoundError:
-        return {}
-    except ValueError as exc:
-        raise UserError(f"corrupt checksum record ({exc})", where=str(p)) from None
-
-
-def _record_checksum(root: Path, key: str, digest: str) -> None:
-    p = _checksums_file(root)
-    sums = recorded_checksums(root)
-    sums[key] = digest
-    tmp = p.with_name(f".{p.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(json.dumps(sums, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, p)
-
-
-def _mirrored(url: str, mirror: str | None) -> str:
-    if not mirror:
-        return url
-    from urllib.parse import urlsplit
-
-    return mirror.rstrip("/") + urlsplit(url).path
-
-
-def _safe_extract(archive: Path, into: Path) -> None:
-    try:
-        with tarfile.open(archive) as tf:
-            for m in tf.getmembers():
-                target = (into / m.name).resolve()
-                if not str(target).startswith(str(into.resolve())) or m.issym() or m.islnk():
-                    raise UserError(f"unsafe member {m.name!r} in archive", where=str(archive))
-            tf.extractall(into)  # noqa: S202 - members checked above
-    except tarfile.TarError as exc:
-        raise UserError(f"not a readable tar archive ({exc})", where=str(archive)) from None
-
-
-def fetch(
-    name: str,
-    *,
-    mirror: str | None = None,
-    progress: bool | None = None,
-    keep_download: bool = False,
-    replace: bool = False,
-    root: Path | None = None,
-) -> Dataset:
-    """Download a registered dataset (resuming, checked) and import it."""
-    entry = registry.get(name)
-    if entry is None:
-        raise UserError(
-            f"unknown dataset {name!r} (registered: {', '.join(registry.names())})",
-            where="dataset",
-        )
-    root = root or data_dir()
-    if (root / name).exists() and not replace:
-        return Dataset(root / name)
-    from storebench.data.download import download
-
-    mirror = mirror or os.environ.get("STOREBENCH_MIRROR")
-    dl_dir = root / "downloads"
-    _check_space(root, entry.approx_bytes + entry.stored_bytes)
-    sums = recorded_checksums(root)
-    got: dict[str, Path] = {}
-    for f in entry.files:
-        key = f.url if f.byte_limit is None else f"{f.url}#bytes=0-{f.byte_limit - 1}"
-        fname = f.filename if f.byte_limit is None else f"{f.filename}.first{f.byte_limit}"
-        dest = dl_dir / entry.name / fname
-        known = f.sha256 or sums.get(key)
-        if dest.exists():
-            got[f.role] = dest
-            continue
-        res = download(
-            _mirrored(f.url, mirror),
-            dest,
-            known,
-            size=f.size,
-            byte_limit=f.byte_limit,
-            progress=progress,
-            label=f"{entry.name}: {f.filename}",
-        )
-        if known is None:
-            _record_checksum(root, key, res.sha256)
-            log.info("recorded sha256 %s for %s", res.sha256, key)
-        got[f.role] = dest
-    tmpdir: Path | None = None
-    try:
-        if entry.format == "hdf5":
-            src = formats.open_source(got["archive"], metric=entry.metric)
-        elif entry.format == "compound-tgz":
-            tmpdir = Path(tempfile.mkdtemp(prefix=f".{name}.x.", dir=root))
-            _safe_extract(got["archive"], tmpdir)
-            found = [p.parent for p in tmpdir.rglob("vectors.npy")]
-            if not found:
-                raise UserError("no vectors.npy in the archive", where=str(got["archive"]))
-            src = formats.open_source(found[0], metric=entry.metric)
-        else:  # big-ann binaries
-            base = got["base"]
-            if entry.limit is not None:
-                _patch_bin_header(base, entry.limit, entry.dim)
-            src = formats.open_source(
-                base, queries=got.get("queries"), truth=got.get("truth"), metric=entry.metric
-            )
-        try:
-            if src.base.dim != entry.dim:
-                raise UserError(
-                    f"the file holds {src.base.dim}-d vectors; {name} is registered as {entry.dim}-d",
-                    where=src.base.where,
-                )
-            if len(src.base) != entry.n:
-                log.warning(
-                    "%s: %d base vectors, the registry says %d", name, len(src.base), entry.n
-                )
-            ds = import_source(
-                src,
-                name,
-                metric=entry.metric,
-                replace=replace,
-                source_info={"registry": name, "urls": [f.url for f in entry.files]},
-                root=root,
-            )
-        finally:
-            src.close()
-    finally:
-        if tmpdir is not None:
-            shutil.rmtree(tmpdir, ignore_errors=True)
-    if not keep_download:
-        shutil.rmtree(dl_dir / entry.name, ignore_errors=True)
-    return ds
-
-
-def _patch_bin_header(path: Path, n: int, dim: int) -> None:
-    """A prefix of a big-ann file keeps the full file's header: make it say
-    what the prefix holds (idempotent)."""
-    with open(path, "r+b") as f:
-        f.write(np.array([n, dim], "<i4").tobytes())
 
 
 # --- finding datasets --------------------------------------------------------------

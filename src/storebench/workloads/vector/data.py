@@ -1,5 +1,5 @@
 """The data of a vector run: documents, queries and exact ground truth,
-synthetic (clustered or uniform vectors, ``tags.i`` for crud, label columns
+synthetic (embedding-like, clustered or uniform vectors, ``tags.i`` for crud, label columns
 with chosen selectivities for filtered search) or a dataset's from the data
 directory; the memory they take; and a dataset's facts made the run's
 (``resolve_dataset``, ``check_dataset``). Ground truth is exact, per filter

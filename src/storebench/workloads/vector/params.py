@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from storebench.data import synthetic
 from storebench.driver.native import ClientChoice
 from storebench.stores.params import SearchParams
 from storebench.workloads.base import MemoryNeed, Params
@@ -24,7 +25,7 @@ class DataParams(Params):
     n: int = Field(10_000, ge=1, description="documents (with a dataset: at most its size)")
     dim: int = Field(128, ge=1, description="vector dimension (synthetic)")
     metric: Literal["l2", "ip", "cosine"] = "l2"
-    data: Literal["clustered", "uniform"] = "clustered"
+    data: synthetic.Kind = "embedding"
     seed: int = 0
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from storebench.data.batch import DocBatch, Metric, Schema
 from storebench.data.truth import GroundTruth, recall_at_k
 from storebench.results.records import TaskRecord
 
@@ -74,3 +75,34 @@ def setting_metrics(recs: Sequence[TaskRecord | None], k: int) -> dict[str, Any]
             if got[f"recall@{k}"] is not None:
                 return got
     return {}
+
+
+HARDNESS_BUILD = {"m": 16, "ef_construct": 128}  # the fixed build of docs/datasets.md
+HARDNESS_EFS = (16, 64, 256)
+
+
+def recall_curve(
+    data: np.ndarray, queries: np.ndarray, metric: Metric, engine: str = "hnswlib", k: int = 10
+) -> dict[int, float]:
+    """Mean recall@k per ef of one HNSW build of ``engine`` with
+    ``HARDNESS_BUILD``: the recall curve that tells how hard a set is."""
+    from storebench.stores.base import StoreSpec
+
+    queries = np.asarray(queries, np.float32)
+    truth = GroundTruth.compute(np.arange(len(data)), data, queries, k, metric)
+    store = StoreSpec(engine).open()
+    try:
+        schema = Schema(dim=int(data.shape[1]), metric=metric)
+        coll = store.create_collection("hardness", schema, store.Index(**HARDNESS_BUILD))
+        for start in range(0, len(data), 10_000):
+            rows = np.asarray(data[start : start + 10_000], np.float32)
+            coll.insert(DocBatch(np.arange(start, start + len(rows), dtype=np.int64), {}, rows))
+        coll.build_index(store.Index(**HARDNESS_BUILD))
+        curve = {}
+        for ef in HARDNESS_EFS:
+            coll.set_search_params(store.Search.model_validate({"ef": ef}))
+            found = coll.search(queries, k).ids
+            curve[ef] = round(float(recall_at_k(found, truth, k).mean()), 3)
+        return curve
+    finally:
+        store.close()
