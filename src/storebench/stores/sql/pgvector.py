@@ -731,7 +731,7 @@ class PgVectorStore(Store):
     def _native(self, statements: list[str], ops: list[Any], ids: bool = False) -> Any:
         """A native op on a connection of its own (the extension's), with
         this store's session settings (search settings, synchronous_commit)."""
-        from storebench.driver.native import extension
+        from storebench.stores.native import extension
 
         info = self.connection().info
         host = info.host

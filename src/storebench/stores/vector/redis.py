@@ -609,7 +609,7 @@ class RedisStore(Store):
     def _native(self, ops: list[list[list[bytes]]], id_prefix: bytes | None = None) -> Any:
         """A native op on a connection of its own (the extension's), after
         the AUTH and SELECT this store's connections send."""
-        from storebench.driver.native import extension
+        from storebench.stores.native import extension
 
         pool = self.client.connection_pool
         kw = pool.connection_kwargs
