@@ -25,9 +25,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-from storebench.data.batch import DocBatch, Schema
-from storebench.data.filters import Filter
-from storebench.errors import ForeignDataError, NotSupported, UserError
 from storebench.common.plugins import Kind
 from storebench.common.redaction import (
     MASK,
@@ -37,6 +34,9 @@ from storebench.common.redaction import (
     remember,
     remember_value,
 )
+from storebench.data.batch import DocBatch, Schema
+from storebench.data.filters import Filter
+from storebench.errors import ForeignDataError, NotSupported, UserError
 from storebench.stores.config import StoreOptions, UrlForm, check_options, check_url
 from storebench.stores.params import IndexParams, SearchParams
 
@@ -507,7 +507,27 @@ class Store:
         server what it keeps in its own; a server
         reached by URL counts nothing (it may be elsewhere). Rough by
         design: it is to refuse runs that cannot fit, not to size a
-        machine. The default: one copy of each document in RAM."""
+        machine. The default: a store that can run a managed server counts
+        its ``managed_memory`` when it does, nothing given a URL (nor does
+        one that needs a URL); any other one copy of each document in RAM."""
+        options = spec.checked_options
+        if not isinstance(options, cls.Options):
+            options = cls.check_options(spec.options, None)
+        if cls.managed_server(options) is None:
+            if cls.url_form is not None and cls.url_form.required:
+                return 0, 0  # only a server of yours: not counted
+            return 4 * dim + field_bytes + 64, 0
+        if spec.url is not None:
+            return 0, 0  # a server of yours: not counted
+        return cls.managed_memory(options, index, dim, field_bytes)
+
+    @classmethod
+    def managed_memory(
+        cls, options: Any, index: Any, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
+        """``memory_use`` of the managed server this store runs on, from its
+        checked ``Options`` and ``Index``. The default: one copy of each
+        document in the server's RAM."""
         return 4 * dim + field_bytes + 64, 0
 
     # --- where an embedded engine keeps its data ---------------------------------

@@ -449,13 +449,6 @@ class ArangoStore(Store):
             )
         return ArangoCollection(self, name, schema)
 
-    @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
-    ) -> tuple[int, int]:
-        # only by URL: a server of yours, not counted
-        return 0, 0
-
     def versions(self) -> dict[str, str]:
         return {
             "engine": f"ArangoDB {self._server_version}",

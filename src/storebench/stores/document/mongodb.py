@@ -161,11 +161,9 @@ class MongoStore(Store):
         return MongoCollection(self, name, schema)
 
     @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    def managed_memory(
+        cls, options: Any, index: IndexParams, dim: int, field_bytes: int
     ) -> tuple[int, int]:
-        if spec.url is not None:
-            return 0, 0  # a server reached by URL may be elsewhere
         return 4 * dim + 2 * field_bytes + 256, 64 << 20  # FerretDB on SQLite: pages cached
 
     def versions(self) -> dict[str, str]:

@@ -381,11 +381,9 @@ class FalkorDBStore(Store):
             self.graph.delete()
 
     @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    def managed_memory(
+        cls, options: Any, index: IndexParams, dim: int, field_bytes: int
     ) -> tuple[int, int]:
-        if spec.url is not None:
-            return 0, 0  # a server of yours: not counted
         # the managed FalkorDB keeps the graph in RAM; vectors as lists of doubles
         return 8 * dim + 2 * field_bytes + 256, 32 * MiB
 

@@ -649,14 +649,12 @@ class LuceneStore(Store):
         return out
 
     @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    def managed_memory(
+        cls, options: Any, index: HnswIndex, dim: int, field_bytes: int
     ) -> tuple[int, int]:
-        if spec.url is not None:
-            return 0, 0  # a server of yours: not counted
         # the managed node's JVM heap (-Xmx) and native memory; vectors and
         # graphs are memory-mapped files (page cache)
-        heap = _heap_bytes(spec.options.get("heap")) or 1024 * MiB
+        heap = _heap_bytes(options.heap) or 1024 * MiB
         return 0, heap + 256 * MiB
 
     def versions(self) -> dict[str, str]:

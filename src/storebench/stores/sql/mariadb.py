@@ -330,18 +330,13 @@ class MariaDBStore(Store):
         return MariaDBCollection(self, name, schema)
 
     @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    def managed_memory(
+        cls, options: Options, index: IndexParams, dim: int, field_bytes: int
     ) -> tuple[int, int]:
         from storebench.servers.mariadb import buffer_pool_bytes, server_settings
 
-        if spec.url is not None:
-            return 0, 0  # a server of yours: not counted
         # the managed MariaDB keeps data on disk; its buffer pool is fixed
         # (taken as pages are read, all of it in a long run), with 128 MB more
-        options = spec.checked_options
-        if not isinstance(options, cls.Options):
-            options = cls.check_options(spec.options, None)
         given = server_settings(options.tuning, {k: str(v) for k, v in options.settings.items()})
         pool = next(
             (v for k, v in given.items() if k.replace("-", "_") == "innodb_buffer_pool_size"),

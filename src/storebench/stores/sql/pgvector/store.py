@@ -271,19 +271,14 @@ class PgVectorStore(Store):
         return PgVectorCollection(self, name, schema)
 
     @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    def managed_memory(
+        cls, options: Options, index: HnswIndex, dim: int, field_bytes: int
     ) -> tuple[int, int]:
         from storebench.servers.postgres import memory_bytes, server_settings
 
-        if spec.url is not None:
-            return 0, 0  # a server of yours: not counted
         # the managed PostgreSQL keeps data on disk: shared buffers (taken
         # as the server touches them, all of them in a long run), the index
         # build's memory and its backends are its fixed share
-        options = spec.checked_options
-        if not isinstance(options, cls.Options):
-            options = cls.check_options(spec.options, None)
         given = server_settings(options.tuning, options.settings)
         shared = memory_bytes("shared_buffers", given.get("shared_buffers", "128MB"))
         build = options.maintenance_work_mem or given.get("maintenance_work_mem", "64MB")

@@ -245,11 +245,9 @@ class RedisStore(Store):
         return out
 
     @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    def managed_memory(
+        cls, options: Options, index: HnswIndex, dim: int, field_bytes: int
     ) -> tuple[int, int]:
-        if spec.url is not None:
-            return 0, 0  # a server of yours: not counted
         # the managed Redis keeps the hashes and the vector index in RAM
         m = index.m or 16
         return 4 * dim + field_bytes + 256 + hnsw_bytes(dim, m), 16 * MiB
