@@ -44,7 +44,7 @@ import pymysql
 from pydantic import StringConstraints, field_validator
 
 from storebench.data.batch import DocBatch, Schema
-from storebench.data.filters import Filter, to_sql
+from storebench.data.filters import Filter
 from storebench.errors import UserError
 from storebench.stores.base import (
     DOCUMENTS,
@@ -58,6 +58,7 @@ from storebench.stores.base import (
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.params import IndexParams
+from storebench.stores.sql.sqlite import find_sql
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -162,14 +163,7 @@ class MariaDBCollection(Collection):
         order: tuple[str, bool] | None = None,
         limit: int | None = None,
     ) -> DocBatch:
-        sql, params = ("", []) if where is None else to_sql(where, quote, "%s")
-        if sql:
-            sql = f" WHERE {sql}"
-        if order is not None:
-            sql += f" ORDER BY {quote(order[0])} {'DESC' if order[1] else 'ASC'}"
-        if limit is not None:
-            sql += " LIMIT %s"
-            params.append(int(limit))
+        sql, params = find_sql(where, order, limit, "%s", quote)
         with self._cur() as cur:
             cur.execute(f"SELECT {self._select_scalars} FROM {self._t}{sql}", params)
             rows = cur.fetchall()

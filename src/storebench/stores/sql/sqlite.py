@@ -45,11 +45,15 @@ def chunks(ids: np.ndarray) -> Iterable[list[int]]:
         yield ids[start : start + _MAX_PARAMS].tolist()
 
 
-def where_sql(where: Filter | None) -> tuple[str, list[Any]]:
-    """`` WHERE <filter>`` (empty without a filter) and its parameters."""
+def where_sql(
+    where: Filter | None, mark: str = "?", ident: Callable[[str], str] = quote
+) -> tuple[str, list[Any]]:
+    """`` WHERE <filter>`` (empty without a filter) and its parameters, in
+    SQLite's dialect by default: another engine's gives its parameter
+    marker (``%s``) and identifier quoting (MariaDB's backticks)."""
     if where is None:
         return "", []
-    sql, params = to_sql(where, quote)
+    sql, params = to_sql(where, ident, mark)
     return f" WHERE {sql}", params
 
 
@@ -110,14 +114,19 @@ class PerThread(Generic[C]):
 
 
 def find_sql(
-    where: Filter | None, order: tuple[str, bool] | None, limit: int | None
+    where: Filter | None,
+    order: tuple[str, bool] | None,
+    limit: int | None,
+    mark: str = "?",
+    ident: Callable[[str], str] = quote,
 ) -> tuple[str, list[Any]]:
-    """The WHERE, ORDER BY and LIMIT clauses of a ``find``, with parameters."""
-    sql, params = where_sql(where)
+    """The WHERE, ORDER BY and LIMIT clauses of a ``find``, with parameters
+    (``mark`` and ``ident`` as for ``where_sql``)."""
+    sql, params = where_sql(where, mark, ident)
     if order is not None:
-        sql += f" ORDER BY {quote(order[0])} {'DESC' if order[1] else 'ASC'}"
+        sql += f" ORDER BY {ident(order[0])} {'DESC' if order[1] else 'ASC'}"
     if limit is not None:
-        sql += " LIMIT ?"
+        sql += f" LIMIT {mark}"
         params.append(int(limit))
     return sql, params
 

@@ -23,8 +23,8 @@ from storebench.stores.sql.pgvector.codec import (
     dollars,
     encode_vector,
     neighbours,
-    quote,
 )
+from storebench.stores.sql.sqlite import quote, where_sql
 
 if TYPE_CHECKING:
     from storebench.stores.sql.pgvector.collection import PgVectorCollection
@@ -164,7 +164,7 @@ class PgAsyncpgView(AsyncView):
             for name, value in store._settings.items():
                 await self.conn.execute("SELECT set_config($1, $2, false)", name, value)
             self.generation = store._generation
-        wsql, wparams = c._where(where)
+        wsql, wparams = where_sql(where, "%s")
         stmt = await self._stmt(c._knn_sql(k, wsql, "%s"))  # the sync search's statement
         q = len(vectors)
         ids, dist = np.empty((q, k), np.int64), np.empty((q, k), np.float32)

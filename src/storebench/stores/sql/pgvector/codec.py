@@ -39,10 +39,6 @@ def packed(col: np.ndarray, dtype: str) -> list[bytes]:
     return [raw[j : j + w] for j in range(0, len(raw), w)]
 
 
-def quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 class VectorDumper(Dumper):
     """numpy float32 vector -> pgvector's binary input (dim, unused, floats)."""
 

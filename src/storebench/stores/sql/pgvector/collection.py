@@ -12,7 +12,7 @@ import numpy as np
 import psycopg
 
 from storebench.data.batch import DocBatch, Schema
-from storebench.data.filters import Filter, to_sql
+from storebench.data.filters import Filter
 from storebench.errors import UserError
 from storebench.stores.base import AsyncView, Collection, SearchResult
 from storebench.stores.params import HnswIndex, HnswSearch
@@ -26,9 +26,9 @@ from storebench.stores.sql.pgvector.codec import (
     ROW_TYPES,
     copy_binary,
     neighbours,
-    quote,
     row_types,
 )
+from storebench.stores.sql.sqlite import find_sql, quote, where_sql
 
 if TYPE_CHECKING:
     from storebench.stores.sql.pgvector.store import PgVectorStore
@@ -209,22 +209,11 @@ class PgVectorCollection(Collection):
         with self._cur() as cur:
             cur.execute(f"DELETE FROM {self._t} WHERE id = ANY(%s)", [ids.tolist()])
 
-    def _where(self, where: Filter | None) -> tuple[str, list[Any]]:
-        if where is None:
-            return "", []
-        sql, params = to_sql(where, quote, "%s")
-        return f" WHERE {sql}", params
-
     def _find_sql(
         self, where: Filter | None, order: tuple[str, bool] | None, limit: int | None
     ) -> tuple[str, list[Any]]:
         """``find``'s statement and parameters (the async view's too)."""
-        sql, params = self._where(where)
-        if order is not None:
-            sql += f" ORDER BY {quote(order[0])} {'DESC' if order[1] else 'ASC'}"
-        if limit is not None:
-            sql += " LIMIT %s"
-            params.append(int(limit))
+        sql, params = find_sql(where, order, limit, "%s")
         return f"SELECT {self._select_scalars} FROM {self._t}{sql}", params
 
     def find(
@@ -284,7 +273,7 @@ class PgVectorCollection(Collection):
                 neighbours(ids[j], dist[j], res.get_value(0, 0), res.get_value(0, 1))
             return SearchResult(ids, dist)
         ids, dist = np.empty((q, k), np.int64), np.empty((q, k), np.float32)
-        wsql, wparams = self._where(where)
+        wsql, wparams = where_sql(where, "%s")
         sql = self._knn_sql(k, wsql, "%s")
         with self._cur() as cur:
             for j in range(q):

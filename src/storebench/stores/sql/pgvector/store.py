@@ -23,8 +23,9 @@ from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, MiB, Store, StoreSpec, redact_url
 from storebench.stores.config import StoreOptions, UrlForm, check_port
 from storebench.stores.params import HnswIndex, HnswSearch, IndexParams
-from storebench.stores.sql.pgvector.codec import RAW_CURSOR, VectorDumper, VectorLoader, quote
+from storebench.stores.sql.pgvector.codec import RAW_CURSOR, VectorDumper, VectorLoader
 from storebench.stores.sql.pgvector.collection import BUFFER, PgVectorCollection
+from storebench.stores.sql.sqlite import quote
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
