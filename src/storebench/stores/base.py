@@ -11,6 +11,9 @@ parameters are not part of the spec: the run hands them, typed
 (``stores.params``), to ``create_collection``, ``build_index`` and
 ``set_search_params``. Adapters never touch clocks: all timing is the
 driver's.
+
+One piece: the contract's parts (spec, store, collection, async view,
+capabilities) refer to one another and are read together by every adapter.
 """
 
 from __future__ import annotations
