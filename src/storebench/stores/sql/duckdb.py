@@ -59,7 +59,7 @@ from storebench.stores.base import (
 )
 from storebench.stores.config import DIRECTORY
 from storebench.stores.params import HnswIndex, HnswSearch, IndexParams
-from storebench.stores.sql.sqlite import find_sql, quote, where_sql
+from storebench.stores.sql.sqlite import find_sql, nearest, quote, where_sql
 
 _SQL_TYPE = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR"}
 _ARROW_TYPE = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}
@@ -219,11 +219,6 @@ class DuckDBCollection(Collection):
         return self._batch(rows.fetch_arrow_table(), vectors=False)
 
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
-        nq = len(vectors)
-        ids = np.full((nq, k), -1, np.int64)
-        dist = np.full((nq, k), np.inf, np.float32)
-        if k == 0 or nq == 0:
-            return SearchResult(ids, dist)
         d = f"{self._dist}(vec, ?::{self._qtype})"
         t = quote(self.name)
         params: list[Any] = []
@@ -235,13 +230,8 @@ class DuckDBCollection(Collection):
             cond, params = where_sql(where)
             sql = f"SELECT id, {d} AS d FROM {t}{cond} ORDER BY d, id LIMIT {int(k)}"
         db = self._db
-        for i, q in enumerate(np.asarray(vectors, np.float32)):
-            rows = db.execute(sql, [q.tolist(), *params]).fetchall()
-            if rows:
-                found, dd = zip(*rows, strict=True)
-                ids[i, : len(rows)] = found
-                dist[i, : len(rows)] = dd
-        return SearchResult(ids, dist)
+        queries = np.asarray(vectors, np.float32)
+        return nearest(queries, k, lambda q: db.execute(sql, [q.tolist(), *params]).fetchall())
 
     def count(self) -> int:
         return int(_one(self._db.execute(f"SELECT count(*) FROM {quote(self.name)}")))

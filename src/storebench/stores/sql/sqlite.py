@@ -16,7 +16,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 import numpy as np
 from pydantic import field_validator
@@ -77,6 +77,23 @@ def create_table(db: Any, name: str, schema: Schema, extra: Iterable[str] = ()) 
     db.execute(f"CREATE TABLE {quote(name)} ({', '.join(cols)})")
     for f in schema.indexed:
         db.execute(f"CREATE INDEX {quote(name + '__' + f)} ON {quote(name)} ({quote(f)})")
+
+
+def nearest(
+    queries: np.ndarray, k: int, rows_of: Callable[[np.ndarray], list[Any]]
+) -> SearchResult:
+    """A search result from each query's ``(id, distance)`` rows, nearest
+    first (``rows_of``: one query's, at most k), padded with -1 and inf;
+    nothing is asked for k = 0."""
+    ids = np.full((len(queries), k), -1, np.int64)
+    dist = np.full((len(queries), k), np.inf, np.float32)
+    for i, q in enumerate(queries if k else ()):
+        rows = rows_of(q)
+        if rows:
+            found, d = zip(*rows, strict=True)
+            ids[i, : len(rows)] = found
+            dist[i, : len(rows)] = d
+    return SearchResult(ids, dist)
 
 
 class _Closable(Protocol):
@@ -260,13 +277,12 @@ class Synchronous(StoreOptions):
         return v.upper() if isinstance(v, str) else v
 
 
-class SQLiteStore(Store):
-    """Options: ``mode`` (``file``, the default, or ``memory``: a shared-cache
-    in-memory database, for this process's client threads only) and
-    ``synchronous`` (SQLite's PRAGMA: OFF, NORMAL (default), FULL)."""
+class SQLiteFileStore(Store):
+    """What the SQLite stores (sqlite, sqlite-vec) share: a database file
+    whose tables are the collections (``collection``), exact search, a
+    connection per thread (``_connect``, opened by ``_connections``)."""
 
     async_ops = "inline"
-    engine = "sqlite"
     capabilities = frozenset(Capability) - {
         Capability.INDEX,
         Capability.SEARCH_PARAMS,
@@ -274,6 +290,39 @@ class SQLiteStore(Store):
     }
     exact = True
     url_form = FILE
+    collection: ClassVar[Callable[[Any, str, Schema], Collection]]
+
+    def _connections(self) -> None:
+        self._conns = PerThread(self._connect)
+        self.connection()  # fail now, not in the first timed operation
+
+    def _connect(self) -> Any:
+        raise NotImplementedError
+
+    def connection(self) -> Any:
+        """This thread's connection."""
+        return self._conns.get()
+
+    def has_collection(self, name: str) -> bool:
+        return has_table(self.connection(), name)
+
+    def _open(self, name: str, schema: Schema) -> Collection:
+        if not self.has_collection(name):
+            raise UserError(f"no table {name!r} in {self.spec.url}", where=f"store {self.engine}")
+        return self.collection(self, name, schema)
+
+    def close(self) -> None:
+        self._conns.close()
+        super().close()
+
+
+class SQLiteStore(SQLiteFileStore):
+    """Options: ``mode`` (``file``, the default, or ``memory``: a shared-cache
+    in-memory database, for this process's client threads only) and
+    ``synchronous`` (SQLite's PRAGMA: OFF, NORMAL (default), FULL)."""
+
+    engine = "sqlite"
+    collection = SQLiteCollection
 
     class Options(Synchronous, InMemoryMode):
         pass
@@ -289,8 +338,7 @@ class SQLiteStore(Store):
             self.capabilities = SQLiteStore.capabilities - {Capability.SHARED_ACROSS_PROCESSES}  # type: ignore[misc]
         else:
             self.local_path("store.db")
-        self._conns = PerThread(self._connect)
-        self.connection()  # fail now, not in the first timed operation
+        self._connections()
 
     def _connect(self) -> sqlite3.Connection:
         url = self.spec.url or ""
@@ -301,13 +349,6 @@ class SQLiteStore(Store):
             db.execute("PRAGMA journal_mode = WAL")
         db.execute(f"PRAGMA synchronous = {self.options.synchronous}")
         return db
-
-    def connection(self) -> sqlite3.Connection:
-        """This thread's connection."""
-        return self._conns.get()
-
-    def has_collection(self, name: str) -> bool:
-        return has_table(self.connection(), name)
 
     def size_unit(self, coll: Collection) -> object:
         """Without dbstat each collection's size is the whole file (see
@@ -323,11 +364,6 @@ class SQLiteStore(Store):
             create_table(db, name, schema, ["vec BLOB"] if schema.dim is not None else [])
         return SQLiteCollection(self, name, schema)
 
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(f"no table {name!r} in {self.spec.url}", where="store sqlite")
-        return SQLiteCollection(self, name, schema)
-
     @classmethod
     def memory_use(
         cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
@@ -341,7 +377,3 @@ class SQLiteStore(Store):
 
     def versions(self) -> dict[str, str]:
         return {"engine": f"SQLite {sqlite3.sqlite_version}", "client": "python sqlite3"}
-
-    def close(self) -> None:
-        self._conns.close()
-        super().close()
