@@ -366,6 +366,8 @@ class Store:
     # the URLs it takes (None: none); checked before a run starts
     url_form: ClassVar[UrlForm | None] = None
     extra: ClassVar[str | None] = None  # the pip extra that brings its client
+    # what ``_open`` makes of an existing collection: (store, name, schema)
+    collection: ClassVar[Callable[..., Collection]]
     # set by __init__; here too for a store whose __init__ did not get that far
     _private_dir: str | None = None
 
@@ -480,7 +482,17 @@ class Store:
         raise NotImplementedError
 
     def _open(self, name: str, schema: Schema) -> Collection:
-        raise NotImplementedError
+        """The existing collection ``name`` (the store's ``collection``
+        class); a ``UserError`` saying where it was looked for if none."""
+        if not self.has_collection(name):
+            raise UserError(
+                f"no collection {name!r} in {self.location()}", where=f"store {self.engine}"
+            )
+        return self.collection(self, name, schema)
+
+    def location(self) -> str:
+        """Where this store's collections are, for messages (no secrets)."""
+        return redact_url(self.spec.url) or "the default location"
 
     def versions(self) -> dict[str, str]:
         """Engine and client versions, for the result record."""

@@ -118,6 +118,7 @@ class MongoCollection(MongoDocs):
 
 class MongoStore(Store):
     engine = "mongodb"
+    collection = MongoCollection
     capabilities = DOCUMENTS | {Capability.ORDER, Capability.SHARED_ACROSS_PROCESSES}
     extra = "mongodb"
     url_form = URL_FORM
@@ -153,12 +154,8 @@ class MongoStore(Store):
             coll.c.create_index(key(f))
         return coll
 
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(
-                f"no collection {name!r} in database {self.db.name}", where="store mongodb"
-            )
-        return MongoCollection(self, name, schema)
+    def location(self) -> str:
+        return f"database {self.db.name}"
 
     @classmethod
     def managed_memory(

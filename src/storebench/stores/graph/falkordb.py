@@ -193,6 +193,7 @@ class FalkorDBStore(Store):
     module's arguments, e.g. ``[THREAD_COUNT, 4]``)."""
 
     engine = "falkordb"
+    collection = FalkorDBCollection
     capabilities = DOCUMENTS | {Capability.ORDER, Capability.SHARED_ACROSS_PROCESSES}
     extra = "falkordb"
     url_form = REDIS_URL
@@ -313,12 +314,8 @@ class FalkorDBStore(Store):
             raise IndexFailed(f"falkordb: the index on {name}.id is missing after CREATE INDEX")
         return coll
 
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(
-                f"no collection {name!r} in graph {self.graph_name!r}", where="store falkordb"
-            )
-        return FalkorDBCollection(self, name, schema)
+    def location(self) -> str:
+        return f"graph {self.graph_name!r}"
 
     def _drop_label(self, name: str) -> None:
         label = ident(name)

@@ -293,6 +293,7 @@ class KuzuStore(Store):
 
     async_ops = "inline"
     engine = "kuzu"
+    collection = KuzuCollection
     capabilities = DOCUMENTS | {Capability.ORDER, Capability.SIZE, Capability.COMPACT}
     extra = "kuzu"
     url_form = FILE
@@ -412,11 +413,6 @@ class KuzuStore(Store):
                 )
         self._dropped_rels -= {coll.rel(f) for f in schema.refs}
         return coll
-
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(f"no node table {name!r} in {self.path}", where="store kuzu")
-        return KuzuCollection(self, name, schema)
 
     def _drop_node_table(self, coll: KuzuCollection) -> None:
         """Drop the collection's REL tables, the REL tables other collections

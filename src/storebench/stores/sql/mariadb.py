@@ -219,6 +219,7 @@ def _target(url: str, parts: SplitResult | None) -> dict[str, Any]:
 
 class MariaDBStore(Store):
     engine = "mariadb"
+    collection = MariaDBCollection
     capabilities = DOCUMENTS | {
         Capability.ORDER,
         Capability.SIZE,
@@ -315,13 +316,6 @@ class MariaDBStore(Store):
                 "CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin"
             )
         return coll
-
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(
-                f"no table {name!r} in {redact_url(self.spec.url)}", where="store mariadb"
-            )
-        return MariaDBCollection(self, name, schema)
 
     @classmethod
     def managed_memory(

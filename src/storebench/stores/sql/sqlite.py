@@ -16,7 +16,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import numpy as np
 from pydantic import field_validator
@@ -24,7 +24,6 @@ from pydantic import field_validator
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter, to_sql
 from storebench.data.truth import distances, top_k
-from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.config import FILE, InMemoryMode, StoreOptions
@@ -290,7 +289,6 @@ class SQLiteFileStore(Store):
     }
     exact = True
     url_form = FILE
-    collection: ClassVar[Callable[[Any, str, Schema], Collection]]
 
     def _connections(self) -> None:
         self._conns = PerThread(self._connect)
@@ -305,11 +303,6 @@ class SQLiteFileStore(Store):
 
     def has_collection(self, name: str) -> bool:
         return has_table(self.connection(), name)
-
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(f"no table {name!r} in {self.spec.url}", where=f"store {self.engine}")
-        return self.collection(self, name, schema)
 
     def close(self) -> None:
         self._conns.close()

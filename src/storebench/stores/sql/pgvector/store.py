@@ -49,6 +49,7 @@ def _libpq(url: str, parts: SplitResult | None) -> dict[str, Any]:
 class PgVectorStore(Store):
     async_ops = "native"
     engine = "pgvector"
+    collection = PgVectorCollection
     capabilities = frozenset(Capability)
     Index = HnswIndex
     Search = HnswSearch
@@ -262,13 +263,6 @@ class PgVectorStore(Store):
             conn.execute(f"CREATE TABLE {quote(name)} ({', '.join(cols)})")
             for i, f in enumerate(schema.indexed):
                 conn.execute(f"CREATE INDEX {quote(f'{name}_i{i}')} ON {quote(name)} ({quote(f)})")
-        return PgVectorCollection(self, name, schema)
-
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(
-                f"no table {name!r} in {redact_url(self.spec.url)}", where="store pgvector"
-            )
         return PgVectorCollection(self, name, schema)
 
     @classmethod
