@@ -16,6 +16,7 @@ from storebench.data.batch import DocBatch
 from storebench.data.filters import Filter
 from storebench.errors import NotSupported, UserError
 from storebench.stores.base import AsyncView, SearchResult, redact_url
+from storebench.stores.columns import batch_from_rows
 from storebench.stores.sql.pgvector.codec import (
     INSERT_ROWS,
     copy_binary,
@@ -142,7 +143,7 @@ class PgAsyncpgView(AsyncView):
         c = self.coll
         stmt = await self._stmt(f"SELECT {c._select_all} FROM {c._t} WHERE id = ANY(%s)")
         rows = await stmt.fetch(ids.tolist())
-        return c._rows_to_batch(rows, with_vectors=c._vec)
+        return batch_from_rows(c.schema, rows, c._vec, blobs=False)
 
     async def find(
         self,
@@ -153,7 +154,7 @@ class PgAsyncpgView(AsyncView):
         c = self.coll
         sql, params = c._find_sql(where, order, limit)
         stmt = await self._stmt(sql)
-        return c._rows_to_batch(await stmt.fetch(*params), with_vectors=False)
+        return batch_from_rows(c.schema, await stmt.fetch(*params), False)
 
     async def search(
         self, vectors: np.ndarray, k: int, where: Filter | None = None

@@ -14,7 +14,6 @@ from psycopg.pq import Format
 
 from storebench.data.batch import DocBatch
 
-NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
 # binary COPY layout of fixed-width columns: (numpy big-endian dtype, bytes)
 _BIN = {"int": (">i8", 8), "float": (">f8", 8), "bool": ("u1", 1)}
 MAX_PARAMS = 65535  # bind parameters per statement (the protocol's int16 count)

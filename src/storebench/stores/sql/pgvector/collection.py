@@ -15,13 +15,13 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.errors import UserError
 from storebench.stores.base import AsyncView, Collection, SearchResult
+from storebench.stores.columns import batch_from_rows
 from storebench.stores.params import HnswIndex, HnswSearch
 from storebench.stores.sql.pgvector import native
 from storebench.stores.sql.pgvector.aio import PgAsyncpgView
 from storebench.stores.sql.pgvector.codec import (
     INSERT_ROWS,
     MAX_PARAMS,
-    NP_TYPE,
     RAW_CURSOR,
     ROW_TYPES,
     copy_binary,
@@ -66,18 +66,6 @@ class PgVectorCollection(Collection):
     def aio(self, share: AsyncView | None = None) -> AsyncView:
         """An async connection per client, on asyncpg (``PgAsyncpgView``)."""
         return PgAsyncpgView(self, share)
-
-    def _rows_to_batch(self, rows: list[tuple[Any, ...]], with_vectors: bool) -> DocBatch:
-        if not rows:
-            empty = DocBatch.empty(self.schema)
-            return empty if with_vectors else empty.select(None, vectors=False)
-        cols = list(zip(*rows, strict=True))
-        fields: dict[str, np.ndarray] = {
-            f: np.array(cols[i + 1], dtype=NP_TYPE[self._kinds[f]])
-            for i, f in enumerate(self._fields)
-        }
-        vecs = np.stack(cols[-1]) if with_vectors else None
-        return DocBatch(np.array(cols[0], np.int64), fields, vecs)
 
     # --- contract ------------------------------------------------------------
     def insert(self, docs: DocBatch) -> None:
@@ -185,7 +173,7 @@ class PgVectorCollection(Collection):
                 f"SELECT {self._select_all} FROM {self._t} WHERE id = ANY(%s)", [ids.tolist()]
             )
             rows = cur.fetchall()
-        return self._rows_to_batch(rows, with_vectors=self._vec)
+        return batch_from_rows(self.schema, rows, self._vec, blobs=False)
 
     def update(self, docs: DocBatch) -> None:
         fields = list(docs.fields)
@@ -225,7 +213,7 @@ class PgVectorCollection(Collection):
         with self._cur() as cur:
             cur.execute(*self._find_sql(where, order, limit))
             rows = cur.fetchall()
-        return self._rows_to_batch(rows, with_vectors=False)
+        return batch_from_rows(self.schema, rows, False)
 
     def _knn_sql(self, k: int, where: str, mark: str) -> str:
         """k nearest as one row of two byte strings, the ids (big-endian
