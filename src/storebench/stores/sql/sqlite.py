@@ -147,22 +147,49 @@ def find_sql(
     return sql, params
 
 
-class SQLiteCollection(Collection):
+class SQLiteFileCollection(Collection):
+    """What the SQLite stores' collections share: a table ``_t`` with ``id``
+    and the schema's fields (``_scalars``), on this thread's connection."""
+
+    store: SQLiteFileStore
+
+    def __init__(self, store: SQLiteFileStore, name: str, schema: Schema):
+        super().__init__(store, name, schema)
+        self._t = quote(name)
+        self._fields = list(schema.fields)
+        self._scalars = ", ".join(["id", *map(quote, self._fields)])
+
+    @property
+    def _db(self) -> Any:
+        return self.store.connection()
+
+    def find(
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
+    ) -> DocBatch:
+        sql, params = find_sql(where, order, limit)
+        rows = self._db.execute(f"SELECT {self._scalars} FROM {self._t}{sql}", params).fetchall()
+        return batch_from_rows(self.schema, rows, with_vectors=False)
+
+    def count(self) -> int:
+        return int(self._db.execute(f"SELECT count(*) FROM {self._t}").fetchone()[0])
+
+    def compact(self) -> None:
+        # VACUUM rewrites the file without changing any table's content.
+        self._db.execute("VACUUM")
+
+
+class SQLiteCollection(SQLiteFileCollection):
     store: SQLiteStore
 
     def __init__(self, store: SQLiteStore, name: str, schema: Schema):
         super().__init__(store, name, schema)
-        self._t = quote(name)
-        self._fields = list(schema.fields)
         self._cols = ", ".join(quote(f) for f in self._fields)
         self._vec = schema.dim is not None
         select = ["id", *map(quote, self._fields)] + (["vec"] if self._vec else [])
         self._select_all = ", ".join(select)
-        self._select_scalars = ", ".join(["id", *map(quote, self._fields)])
-
-    @property
-    def _db(self) -> sqlite3.Connection:
-        return self.store.connection()
 
     def _params(self, docs: DocBatch, fields: list[str]) -> Iterable[tuple]:
         columns: list[Iterable[Any]] = [docs.fields[f].tolist() for f in fields]
@@ -209,18 +236,6 @@ class SQLiteCollection(Collection):
                 marks = ", ".join("?" * len(chunk))
                 db.execute(f"DELETE FROM {self._t} WHERE id IN ({marks})", chunk)
 
-    def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
-    ) -> DocBatch:
-        sql, params = find_sql(where, order, limit)
-        rows = self._db.execute(
-            f"SELECT {self._select_scalars} FROM {self._t}{sql}", params
-        ).fetchall()
-        return batch_from_rows(self.schema, rows, with_vectors=False)
-
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         sql, params = where_sql(where)
         rows = self._db.execute(f"SELECT id, vec FROM {self._t}{sql}", params).fetchall()
@@ -233,9 +248,6 @@ class SQLiteCollection(Collection):
             data = np.empty((0, self.schema.dim or 0), np.float32)
         pos, dist = top_k(distances(vectors, data, self.schema.metric), k)
         return SearchResult(np.where(pos >= 0, ids[np.maximum(pos, 0)], -1), dist)
-
-    def count(self) -> int:
-        return int(self._db.execute(f"SELECT count(*) FROM {self._t}").fetchone()[0])
 
     def size_bytes(self) -> int:
         """Pages of this table and its indexes (dbstat), not the whole file."""
@@ -255,10 +267,6 @@ class SQLiteCollection(Collection):
             page_size = db.execute("PRAGMA page_size").fetchone()[0]
             return int(db.execute("PRAGMA page_count").fetchone()[0]) * int(page_size)
         return int(row[0] or 0)
-
-    def compact(self) -> None:
-        # VACUUM rewrites the file without changing any table's content.
-        self._db.execute("VACUUM")
 
     def _drop(self) -> None:
         with self._db as db:

@@ -38,11 +38,11 @@ from storebench.stores.base import Collection, SearchResult, StoreSpec
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.params import IndexParams
 from storebench.stores.sql.sqlite import (
+    SQLiteFileCollection,
     SQLiteFileStore,
     Synchronous,
     chunks,
     create_table,
-    find_sql,
     nearest,
     quote,
     where_sql,
@@ -58,20 +58,13 @@ def _one(cursor: Any) -> Any:
     return row[0]
 
 
-class SQLiteVecCollection(Collection):
+class SQLiteVecCollection(SQLiteFileCollection):
     store: SQLiteVecStore
 
     def __init__(self, store: SQLiteVecStore, name: str, schema: Schema):
         super().__init__(store, name, schema)
-        self._t = quote(name)
         self._v = quote(name + "__vec")
-        self._fields = list(schema.fields)
-        self._scalars = ", ".join(["id", *map(quote, self._fields)])
         self._has_vec = schema.dim is not None
-
-    @property
-    def _db(self) -> apsw.Connection:
-        return self.store.connection()
 
     def _scalar_rows(self, docs: DocBatch, fields: list[str]) -> Iterable[tuple]:
         columns: list[Iterable[Any]] = [docs.fields[f].tolist() for f in fields]
@@ -143,16 +136,6 @@ class SQLiteVecCollection(Collection):
                 if self._has_vec:
                     db.execute(f"DELETE FROM {self._v} WHERE rowid IN ({marks})", chunk)
 
-    def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
-    ) -> DocBatch:
-        sql, params = find_sql(where, order, limit)
-        rows = self._db.execute(f"SELECT {self._scalars} FROM {self._t}{sql}", params).fetchall()
-        return batch_from_rows(self.schema, rows, with_vectors=False)
-
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         sql = f"SELECT rowid, distance FROM {self._v} WHERE embedding MATCH ? AND k = ?"
         extra: list[Any] = []
@@ -166,9 +149,6 @@ class SQLiteVecCollection(Collection):
             queries, k, lambda q: db.execute(sql, [q.tobytes(), int(k), *extra]).fetchall()
         )
 
-    def count(self) -> int:
-        return int(_one(self._db.execute(f"SELECT count(*) FROM {self._t}")))
-
     def size_bytes(self) -> int:
         """Pages of the scalar table, the vec0 shadow tables and their indexes."""
         prefix = self.name + "__vec_"
@@ -180,10 +160,6 @@ class SQLiteVecCollection(Collection):
             )
         )
         return int(total or 0)
-
-    def compact(self) -> None:
-        # VACUUM rewrites the file without changing any table's content.
-        self._db.execute("VACUUM")
 
     def _drop(self) -> None:
         db = self._db
