@@ -129,11 +129,17 @@ class CypherCollection(Collection):
     (``_var``), the columns read back (``_returns``) and their decoding
     (``_to_batch``)."""
 
-    _node: str  # the node label, quoted
-    _refs: list[str]  # the schema's reference fields
     # an ``In`` list mixing ints and floats passed as floats (Kuzu binds one
     # element type per list)
     _one_type_lists: ClassVar[bool] = False
+
+    def __init__(self, store: Any, name: str, schema: Schema):
+        super().__init__(store, name, schema)
+        check_fields(schema, store.engine, self._ident)
+        self._node = self._ident(name)  # the node label, quoted
+        self._props = [f for f in schema.fields if f not in schema.refs]
+        self._refs = list(schema.refs)  # the reference fields, edges
+        self._vec = schema.dim is not None
 
     def _ident(self, name: str) -> str:
         raise NotImplementedError

@@ -94,12 +94,7 @@ class FalkorDBCollection(cypher.CypherCollection):
 
     def __init__(self, store: FalkorDBStore, name: str, schema: Schema):
         super().__init__(store, name, schema)
-        cypher.check_fields(schema, "falkordb", ident)
-        self._node = ident(name)
         self._names = list(schema.fields)
-        self._props = [f for f in self._names if f not in schema.refs]
-        self._refs = list(schema.refs)
-        self._vec = schema.dim is not None
 
     _ident = staticmethod(ident)
     _edge = staticmethod(ident)  # a reference's edge type: the field's name

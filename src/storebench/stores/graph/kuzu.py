@@ -130,14 +130,6 @@ def _count(table: pa.Table) -> int:
 class KuzuCollection(cypher.CypherCollection):
     store: KuzuStore
 
-    def __init__(self, store: KuzuStore, name: str, schema: Schema):
-        super().__init__(store, name, schema)
-        cypher.check_fields(schema, "kuzu", ident)
-        self._node = ident(name)
-        self._props = [f for f in schema.fields if f not in schema.refs]
-        self._refs = list(schema.refs)
-        self._vec = schema.dim is not None
-
     # --- names -------------------------------------------------------------------
     def rel(self, field: str) -> str:
         return f"{self.name}__{field}"
