@@ -136,9 +136,9 @@ def check_bulk_is_one_request_and_all_arrive(engine: str) -> None:
     sent: list[tuple[str, str]] = []
     real = store._send
 
-    def counting(method, path, *a):  # type: ignore[no-untyped-def]
-        sent.append((method, path))
-        return real(method, path, *a)
+    def counting(req):  # type: ignore[no-untyped-def]
+        sent.append((req.method, req.path))
+        return real(req)
 
     try:
         docs = make_docs(700)
@@ -247,10 +247,10 @@ def check_search_params(engine: str, key: str) -> None:
         bodies: list[bytes] = []
         real = store._send
 
-        def spy(method, path, params, body, *a):  # type: ignore[no-untyped-def]
-            if path.endswith("_search"):
-                bodies.append(body)
-            return real(method, path, params, body, *a)
+        def spy(req):  # type: ignore[no-untyped-def]
+            if req.path.endswith("_search"):
+                bodies.append(req.body)
+            return real(req)
 
         store._send = spy  # type: ignore[method-assign]
         coll.search(docs.vectors[:1], 5)

@@ -10,7 +10,7 @@ import redis
 from storebench.data import filters as F
 from storebench.data.batch import Schema
 from storebench.stores.base import StoreSpec
-from storebench.stores.graph.falkordb import to_cypher
+from storebench.stores.graph.cypher import to_cypher
 from storebench.stores.opening import open_store
 from tests.conftest import make_docs
 from tests.stores import servers as S

@@ -10,7 +10,7 @@ import pytest
 from storebench.data import filters as F
 from storebench.errors import ForeignDataError, UserError
 from storebench.stores.base import StoreSpec
-from storebench.stores.graph.kuzu import to_cypher
+from storebench.stores.graph.cypher import to_cypher
 from tests.conftest import make_docs
 
 
@@ -27,6 +27,7 @@ def test_filters_compile_to_cypher_with_parameters():
         ),
         lambda f: f"n.`{f}`",
         params,
+        one_type_lists=True,  # Kuzu's (KuzuCollection._one_type_lists)
     )
     assert q == (
         "((n.`tags.i` >= $p0 AND n.`tags.i` <= $p1) AND (n.`score` < $p2 OR "

@@ -309,9 +309,9 @@ def test_a_pipeline_commits_its_statements_together():
 
 
 def test_small_inserts_are_one_prepared_insert_and_large_ones_a_copy(monkeypatch):
-    """Up to _INSERT_ROWS documents: one prepared INSERT .. ON CONFLICT (no
+    """Up to INSERT_ROWS documents: one prepared INSERT .. ON CONFLICT (no
     COPY); more: a COPY. Both replace existing ids and round-trip bit-exact."""
-    from storebench.stores.sql import pgvector as PG
+    from storebench.stores.sql.pgvector import collection as PG
 
     copies = []
     real = PG.copy_binary
@@ -321,7 +321,7 @@ def test_small_inserts_are_one_prepared_insert_and_large_ones_a_copy(monkeypatch
         return real(*a, **kw)
 
     monkeypatch.setattr(PG, "copy_binary", counting)
-    top = PG._INSERT_ROWS
+    top = PG.INSERT_ROWS
     docs = make_docs(2 * top + 2)
     store = StoreSpec("pgvector", S.shared_url("pgvector")).open()
     try:

@@ -156,6 +156,44 @@ def test_the_package_has_no_import_cycle():
     assert not found, "\n".join(describe(c, edges) for c in found)
 
 
+# what the stores must never import (module level or inside a function):
+# the layers above them, which run and report them
+ABOVE_STORES = ("driver", "workloads", "plan", "run", "report", "cli")
+
+
+def upward_from_stores(edges: dict[Edge, list[str]]) -> list[Edge]:
+    """The imports from a module under stores/ of a layer above it."""
+    above = tuple(f"{ROOT}.{layer}" for layer in ABOVE_STORES)
+    return [
+        (a, b)
+        for a, b in sorted(edges)
+        if a.startswith(f"{ROOT}.stores.") and b.split(".")[:2] in [x.split(".") for x in above]
+    ]
+
+
+def test_no_store_imports_a_layer_above_the_stores():
+    edges = import_graph()
+    found = upward_from_stores(edges)
+    assert not found, "\n".join(f"{a} -> {b}  ({', '.join(edges[a, b])})" for a, b in found)
+
+
+def test_the_upward_check_sees_a_lazy_import_from_a_store(tmp_path):
+    pkg = tmp_path / ROOT
+    for sub in ("stores", "driver", "data"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "driver" / "native.py").write_text("")
+    (pkg / "data" / "batch.py").write_text("")
+    (pkg / "stores" / "a.py").write_text(
+        "from storebench.data import batch\ndef f():\n    from storebench.driver.native import x\n"
+    )
+    assert upward_from_stores(import_graph(tmp_path)) == [
+        ("storebench.stores.a", "storebench.driver"),
+        ("storebench.stores.a", "storebench.driver.native"),
+    ]
+
+
 def test_the_check_sees_lazy_imports(tmp_path):
     """A cycle closed by an import inside a function is found; one closed
     only under TYPE_CHECKING is not a cycle."""

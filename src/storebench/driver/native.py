@@ -20,32 +20,23 @@ the collection offers the op and the extension is installed.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from storebench.driver.measure import Measurement
 from storebench.errors import NotSupported
+from storebench.stores.native import MODULE, extension
 
 if TYPE_CHECKING:
     from storebench.driver.core import Controls, Task
     from storebench.driver.measure import Outcome
     from storebench.stores.base import Collection
 
-MODULE = "storebench_fastclient"
 ClientChoice = Literal["python", "native", "auto"]
 # a duration task's first buffer: doubled as it fills (the extension returns
 # at its end; core's 1 GiB of address space would be paid for here too)
 _DURATION_SLOTS = 1 << 16
-
-
-def extension() -> Any | None:
-    """The native client's module, or None where it is not installed."""
-    try:
-        return importlib.import_module(MODULE)
-    except ImportError:
-        return None
 
 
 def resolve(client: str, coll: Collection, op: str, *, think: bool = False) -> str:

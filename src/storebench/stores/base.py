@@ -11,6 +11,9 @@ parameters are not part of the spec: the run hands them, typed
 (``stores.params``), to ``create_collection``, ``build_index`` and
 ``set_search_params``. Adapters never touch clocks: all timing is the
 driver's.
+
+One piece: the contract's parts (spec, store, collection, async view,
+capabilities) refer to one another and are read together by every adapter.
 """
 
 from __future__ import annotations
@@ -25,9 +28,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-from storebench.data.batch import DocBatch, Schema
-from storebench.data.filters import Filter
-from storebench.errors import ForeignDataError, NotSupported, UserError
 from storebench.common.plugins import Kind
 from storebench.common.redaction import (
     MASK,
@@ -37,6 +37,9 @@ from storebench.common.redaction import (
     remember,
     remember_value,
 )
+from storebench.data.batch import DocBatch, Schema
+from storebench.data.filters import Filter
+from storebench.errors import ForeignDataError, NotSupported, UserError
 from storebench.stores.config import StoreOptions, UrlForm, check_options, check_url
 from storebench.stores.params import IndexParams, SearchParams
 
@@ -363,6 +366,8 @@ class Store:
     # the URLs it takes (None: none); checked before a run starts
     url_form: ClassVar[UrlForm | None] = None
     extra: ClassVar[str | None] = None  # the pip extra that brings its client
+    # what ``_open`` makes of an existing collection: (store, name, schema)
+    collection: ClassVar[Callable[..., Collection]]
     # set by __init__; here too for a store whose __init__ did not get that far
     _private_dir: str | None = None
 
@@ -477,7 +482,17 @@ class Store:
         raise NotImplementedError
 
     def _open(self, name: str, schema: Schema) -> Collection:
-        raise NotImplementedError
+        """The existing collection ``name`` (the store's ``collection``
+        class); a ``UserError`` saying where it was looked for if none."""
+        if not self.has_collection(name):
+            raise UserError(
+                f"no collection {name!r} in {self.location()}", where=f"store {self.engine}"
+            )
+        return self.collection(self, name, schema)
+
+    def location(self) -> str:
+        """Where this store's collections are, for messages (no secrets)."""
+        return redact_url(self.spec.url) or "the default location"
 
     def versions(self) -> dict[str, str]:
         """Engine and client versions, for the result record."""
@@ -507,7 +522,27 @@ class Store:
         server what it keeps in its own; a server
         reached by URL counts nothing (it may be elsewhere). Rough by
         design: it is to refuse runs that cannot fit, not to size a
-        machine. The default: one copy of each document in RAM."""
+        machine. The default: a store that can run a managed server counts
+        its ``managed_memory`` when it does, nothing given a URL (nor does
+        one that needs a URL); any other one copy of each document in RAM."""
+        options = spec.checked_options
+        if not isinstance(options, cls.Options):
+            options = cls.check_options(spec.options, None)
+        if cls.managed_server(options) is None:
+            if cls.url_form is not None and cls.url_form.required:
+                return 0, 0  # only a server of yours: not counted
+            return 4 * dim + field_bytes + 64, 0
+        if spec.url is not None:
+            return 0, 0  # a server of yours: not counted
+        return cls.managed_memory(options, index, dim, field_bytes)
+
+    @classmethod
+    def managed_memory(
+        cls, options: Any, index: Any, dim: int, field_bytes: int
+    ) -> tuple[int, int]:
+        """``memory_use`` of the managed server this store runs on, from its
+        checked ``Options`` and ``Index``. The default: one copy of each
+        document in the server's RAM."""
         return 4 * dim + field_bytes + 64, 0
 
     # --- where an embedded engine keeps its data ---------------------------------

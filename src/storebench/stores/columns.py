@@ -19,6 +19,7 @@ import numpy as np
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter, evaluate
+from storebench.stores.base import Collection
 
 DTYPES = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
 
@@ -198,3 +199,24 @@ class Columns:
         n = self.n
         size = self.ids[:n].nbytes + self.alive[:n].nbytes + self.vecs[:n].nbytes
         return size + self.sq[:n].nbytes + sum(v[:n].nbytes for v in self.cols.values())
+
+
+class ColumnsCollection(Collection):
+    """A collection kept in this process's ``Columns`` (``_c``: the memory
+    store's and the index libraries'): its reads are the columns' own."""
+
+    _c: Columns
+
+    def get(self, ids: np.ndarray) -> DocBatch:
+        return self._c.get(ids)
+
+    def find(
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
+    ) -> DocBatch:
+        return self._c.find(where, order, limit)
+
+    def count(self) -> int:
+        return self._c.count()

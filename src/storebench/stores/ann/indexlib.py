@@ -43,7 +43,7 @@ from storebench.stores.base import (
     StoreSpec,
     hnsw_bytes,
 )
-from storebench.stores.columns import Columns
+from storebench.stores.columns import Columns, ColumnsCollection
 from storebench.stores.params import HnswIndex, HnswSearch
 
 DEFAULT_INDEX: dict[str, int] = {"m": 16, "ef_construct": 128}
@@ -105,7 +105,7 @@ class RWLock:
                 self._cond.notify_all()
 
 
-class LibraryCollection(Collection):
+class LibraryCollection(ColumnsCollection):
     """The engine-blind part; a subclass fills in the ``_index_*`` hooks and
     exposes ``update``/``delete`` only where its library can do them."""
 
@@ -203,17 +203,6 @@ class LibraryCollection(Collection):
                 rows = rows[c.alive[new]]
             self._index_add(rows, c.vecs[rows] if len(rows) < len(docs) else c.vecs[new])
 
-    def get(self, ids: np.ndarray) -> DocBatch:
-        return self._c.get(ids)
-
-    def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
-    ) -> DocBatch:
-        return self._c.find(where, order, limit)
-
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         q = np.ascontiguousarray(vectors, dtype=np.float32)
         nq = len(q)
@@ -239,9 +228,6 @@ class LibraryCollection(Collection):
                     dist = np.pad(dist, ((0, 0), (0, k - kk)), constant_values=np.inf)
             ids = np.where(rows >= 0, c.ids[np.maximum(rows, 0)], -1)
         return SearchResult(ids, dist.astype(np.float32, copy=False))
-
-    def count(self) -> int:
-        return self._c.count()
 
     def build_index(self, params: HnswIndex) -> bool:
         """False (nothing built) when the inserts built it with these parameters."""

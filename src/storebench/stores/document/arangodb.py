@@ -351,6 +351,7 @@ class ArangoCollection(Collection):
 
 class ArangoStore(Store):
     engine = "arangodb"
+    collection = ArangoCollection
     capabilities = DOCUMENTS | {
         Capability.ORDER,
         Capability.SIZE,
@@ -441,20 +442,6 @@ class ArangoStore(Store):
                 db.delete_collection(name, ignore_missing=True)
             raise
         return coll
-
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(
-                f"no collection {name!r} in {redact_url(self.spec.url)}", where="store arangodb"
-            )
-        return ArangoCollection(self, name, schema)
-
-    @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
-    ) -> tuple[int, int]:
-        # only by URL: a server of yours, not counted
-        return 0, 0
 
     def versions(self) -> dict[str, str]:
         return {

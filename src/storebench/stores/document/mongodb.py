@@ -118,6 +118,7 @@ class MongoCollection(MongoDocs):
 
 class MongoStore(Store):
     engine = "mongodb"
+    collection = MongoCollection
     capabilities = DOCUMENTS | {Capability.ORDER, Capability.SHARED_ACROSS_PROCESSES}
     extra = "mongodb"
     url_form = URL_FORM
@@ -153,19 +154,13 @@ class MongoStore(Store):
             coll.c.create_index(key(f))
         return coll
 
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(
-                f"no collection {name!r} in database {self.db.name}", where="store mongodb"
-            )
-        return MongoCollection(self, name, schema)
+    def location(self) -> str:
+        return f"database {self.db.name}"
 
     @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    def managed_memory(
+        cls, options: Any, index: IndexParams, dim: int, field_bytes: int
     ) -> tuple[int, int]:
-        if spec.url is not None:
-            return 0, 0  # a server reached by URL may be elsewhere
         return 4 * dim + 2 * field_bytes + 256, 64 << 20  # FerretDB on SQLite: pages cached
 
     def versions(self) -> dict[str, str]:

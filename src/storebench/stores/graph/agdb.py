@@ -782,11 +782,9 @@ class AgdbStore(Store):
         return AgdbCollection(self, name, schema, db, self._root_of(name, db))
 
     @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    def managed_memory(
+        cls, options: Any, index: IndexParams, dim: int, field_bytes: int
     ) -> tuple[int, int]:
-        if spec.url is not None:
-            return 0, 0  # a server of yours: not counted
         # the managed agdb keeps its database in memory; vectors as f64
         return 8 * dim + 2 * field_bytes + 256, 32 * MiB
 

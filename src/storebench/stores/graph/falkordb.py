@@ -54,7 +54,6 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from storebench.data.batch import DocBatch, Schema
-from storebench.data.filters import Filter, fields_of
 from storebench.errors import StorebenchError, UserError
 from storebench.stores.base import (
     DOCUMENTS,
@@ -72,9 +71,7 @@ from storebench.stores.graph.cypher import (
     ID,
     VEC,
     MissingReference,
-    anchors,
     last_per_id,
-    to_cypher,
 )
 from storebench.stores.params import IndexParams
 from storebench.stores.vector.redis import REDIS_URL
@@ -92,28 +89,23 @@ def ident(name: str) -> str:
     return cypher.ident(name, "falkordb", "FalkorDB")
 
 
-class FalkorDBCollection(Collection):
+class FalkorDBCollection(cypher.CypherCollection):
     store: FalkorDBStore
 
     def __init__(self, store: FalkorDBStore, name: str, schema: Schema):
         super().__init__(store, name, schema)
-        cypher.check_fields(schema, "falkordb", ident)
-        self._l = ident(name)
         self._names = list(schema.fields)
-        self._props = [f for f in self._names if f not in schema.refs]
-        self._refs = list(schema.refs)
-        self._vec = schema.dim is not None
 
-    def _target(self, field: str) -> str:
-        return ident(self.schema.refs[field])
+    _ident = staticmethod(ident)
+    _edge = staticmethod(ident)  # a reference's edge type: the field's name
 
-    def _pos(self, field: str) -> int:
+    def _var(self, field: str) -> int:
         return self._names.index(field)
 
     # --- reading -----------------------------------------------------------------
     def _returns(self, with_vectors: bool) -> tuple[str, str]:
         opt = "".join(
-            f" OPTIONAL MATCH (n)-[:{ident(f)}]->(t{self._pos(f)}:{self._target(f)})"
+            f" OPTIONAL MATCH (n)-[:{ident(f)}]->(t{self._var(f)}:{self._target(f)})"
             for f in self._refs
         )
         cols = [f"n.{ID}"]
@@ -130,56 +122,8 @@ class FalkorDBCollection(Collection):
         # the vector (a list of doubles) comes last when asked for and the schema has one
         return batch_from_rows(self.schema, rows, with_vectors and self._vec, blobs=False)
 
-    def get(self, ids: np.ndarray) -> DocBatch:
-        opt, cols = self._returns(with_vectors=True)
-        q = f"UNWIND $ids AS k MATCH (n:{self._l} {{{ID}: k}}){opt} RETURN {cols}"
-        return self._to_batch(self.store.read(q, {"ids": ids.tolist()}), with_vectors=True)
-
-    def _column(self, field: str) -> str:
-        if field in self.schema.refs:
-            return f"r{self._pos(field)}"
-        if field not in self.schema.fields:
-            raise UserError(f"no field {field!r} in {self.name}", where="store falkordb filter")
-        return f"n.{ident(field)}"
-
-    def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
-    ) -> DocBatch:
-        anchored, rest = anchors(where, self._refs)
-        params: dict[str, Any] = {}
-        patterns = [f"(n:{self._l})"]
-        for j, (f, value) in enumerate(anchored):
-            patterns.append(f"(n)-[:{ident(f)}]->(:{self._target(f)} {{{ID}: $a{j}}})")
-            params[f"a{j}"] = value
-        q = "MATCH " + ", ".join(patterns)
-        needed = (fields_of(rest) if rest is not None else set()) | ({order[0]} if order else set())
-        pre = [f for f in self._refs if f in needed]
-        for f in pre:
-            q += f" OPTIONAL MATCH (n)-[:{ident(f)}]->(t{self._pos(f)}:{self._target(f)})"
-        if pre:
-            q += " WITH n, " + ", ".join(
-                f"coalesce(t{self._pos(f)}.{ID}, -1) AS r{self._pos(f)}" for f in pre
-            )
-        if rest is not None:
-            q += " WHERE " + to_cypher(rest, self._column, params)
-        direction = "DESC" if order and order[1] else "ASC"
-        q += " WITH n"
-        if order is not None:
-            q += f" ORDER BY {self._column(order[0])} {direction}"
-        if limit is not None:
-            q += " LIMIT $limit"
-            params["limit"] = int(limit)
-        opt, cols = self._returns(with_vectors=False)
-        q += f"{opt} RETURN {cols}"
-        if order is not None:  # the OPTIONAL MATCHes above need not keep the order
-            q += f" ORDER BY c{self._pos(order[0])} {direction}"
-        return self._to_batch(self.store.read(q, params), with_vectors=False)
-
     def count(self) -> int:
-        rows = self.store.read(f"MATCH (n:{self._l}) RETURN count(n)", {})
+        rows = self.store.read(f"MATCH (n:{self._node}) RETURN count(n)", {})
         return int(rows[0][0])
 
     # --- writing -----------------------------------------------------------------
@@ -187,9 +131,9 @@ class FalkorDBCollection(Collection):
         """One query for the batch; returns the documents written."""
         params: dict[str, Any] = {"n": len(docs), "k": docs.ids.tolist()}
         for f in fields:
-            params[f"c{self._pos(f)}"] = docs.fields[f].tolist()
+            params[f"c{self._var(f)}"] = docs.fields[f].tolist()
         refs = [f for f in fields if f in self.schema.refs]
-        sets = [f"n.{ident(f)} = $c{self._pos(f)}[i]" for f in fields if f not in self.schema.refs]
+        sets = [f"n.{ident(f)} = $c{self._var(f)}[i]" for f in fields if f not in self.schema.refs]
         if docs.vectors is not None and self._vec:
             params["v"] = docs.vectors.tolist()
             # a list of doubles, not vecf32: FalkorDB 4.16 loses some updates of
@@ -198,17 +142,17 @@ class FalkorDBCollection(Collection):
         q = "UNWIND range(0, $n - 1) AS i"
         # referenced nodes first: a row whose reference points at nothing goes
         for f in refs:
-            q += f" MATCH (t{self._pos(f)}:{self._target(f)} {{{ID}: $c{self._pos(f)}[i]}})"
-        q += f" {'MERGE' if merge else 'MATCH'} (n:{self._l} {{{ID}: $k[i]}})"
+            q += f" MATCH (t{self._var(f)}:{self._target(f)} {{{ID}: $c{self._var(f)}[i]}})"
+        q += f" {'MERGE' if merge else 'MATCH'} (n:{self._node} {{{ID}: $k[i]}})"
         if sets:
             q += " SET " + ", ".join(sets)
         if refs:
-            keep = ", ".join(["n", *(f"t{self._pos(f)}" for f in refs)])
+            keep = ", ".join(["n", *(f"t{self._var(f)}" for f in refs)])
             types = "|".join(ident(f) for f in refs)
             q += (
                 f" WITH {keep} OPTIONAL MATCH (n)-[e:{types}]->() DELETE e"
                 f" WITH DISTINCT {keep} CREATE "
-                + ", ".join(f"(n)-[:{ident(f)}]->(t{self._pos(f)})" for f in refs)
+                + ", ".join(f"(n)-[:{ident(f)}]->(t{self._var(f)})" for f in refs)
             )
         q += " RETURN count(n)"
         rows = self.store.write(q, params)
@@ -230,7 +174,7 @@ class FalkorDBCollection(Collection):
 
     def delete(self, ids: np.ndarray) -> None:
         self.store.write(
-            f"UNWIND $ids AS k MATCH (n:{self._l} {{{ID}: k}}) DETACH DELETE n",
+            f"UNWIND $ids AS k MATCH (n:{self._node} {{{ID}: k}}) DETACH DELETE n",
             {"ids": ids.tolist()},
         )
 
@@ -244,6 +188,7 @@ class FalkorDBStore(Store):
     module's arguments, e.g. ``[THREAD_COUNT, 4]``)."""
 
     engine = "falkordb"
+    collection = FalkorDBCollection
     capabilities = DOCUMENTS | {Capability.ORDER, Capability.SHARED_ACROSS_PROCESSES}
     extra = "falkordb"
     url_form = REDIS_URL
@@ -364,12 +309,8 @@ class FalkorDBStore(Store):
             raise IndexFailed(f"falkordb: the index on {name}.id is missing after CREATE INDEX")
         return coll
 
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(
-                f"no collection {name!r} in graph {self.graph_name!r}", where="store falkordb"
-            )
-        return FalkorDBCollection(self, name, schema)
+    def location(self) -> str:
+        return f"graph {self.graph_name!r}"
 
     def _drop_label(self, name: str) -> None:
         label = ident(name)
@@ -381,11 +322,9 @@ class FalkorDBStore(Store):
             self.graph.delete()
 
     @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    def managed_memory(
+        cls, options: Any, index: IndexParams, dim: int, field_bytes: int
     ) -> tuple[int, int]:
-        if spec.url is not None:
-            return 0, 0  # a server of yours: not counted
         # the managed FalkorDB keeps the graph in RAM; vectors as lists of doubles
         return 8 * dim + 2 * field_bytes + 256, 32 * MiB
 

@@ -62,13 +62,12 @@ from kuzu.prepared_statement import PreparedStatement
 from pydantic import PositiveInt
 
 from storebench.data.batch import DocBatch, Schema
-from storebench.data.filters import Filter, fields_of
 from storebench.errors import ForeignDataError, UserError
 from storebench.stores.base import DOCUMENTS, Capability, Collection, Store, StoreSpec
 from storebench.stores.columns import DTYPES
 from storebench.stores.config import FILE, InMemoryMode
 from storebench.stores.graph import cypher
-from storebench.stores.graph.cypher import ID, VEC, MissingReference, anchors, last_per_id
+from storebench.stores.graph.cypher import ID, VEC, MissingReference, last_per_id
 from storebench.stores.params import IndexParams
 
 _KUZU_TYPE = {"int": "INT64", "float": "DOUBLE", "bool": "BOOLEAN", "str": "STRING"}
@@ -79,13 +78,6 @@ _PREPARED_PER_CONNECTION = 256
 def ident(name: str) -> str:
     """A Cypher identifier in backticks."""
     return cypher.ident(name, "kuzu", "Kuzu")
-
-
-def to_cypher(f: Filter, column: Callable[[str], str], params: dict[str, Any]) -> str:
-    """A filter as Cypher with parameters (``cypher.to_cypher``); an ``In``
-    list mixing ints and floats is passed as floats (Kuzu binds one element
-    type per list)."""
-    return cypher.to_cypher(f, column, params, one_type_lists=True)
 
 
 def _table(result: Any) -> pa.Table:
@@ -135,16 +127,8 @@ def _count(table: pa.Table) -> int:
     return int(table.column("c")[0].as_py()) if table.num_rows else 0
 
 
-class KuzuCollection(Collection):
+class KuzuCollection(cypher.CypherCollection):
     store: KuzuStore
-
-    def __init__(self, store: KuzuStore, name: str, schema: Schema):
-        super().__init__(store, name, schema)
-        cypher.check_fields(schema, "kuzu", ident)
-        self._t = ident(name)
-        self._props = [f for f in schema.fields if f not in schema.refs]
-        self._refs = list(schema.refs)
-        self._vec = schema.dim is not None
 
     # --- names -------------------------------------------------------------------
     def rel(self, field: str) -> str:
@@ -154,11 +138,18 @@ class KuzuCollection(Collection):
         gone = self.store._dropped_rels
         return [f for f in self._refs if self.rel(f) not in gone]
 
-    def _target(self, field: str) -> str:
-        return ident(self.schema.refs[field])
+    _ident = staticmethod(ident)
+    _one_type_lists = True
+
+    def _edge(self, field: str) -> str | None:
+        rel = self.rel(field)
+        return None if rel in self.store._dropped_rels else ident(rel)
+
+    def _var(self, field: str) -> int:
+        return self._refs.index(field)
 
     # --- reading -----------------------------------------------------------------
-    def _returns(self, with_vectors: bool) -> tuple[str, list[str]]:
+    def _returns(self, with_vectors: bool) -> tuple[str, str]:
         """OPTIONAL MATCHes for the references and the RETURN list (columns
         c0.. in schema order, vector last)."""
         live = set(self._live_refs())
@@ -177,7 +168,7 @@ class KuzuCollection(Collection):
                 cols.append(f"-1 AS c{j}")
         if with_vectors and self._vec:
             cols.append(f"n.{VEC} AS v")
-        return opt, cols
+        return opt, ", ".join(cols)
 
     def _to_batch(self, table: pa.Table, with_vectors: bool) -> DocBatch:
         fields: dict[str, np.ndarray] = {}
@@ -190,66 +181,11 @@ class KuzuCollection(Collection):
             vecs = _numpy(flat, np.float32).reshape(len(ids), int(self.schema.dim or 0))
         return DocBatch(ids, fields, vecs)
 
-    def get(self, ids: np.ndarray) -> DocBatch:
-        opt, cols = self._returns(with_vectors=True)
-        q = f"UNWIND $ids AS i MATCH (n:{self._t} {{{ID}: i}}){opt} RETURN {', '.join(cols)}"
-        return self._to_batch(self.store.read(q, {"ids": ids.tolist()}), with_vectors=True)
-
-    def _column(self, field: str) -> str:
-        if field in self.schema.refs:
-            return f"r{self._refs.index(field)}"
-        if field not in self.schema.fields:
-            raise UserError(f"no field {field!r} in {self.name}", where="store kuzu filter")
-        return f"n.{ident(field)}"
-
-    def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
-    ) -> DocBatch:
-        live = set(self._live_refs())
-        anchored, rest = anchors(where, live)
-        params: dict[str, Any] = {}
-        patterns = [f"(n:{self._t})"]
-        for j, (f, value) in enumerate(anchored):
-            patterns.append(f"(n)-[:{ident(self.rel(f))}]->(:{self._target(f)} {{{ID}: $a{j}}})")
-            params[f"a{j}"] = value
-        q = "MATCH " + ", ".join(patterns)
-        # references the residual filter or the order reads: their edge's end
-        needed = (fields_of(rest) if rest is not None else set()) | ({order[0]} if order else set())
-        pre = [f for f in self._refs if f in needed]
-        if pre:
-            for f in pre:
-                i = self._refs.index(f)
-                if f in live:
-                    q += f" OPTIONAL MATCH (n)-[:{ident(self.rel(f))}]->(t{i}:{self._target(f)})"
-            q += " WITH n, " + ", ".join(
-                (f"coalesce(t{self._refs.index(f)}.{ID}, -1)" if f in live else "-1")
-                + f" AS r{self._refs.index(f)}"
-                for f in pre
-            )
-        if rest is not None:
-            q += " WHERE " + to_cypher(rest, self._column, params)
-        sort = ""
-        if order is not None:
-            sort = f" ORDER BY {self._column(order[0])} {'DESC' if order[1] else 'ASC'}"
-        keep = ", ".join(["n", *(f"r{self._refs.index(f)}" for f in pre)])
-        q += f" WITH {keep}{sort}"
-        if limit is not None:
-            q += " LIMIT $limit"
-            params["limit"] = int(limit)
-        opt, cols = self._returns(with_vectors=False)
-        q += f"{opt} RETURN {', '.join(cols)}"
-        if order is not None:  # the OPTIONAL MATCHes above need not keep the order
-            q += f" ORDER BY c{self._field_pos(order[0])} {'DESC' if order[1] else 'ASC'}"
-        return self._to_batch(self.store.read(q, params), with_vectors=False)
-
     def _field_pos(self, field: str) -> int:
         return list(self.schema.fields).index(field)
 
     def count(self) -> int:
-        table = self.store.read(f"MATCH (n:{self._t}) RETURN count(*) AS c", {})
+        table = self.store.read(f"MATCH (n:{self._node}) RETURN count(*) AS c", {})
         return int(table.column("c")[0].as_py())
 
     # --- writing -----------------------------------------------------------------
@@ -272,7 +208,7 @@ class KuzuCollection(Collection):
             sets.append(f"n.{VEC} = $v[i]")
         params = self._columns(docs, fields)
         rows = "UNWIND range(1, $n) AS i"
-        node = f"(n:{self._t} {{{ID}: $k[i]}})"
+        node = f"(n:{self._node} {{{ID}: $k[i]}})"
         with self.store.writing() as run:
             if refs:
                 # the references being written replace the old edges; counts the
@@ -318,7 +254,7 @@ class KuzuCollection(Collection):
     def delete(self, ids: np.ndarray) -> None:
         with self.store.writing() as run:
             run(
-                f"UNWIND $ids AS i MATCH (n:{self._t} {{{ID}: i}}) DETACH DELETE n",
+                f"UNWIND $ids AS i MATCH (n:{self._node} {{{ID}: i}}) DETACH DELETE n",
                 {"ids": ids.tolist()},
             )
 
@@ -349,6 +285,7 @@ class KuzuStore(Store):
 
     async_ops = "inline"
     engine = "kuzu"
+    collection = KuzuCollection
     capabilities = DOCUMENTS | {Capability.ORDER, Capability.SIZE, Capability.COMPACT}
     extra = "kuzu"
     url_form = FILE
@@ -468,11 +405,6 @@ class KuzuStore(Store):
                 )
         self._dropped_rels -= {coll.rel(f) for f in schema.refs}
         return coll
-
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(f"no node table {name!r} in {self.path}", where="store kuzu")
-        return KuzuCollection(self, name, schema)
 
     def _drop_node_table(self, coll: KuzuCollection) -> None:
         """Drop the collection's REL tables, the REL tables other collections

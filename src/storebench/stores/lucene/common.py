@@ -45,7 +45,7 @@ import functools
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -456,6 +456,17 @@ def _heap_bytes(heap: Any) -> int | None:
     return int(m.group(1)) << (10 * " kmgt".index(m.group(2) or " "))
 
 
+class Request(NamedTuple):
+    """One HTTP request to the engine, as the store's ``_send`` takes it."""
+
+    method: str
+    path: str
+    params: Mapping[str, Any] | None
+    body: Any
+    headers: Mapping[str, str]
+    timeout: float
+
+
 class LuceneStore(Store):
     """Shared Elasticsearch / OpenSearch store; subclasses give the dialect."""
 
@@ -485,7 +496,8 @@ class LuceneStore(Store):
         self.client: Any = None
         try:
             url, auth = self._split_url(self.spec.url or "")
-            self.client = self._connect(url, auth, opts)
+            tls = {"verify_certs": opts.verify_certs, "ca_certs": opts.ca_certs}
+            self.client = self._connect(url, auth, {k: v for k, v in tls.items() if v is not None})
             self._request("GET", "/_cluster/health", {"filter_path": "status"})
         except BaseException as exc:
             where = redact_url(self.spec.url)
@@ -506,18 +518,12 @@ class LuceneStore(Store):
         return clean, ((user, password or "") if user else None)
 
     # --- what each engine provides ---------------------------------------------------
-    def _connect(self, url: str, auth: tuple[str, str] | None, opts: LuceneOptions) -> Any:
+    def _connect(self, url: str, auth: tuple[str, str] | None, tls: dict[str, Any]) -> Any:
+        """The engine's client (``tls``: the certificate options given)."""
         raise NotImplementedError
 
-    def _send(
-        self,
-        method: str,
-        path: str,
-        params: Mapping[str, Any] | None,
-        body: Any,
-        headers: Mapping[str, str],
-        timeout: float,
-    ) -> Any:
+    def _send(self, req: Request) -> Any:
+        """The reply's body to one request, through the client."""
         raise NotImplementedError
 
     def _status(self, exc: Exception) -> int | None:
@@ -525,8 +531,9 @@ class LuceneStore(Store):
         raise NotImplementedError
 
     def _exists(self, name: str) -> bool:
-        """An index, alias or data stream of this exact name exists."""
-        raise NotImplementedError
+        """An index, alias or data stream of this exact name exists (both
+        clients ask the same way)."""
+        return bool(self.client.indices.exists(index=name))
 
     def _vector_mapping(self, dim: int, metric: str, params: HnswIndex) -> dict[str, Any]:
         raise NotImplementedError
@@ -554,7 +561,7 @@ class LuceneStore(Store):
         ignore_status: tuple[int, ...] = (),
     ) -> Any:
         try:
-            return self._send(method, path, params, body, headers, timeout or self.timeout)
+            return self._send(Request(method, path, params, body, headers, timeout or self.timeout))
         except Exception as exc:
             status = self._status(exc)
             if status is not None and status in ignore_status:
@@ -605,7 +612,7 @@ class LuceneStore(Store):
             "mappings": {"dynamic": "strict", "properties": props},
         }
         try:
-            self._send("PUT", "/" + name, None, orjson.dumps(body), _JSON, self.timeout)
+            self._send(Request("PUT", "/" + name, None, orjson.dumps(body), _JSON, self.timeout))
         except Exception as exc:
             if self._status(exc) == 400 and "already_exists" in str(exc):
                 raise ForeignDataError(
@@ -649,14 +656,12 @@ class LuceneStore(Store):
         return out
 
     @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    def managed_memory(
+        cls, options: Any, index: HnswIndex, dim: int, field_bytes: int
     ) -> tuple[int, int]:
-        if spec.url is not None:
-            return 0, 0  # a server of yours: not counted
         # the managed node's JVM heap (-Xmx) and native memory; vectors and
         # graphs are memory-mapped files (page cache)
-        heap = _heap_bytes(spec.options.get("heap")) or 1024 * MiB
+        heap = _heap_bytes(options.heap) or 1024 * MiB
         return 0, heap + 256 * MiB
 
     def versions(self) -> dict[str, str]:

@@ -16,7 +16,6 @@ it only connects. Everything else is shared with OpenSearch: see
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,7 @@ from elasticsearch import ApiError, Elasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 
 from storebench.servers.elastic import ElasticsearchServer
-from storebench.stores.lucene.common import VECTOR_FIELD, LuceneOptions, LuceneStore
+from storebench.stores.lucene.common import VECTOR_FIELD, LuceneStore, Request
 from storebench.stores.params import HnswIndex
 
 _SIMILARITY = {"l2": "l2_norm", "cosine": "cosine", "ip": "max_inner_product"}
@@ -36,40 +35,25 @@ class ElasticsearchStore(LuceneStore):
     server_class = ElasticsearchServer
     client_name = "elasticsearch"
 
-    def _connect(self, url: str, auth: tuple[str, str] | None, opts: LuceneOptions) -> Any:
-        kw: dict[str, Any] = {}
-        if opts.verify_certs is not None:
-            kw["verify_certs"] = opts.verify_certs
-        if opts.ca_certs is not None:
-            kw["ca_certs"] = opts.ca_certs
+    def _connect(self, url: str, auth: tuple[str, str] | None, tls: dict[str, Any]) -> Any:
         return Elasticsearch(
             url,
             basic_auth=auth,
             request_timeout=self.timeout,
             serializer=OrjsonSerializer(),
-            **kw,
+            **tls,
         )
 
-    def _send(
-        self,
-        method: str,
-        path: str,
-        params: Mapping[str, Any] | None,
-        body: Any,
-        headers: Mapping[str, str],
-        timeout: float,
-    ) -> Any:
+    def _send(self, req: Request) -> Any:
         client = self.client
-        if timeout != self.timeout:
-            client = client.options(request_timeout=timeout)
-        resp = client.perform_request(method, path, params=params, headers=headers, body=body)
-        return resp.body
+        if req.timeout != self.timeout:
+            client = client.options(request_timeout=req.timeout)
+        return client.perform_request(
+            req.method, req.path, params=req.params, headers=req.headers, body=req.body
+        ).body
 
     def _status(self, exc: Exception) -> int | None:
         return exc.meta.status if isinstance(exc, ApiError) else None
-
-    def _exists(self, name: str) -> bool:
-        return bool(self.client.indices.exists(index=name))
 
     def _vector_mapping(self, dim: int, metric: str, params: HnswIndex) -> dict[str, Any]:
         opts: dict[str, Any] = {"type": "hnsw"}

@@ -16,7 +16,6 @@ one it only connects. Everything else is shared with Elasticsearch: see
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,7 @@ from opensearchpy import OpenSearch, TransportError
 from opensearchpy.serializer import JSONSerializer
 
 from storebench.servers.elastic import OpenSearchServer
-from storebench.stores.lucene.common import VECTOR_FIELD, LuceneOptions, LuceneStore
+from storebench.stores.lucene.common import VECTOR_FIELD, LuceneStore, Request
 from storebench.stores.params import HnswIndex
 
 _SPACE = {"l2": "l2", "cosine": "cosinesimil", "ip": "innerproduct"}
@@ -49,34 +48,23 @@ class OpenSearchStore(LuceneStore):
     server_class = OpenSearchServer
     client_name = "opensearch-py"
 
-    def _connect(self, url: str, auth: tuple[str, str] | None, opts: LuceneOptions) -> Any:
-        kw: dict[str, Any] = {}
-        if opts.verify_certs is not None:
-            kw["verify_certs"] = opts.verify_certs
-        if opts.ca_certs is not None:
-            kw["ca_certs"] = opts.ca_certs
-        return OpenSearch([url], http_auth=auth, timeout=self.timeout, serializer=_Orjson(), **kw)
+    def _connect(self, url: str, auth: tuple[str, str] | None, tls: dict[str, Any]) -> Any:
+        return OpenSearch([url], http_auth=auth, timeout=self.timeout, serializer=_Orjson(), **tls)
 
-    def _send(
-        self,
-        method: str,
-        path: str,
-        params: Mapping[str, Any] | None,
-        body: Any,
-        headers: Mapping[str, str],
-        timeout: float,
-    ) -> Any:
+    def _send(self, req: Request) -> Any:
         return self.client.transport.perform_request(
-            method, path, params=params, body=body, headers=headers, timeout=timeout
+            req.method,
+            req.path,
+            params=req.params,
+            body=req.body,
+            headers=req.headers,
+            timeout=req.timeout,
         )
 
     def _status(self, exc: Exception) -> int | None:
         if isinstance(exc, TransportError) and isinstance(exc.status_code, int):
             return exc.status_code
         return None
-
-    def _exists(self, name: str) -> bool:
-        return bool(self.client.indices.exists(index=name))
 
     def _index_settings(self) -> dict[str, Any]:
         return {"knn": True}

@@ -15,11 +15,11 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.data.truth import distances, top_k
 from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
-from storebench.stores.columns import Columns
+from storebench.stores.columns import Columns, ColumnsCollection
 from storebench.stores.params import IndexParams
 
 
-class MemoryCollection(Collection):
+class MemoryCollection(ColumnsCollection):
     def __init__(self, store: Store, name: str, schema: Schema):
         super().__init__(store, name, schema)
         self._lock = threading.Lock()
@@ -29,9 +29,6 @@ class MemoryCollection(Collection):
         with self._lock:
             self._c.append(docs)  # an existing id is replaced
 
-    def get(self, ids: np.ndarray) -> DocBatch:
-        return self._c.get(ids)
-
     def update(self, docs: DocBatch) -> None:
         with self._lock:
             self._c.update(docs)
@@ -39,14 +36,6 @@ class MemoryCollection(Collection):
     def delete(self, ids: np.ndarray) -> None:
         with self._lock:
             self._c.delete(ids)
-
-    def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
-    ) -> DocBatch:
-        return self._c.find(where, order, limit)
 
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         c = self._c
@@ -72,9 +61,6 @@ class MemoryCollection(Collection):
             dist = np.pad(dist, pad, constant_values=np.inf)
         ids = np.where(pos >= 0, c.ids[np.maximum(pos, 0)], -1)
         return SearchResult(ids, dist)
-
-    def count(self) -> int:
-        return self._c.count()
 
     def size_bytes(self) -> int:
         return self._c.nbytes()

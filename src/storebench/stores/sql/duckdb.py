@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 
 from storebench.data.batch import DocBatch, Schema
-from storebench.data.filters import Filter, to_sql
+from storebench.data.filters import Filter
 from storebench.errors import UserError
 from storebench.stores.base import (
     Capability,
@@ -59,6 +59,7 @@ from storebench.stores.base import (
 )
 from storebench.stores.config import DIRECTORY
 from storebench.stores.params import HnswIndex, HnswSearch, IndexParams
+from storebench.stores.sql.sqlite import find_sql, nearest, quote, where_sql
 
 _SQL_TYPE = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR"}
 _ARROW_TYPE = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}
@@ -78,10 +79,6 @@ def _one(con: duckdb.DuckDBPyConnection) -> Any:
     row = con.fetchone()
     assert row is not None
     return row[0]
-
-
-def quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def vss_extension_dir() -> str:
@@ -217,23 +214,11 @@ class DuckDBCollection(Collection):
         order: tuple[str, bool] | None = None,
         limit: int | None = None,
     ) -> DocBatch:
-        sql = f"SELECT {self._cols} FROM {quote(self.name)}"
-        params: list[Any] = []
-        if where is not None:
-            cond, params = to_sql(where, quote)
-            sql += f" WHERE {cond}"
-        if order is not None:
-            sql += f" ORDER BY {quote(order[0])} {'DESC' if order[1] else 'ASC'}"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        return self._batch(self._db.execute(sql, params).fetch_arrow_table(), vectors=False)
+        sql, params = find_sql(where, order, limit)
+        rows = self._db.execute(f"SELECT {self._cols} FROM {quote(self.name)}{sql}", params)
+        return self._batch(rows.fetch_arrow_table(), vectors=False)
 
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
-        nq = len(vectors)
-        ids = np.full((nq, k), -1, np.int64)
-        dist = np.full((nq, k), np.inf, np.float32)
-        if k == 0 or nq == 0:
-            return SearchResult(ids, dist)
         d = f"{self._dist}(vec, ?::{self._qtype})"
         t = quote(self.name)
         params: list[Any] = []
@@ -242,16 +227,11 @@ class DuckDBCollection(Collection):
             sql = f"SELECT id, {d} AS d FROM {t} ORDER BY d LIMIT {int(k)}"
         else:
             # exact over the matching rows: vss would filter after its top k
-            cond, params = to_sql(where, quote)
-            sql = f"SELECT id, {d} AS d FROM {t} WHERE {cond} ORDER BY d, id LIMIT {int(k)}"
+            cond, params = where_sql(where)
+            sql = f"SELECT id, {d} AS d FROM {t}{cond} ORDER BY d, id LIMIT {int(k)}"
         db = self._db
-        for i, q in enumerate(np.asarray(vectors, np.float32)):
-            rows = db.execute(sql, [q.tolist(), *params]).fetchall()
-            if rows:
-                found, dd = zip(*rows, strict=True)
-                ids[i, : len(rows)] = found
-                dist[i, : len(rows)] = dd
-        return SearchResult(ids, dist)
+        queries = np.asarray(vectors, np.float32)
+        return nearest(queries, k, lambda q: db.execute(sql, [q.tolist(), *params]).fetchall())
 
     def count(self) -> int:
         return int(_one(self._db.execute(f"SELECT count(*) FROM {quote(self.name)}")))

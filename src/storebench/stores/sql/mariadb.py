@@ -44,7 +44,7 @@ import pymysql
 from pydantic import StringConstraints, field_validator
 
 from storebench.data.batch import DocBatch, Schema
-from storebench.data.filters import Filter, to_sql
+from storebench.data.filters import Filter
 from storebench.errors import UserError
 from storebench.stores.base import (
     DOCUMENTS,
@@ -58,6 +58,7 @@ from storebench.stores.base import (
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.params import IndexParams
+from storebench.stores.sql.sqlite import find_sql
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -162,14 +163,7 @@ class MariaDBCollection(Collection):
         order: tuple[str, bool] | None = None,
         limit: int | None = None,
     ) -> DocBatch:
-        sql, params = ("", []) if where is None else to_sql(where, quote, "%s")
-        if sql:
-            sql = f" WHERE {sql}"
-        if order is not None:
-            sql += f" ORDER BY {quote(order[0])} {'DESC' if order[1] else 'ASC'}"
-        if limit is not None:
-            sql += " LIMIT %s"
-            params.append(int(limit))
+        sql, params = find_sql(where, order, limit, "%s", quote)
         with self._cur() as cur:
             cur.execute(f"SELECT {self._select_scalars} FROM {self._t}{sql}", params)
             rows = cur.fetchall()
@@ -225,6 +219,7 @@ def _target(url: str, parts: SplitResult | None) -> dict[str, Any]:
 
 class MariaDBStore(Store):
     engine = "mariadb"
+    collection = MariaDBCollection
     capabilities = DOCUMENTS | {
         Capability.ORDER,
         Capability.SIZE,
@@ -322,26 +317,14 @@ class MariaDBStore(Store):
             )
         return coll
 
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(
-                f"no table {name!r} in {redact_url(self.spec.url)}", where="store mariadb"
-            )
-        return MariaDBCollection(self, name, schema)
-
     @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
+    def managed_memory(
+        cls, options: Options, index: IndexParams, dim: int, field_bytes: int
     ) -> tuple[int, int]:
         from storebench.servers.mariadb import buffer_pool_bytes, server_settings
 
-        if spec.url is not None:
-            return 0, 0  # a server of yours: not counted
         # the managed MariaDB keeps data on disk; its buffer pool is fixed
         # (taken as pages are read, all of it in a long run), with 128 MB more
-        options = spec.checked_options
-        if not isinstance(options, cls.Options):
-            options = cls.check_options(spec.options, None)
         given = server_settings(options.tuning, {k: str(v) for k, v in options.settings.items()})
         pool = next(
             (v for k, v in given.items() if k.replace("-", "_") == "innodb_buffer_pool_size"),

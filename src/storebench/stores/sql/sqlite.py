@@ -24,7 +24,6 @@ from pydantic import field_validator
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter, to_sql
 from storebench.data.truth import distances, top_k
-from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.config import FILE, InMemoryMode, StoreOptions
@@ -45,11 +44,15 @@ def chunks(ids: np.ndarray) -> Iterable[list[int]]:
         yield ids[start : start + _MAX_PARAMS].tolist()
 
 
-def where_sql(where: Filter | None) -> tuple[str, list[Any]]:
-    """`` WHERE <filter>`` (empty without a filter) and its parameters."""
+def where_sql(
+    where: Filter | None, mark: str = "?", ident: Callable[[str], str] = quote
+) -> tuple[str, list[Any]]:
+    """`` WHERE <filter>`` (empty without a filter) and its parameters, in
+    SQLite's dialect by default: another engine's gives its parameter
+    marker (``%s``) and identifier quoting (MariaDB's backticks)."""
     if where is None:
         return "", []
-    sql, params = to_sql(where, quote)
+    sql, params = to_sql(where, ident, mark)
     return f" WHERE {sql}", params
 
 
@@ -73,6 +76,23 @@ def create_table(db: Any, name: str, schema: Schema, extra: Iterable[str] = ()) 
     db.execute(f"CREATE TABLE {quote(name)} ({', '.join(cols)})")
     for f in schema.indexed:
         db.execute(f"CREATE INDEX {quote(name + '__' + f)} ON {quote(name)} ({quote(f)})")
+
+
+def nearest(
+    queries: np.ndarray, k: int, rows_of: Callable[[np.ndarray], list[Any]]
+) -> SearchResult:
+    """A search result from each query's ``(id, distance)`` rows, nearest
+    first (``rows_of``: one query's, at most k), padded with -1 and inf;
+    nothing is asked for k = 0."""
+    ids = np.full((len(queries), k), -1, np.int64)
+    dist = np.full((len(queries), k), np.inf, np.float32)
+    for i, q in enumerate(queries if k else ()):
+        rows = rows_of(q)
+        if rows:
+            found, d = zip(*rows, strict=True)
+            ids[i, : len(rows)] = found
+            dist[i, : len(rows)] = d
+    return SearchResult(ids, dist)
 
 
 class _Closable(Protocol):
@@ -110,34 +130,66 @@ class PerThread(Generic[C]):
 
 
 def find_sql(
-    where: Filter | None, order: tuple[str, bool] | None, limit: int | None
+    where: Filter | None,
+    order: tuple[str, bool] | None,
+    limit: int | None,
+    mark: str = "?",
+    ident: Callable[[str], str] = quote,
 ) -> tuple[str, list[Any]]:
-    """The WHERE, ORDER BY and LIMIT clauses of a ``find``, with parameters."""
-    sql, params = where_sql(where)
+    """The WHERE, ORDER BY and LIMIT clauses of a ``find``, with parameters
+    (``mark`` and ``ident`` as for ``where_sql``)."""
+    sql, params = where_sql(where, mark, ident)
     if order is not None:
-        sql += f" ORDER BY {quote(order[0])} {'DESC' if order[1] else 'ASC'}"
+        sql += f" ORDER BY {ident(order[0])} {'DESC' if order[1] else 'ASC'}"
     if limit is not None:
-        sql += " LIMIT ?"
+        sql += f" LIMIT {mark}"
         params.append(int(limit))
     return sql, params
 
 
-class SQLiteCollection(Collection):
+class SQLiteFileCollection(Collection):
+    """What the SQLite stores' collections share: a table ``_t`` with ``id``
+    and the schema's fields (``_scalars``), on this thread's connection."""
+
+    store: SQLiteFileStore
+
+    def __init__(self, store: SQLiteFileStore, name: str, schema: Schema):
+        super().__init__(store, name, schema)
+        self._t = quote(name)
+        self._fields = list(schema.fields)
+        self._scalars = ", ".join(["id", *map(quote, self._fields)])
+
+    @property
+    def _db(self) -> Any:
+        return self.store.connection()
+
+    def find(
+        self,
+        where: Filter | None = None,
+        order: tuple[str, bool] | None = None,
+        limit: int | None = None,
+    ) -> DocBatch:
+        sql, params = find_sql(where, order, limit)
+        rows = self._db.execute(f"SELECT {self._scalars} FROM {self._t}{sql}", params).fetchall()
+        return batch_from_rows(self.schema, rows, with_vectors=False)
+
+    def count(self) -> int:
+        return int(self._db.execute(f"SELECT count(*) FROM {self._t}").fetchone()[0])
+
+    def compact(self) -> None:
+        # VACUUM rewrites the file without changing any table's content.
+        self._db.execute("VACUUM")
+
+
+class SQLiteCollection(SQLiteFileCollection):
     store: SQLiteStore
 
     def __init__(self, store: SQLiteStore, name: str, schema: Schema):
         super().__init__(store, name, schema)
-        self._t = quote(name)
-        self._fields = list(schema.fields)
         self._cols = ", ".join(quote(f) for f in self._fields)
         self._vec = schema.dim is not None
         select = ["id", *map(quote, self._fields)] + (["vec"] if self._vec else [])
         self._select_all = ", ".join(select)
-        self._select_scalars = ", ".join(["id", *map(quote, self._fields)])
-
-    @property
-    def _db(self) -> sqlite3.Connection:
-        return self.store.connection()
 
     def _params(self, docs: DocBatch, fields: list[str]) -> Iterable[tuple]:
         columns: list[Iterable[Any]] = [docs.fields[f].tolist() for f in fields]
@@ -184,18 +236,6 @@ class SQLiteCollection(Collection):
                 marks = ", ".join("?" * len(chunk))
                 db.execute(f"DELETE FROM {self._t} WHERE id IN ({marks})", chunk)
 
-    def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
-    ) -> DocBatch:
-        sql, params = find_sql(where, order, limit)
-        rows = self._db.execute(
-            f"SELECT {self._select_scalars} FROM {self._t}{sql}", params
-        ).fetchall()
-        return batch_from_rows(self.schema, rows, with_vectors=False)
-
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         sql, params = where_sql(where)
         rows = self._db.execute(f"SELECT id, vec FROM {self._t}{sql}", params).fetchall()
@@ -208,9 +248,6 @@ class SQLiteCollection(Collection):
             data = np.empty((0, self.schema.dim or 0), np.float32)
         pos, dist = top_k(distances(vectors, data, self.schema.metric), k)
         return SearchResult(np.where(pos >= 0, ids[np.maximum(pos, 0)], -1), dist)
-
-    def count(self) -> int:
-        return int(self._db.execute(f"SELECT count(*) FROM {self._t}").fetchone()[0])
 
     def size_bytes(self) -> int:
         """Pages of this table and its indexes (dbstat), not the whole file."""
@@ -231,10 +268,6 @@ class SQLiteCollection(Collection):
             return int(db.execute("PRAGMA page_count").fetchone()[0]) * int(page_size)
         return int(row[0] or 0)
 
-    def compact(self) -> None:
-        # VACUUM rewrites the file without changing any table's content.
-        self._db.execute("VACUUM")
-
     def _drop(self) -> None:
         with self._db as db:
             db.execute(f"DROP TABLE IF EXISTS {self._t}")
@@ -251,13 +284,12 @@ class Synchronous(StoreOptions):
         return v.upper() if isinstance(v, str) else v
 
 
-class SQLiteStore(Store):
-    """Options: ``mode`` (``file``, the default, or ``memory``: a shared-cache
-    in-memory database, for this process's client threads only) and
-    ``synchronous`` (SQLite's PRAGMA: OFF, NORMAL (default), FULL)."""
+class SQLiteFileStore(Store):
+    """What the SQLite stores (sqlite, sqlite-vec) share: a database file
+    whose tables are the collections (``collection``), exact search, a
+    connection per thread (``_connect``, opened by ``_connections``)."""
 
     async_ops = "inline"
-    engine = "sqlite"
     capabilities = frozenset(Capability) - {
         Capability.INDEX,
         Capability.SEARCH_PARAMS,
@@ -265,6 +297,33 @@ class SQLiteStore(Store):
     }
     exact = True
     url_form = FILE
+
+    def _connections(self) -> None:
+        self._conns = PerThread(self._connect)
+        self.connection()  # fail now, not in the first timed operation
+
+    def _connect(self) -> Any:
+        raise NotImplementedError
+
+    def connection(self) -> Any:
+        """This thread's connection."""
+        return self._conns.get()
+
+    def has_collection(self, name: str) -> bool:
+        return has_table(self.connection(), name)
+
+    def close(self) -> None:
+        self._conns.close()
+        super().close()
+
+
+class SQLiteStore(SQLiteFileStore):
+    """Options: ``mode`` (``file``, the default, or ``memory``: a shared-cache
+    in-memory database, for this process's client threads only) and
+    ``synchronous`` (SQLite's PRAGMA: OFF, NORMAL (default), FULL)."""
+
+    engine = "sqlite"
+    collection = SQLiteCollection
 
     class Options(Synchronous, InMemoryMode):
         pass
@@ -280,8 +339,7 @@ class SQLiteStore(Store):
             self.capabilities = SQLiteStore.capabilities - {Capability.SHARED_ACROSS_PROCESSES}  # type: ignore[misc]
         else:
             self.local_path("store.db")
-        self._conns = PerThread(self._connect)
-        self.connection()  # fail now, not in the first timed operation
+        self._connections()
 
     def _connect(self) -> sqlite3.Connection:
         url = self.spec.url or ""
@@ -292,13 +350,6 @@ class SQLiteStore(Store):
             db.execute("PRAGMA journal_mode = WAL")
         db.execute(f"PRAGMA synchronous = {self.options.synchronous}")
         return db
-
-    def connection(self) -> sqlite3.Connection:
-        """This thread's connection."""
-        return self._conns.get()
-
-    def has_collection(self, name: str) -> bool:
-        return has_table(self.connection(), name)
 
     def size_unit(self, coll: Collection) -> object:
         """Without dbstat each collection's size is the whole file (see
@@ -314,11 +365,6 @@ class SQLiteStore(Store):
             create_table(db, name, schema, ["vec BLOB"] if schema.dim is not None else [])
         return SQLiteCollection(self, name, schema)
 
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(f"no table {name!r} in {self.spec.url}", where="store sqlite")
-        return SQLiteCollection(self, name, schema)
-
     @classmethod
     def memory_use(
         cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
@@ -332,7 +378,3 @@ class SQLiteStore(Store):
 
     def versions(self) -> dict[str, str]:
         return {"engine": f"SQLite {sqlite3.sqlite_version}", "client": "python sqlite3"}
-
-    def close(self) -> None:
-        self._conns.close()
-        super().close()

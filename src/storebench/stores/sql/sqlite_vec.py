@@ -33,18 +33,17 @@ import sqlite_vec
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
-from storebench.errors import NotSupported, UserError
-from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
+from storebench.errors import NotSupported
+from storebench.stores.base import Collection, SearchResult, StoreSpec
 from storebench.stores.columns import batch_from_rows
-from storebench.stores.config import FILE
 from storebench.stores.params import IndexParams
 from storebench.stores.sql.sqlite import (
-    PerThread,
+    SQLiteFileCollection,
+    SQLiteFileStore,
     Synchronous,
     chunks,
     create_table,
-    find_sql,
-    has_table,
+    nearest,
     quote,
     where_sql,
 )
@@ -59,20 +58,13 @@ def _one(cursor: Any) -> Any:
     return row[0]
 
 
-class SQLiteVecCollection(Collection):
+class SQLiteVecCollection(SQLiteFileCollection):
     store: SQLiteVecStore
 
     def __init__(self, store: SQLiteVecStore, name: str, schema: Schema):
         super().__init__(store, name, schema)
-        self._t = quote(name)
         self._v = quote(name + "__vec")
-        self._fields = list(schema.fields)
-        self._scalars = ", ".join(["id", *map(quote, self._fields)])
         self._has_vec = schema.dim is not None
-
-    @property
-    def _db(self) -> apsw.Connection:
-        return self.store.connection()
 
     def _scalar_rows(self, docs: DocBatch, fields: list[str]) -> Iterable[tuple]:
         columns: list[Iterable[Any]] = [docs.fields[f].tolist() for f in fields]
@@ -144,22 +136,7 @@ class SQLiteVecCollection(Collection):
                 if self._has_vec:
                     db.execute(f"DELETE FROM {self._v} WHERE rowid IN ({marks})", chunk)
 
-    def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
-    ) -> DocBatch:
-        sql, params = find_sql(where, order, limit)
-        rows = self._db.execute(f"SELECT {self._scalars} FROM {self._t}{sql}", params).fetchall()
-        return batch_from_rows(self.schema, rows, with_vectors=False)
-
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
-        nq = len(vectors)
-        ids = np.full((nq, k), -1, np.int64)
-        dist = np.full((nq, k), np.inf, np.float32)
-        if k == 0:
-            return SearchResult(ids, dist)
         sql = f"SELECT rowid, distance FROM {self._v} WHERE embedding MATCH ? AND k = ?"
         extra: list[Any] = []
         if where is not None:
@@ -168,16 +145,9 @@ class SQLiteVecCollection(Collection):
         sql += " ORDER BY distance"
         db = self._db
         queries = np.ascontiguousarray(vectors, np.float32)
-        for i, q in enumerate(queries):
-            rows = db.execute(sql, [q.tobytes(), int(k), *extra]).fetchall()
-            if rows:
-                found, d = zip(*rows, strict=True)
-                ids[i, : len(rows)] = found
-                dist[i, : len(rows)] = d
-        return SearchResult(ids, dist)
-
-    def count(self) -> int:
-        return int(_one(self._db.execute(f"SELECT count(*) FROM {self._t}")))
+        return nearest(
+            queries, k, lambda q: db.execute(sql, [q.tobytes(), int(k), *extra]).fetchall()
+        )
 
     def size_bytes(self) -> int:
         """Pages of the scalar table, the vec0 shadow tables and their indexes."""
@@ -191,10 +161,6 @@ class SQLiteVecCollection(Collection):
         )
         return int(total or 0)
 
-    def compact(self) -> None:
-        # VACUUM rewrites the file without changing any table's content.
-        self._db.execute("VACUUM")
-
     def _drop(self) -> None:
         db = self._db
         with db:
@@ -203,24 +169,16 @@ class SQLiteVecCollection(Collection):
             db.execute(f"DROP TABLE IF EXISTS {self._t}")
 
 
-class SQLiteVecStore(Store):
-    async_ops = "inline"
+class SQLiteVecStore(SQLiteFileStore):
     engine = "sqlite-vec"
-    capabilities = frozenset(Capability) - {
-        Capability.INDEX,
-        Capability.SEARCH_PARAMS,
-        Capability.PIPELINE,
-    }
-    exact = True
     extra = "sqlite-vec"
-    url_form = FILE
     Options = Synchronous
+    collection = SQLiteVecCollection
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
         self.path = self.local_path("store.db")
-        self._conns = PerThread(self._connect)
-        self.connection()  # fail now, not in the first timed operation
+        self._connections()
 
     def _connect(self) -> apsw.Connection:
         db = apsw.Connection(self.path)
@@ -231,13 +189,6 @@ class SQLiteVecStore(Store):
         db.execute("PRAGMA journal_mode = WAL")
         db.execute(f"PRAGMA synchronous = {self.options.synchronous}")
         return db
-
-    def connection(self) -> apsw.Connection:
-        """This thread's connection, with sqlite-vec loaded."""
-        return self._conns.get()
-
-    def has_collection(self, name: str) -> bool:
-        return has_table(self.connection(), name)
 
     def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
         if schema.dim is not None and schema.metric not in _VEC_METRIC:
@@ -251,11 +202,6 @@ class SQLiteVecStore(Store):
                     f"embedding float[{int(schema.dim)}] "
                     f"distance_metric={_VEC_METRIC[schema.metric]})"
                 )
-        return SQLiteVecCollection(self, name, schema)
-
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(f"no table {name!r} in {self.path}", where="store sqlite-vec")
         return SQLiteVecCollection(self, name, schema)
 
     @classmethod
@@ -272,10 +218,6 @@ class SQLiteVecStore(Store):
             "engine": f"SQLite {apsw.sqlite_lib_version()} + sqlite-vec {vec}",
             "client": f"apsw {apsw.apsw_version()} ({_dist('sqlite-vec')})",
         }
-
-    def close(self) -> None:
-        self._conns.close()
-        super().close()
 
 
 def _dist(name: str) -> str:

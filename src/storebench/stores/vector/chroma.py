@@ -34,7 +34,7 @@ import os
 import shutil
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import chromadb
@@ -178,18 +178,22 @@ class ChromaCollection(Collection):
         return range(0, n, self._batch_max)
 
     # --- contract ----------------------------------------------------------------
-    def insert(self, docs: DocBatch) -> None:
-        if len(docs) == 0:
-            return
+    def _write(self, send: Callable[..., Any], docs: DocBatch, fields: list[str]) -> None:
+        """``docs`` (``fields`` of them) through ``send`` (``upsert`` or
+        ``update``), in batches Chroma takes."""
         keys = self._keys(docs.ids)
-        metas = self._metadatas(docs, self._fields)
+        metas = self._metadatas(docs, fields)
         for s in self._chunks(len(docs)):
             e = s + self._batch_max
-            self._c.upsert(
+            send(
                 ids=keys[s:e],
                 embeddings=None if docs.vectors is None else docs.vectors[s:e],
                 metadatas=None if metas is None else metas[s:e],
             )
+
+    def insert(self, docs: DocBatch) -> None:
+        if len(docs):
+            self._write(self._c.upsert, docs, self._fields)
 
     def get(self, ids: np.ndarray) -> DocBatch:
         if len(ids) == 0:
@@ -200,17 +204,8 @@ class ChromaCollection(Collection):
 
     def update(self, docs: DocBatch) -> None:
         fields = list(docs.fields)
-        if (not fields and docs.vectors is None) or len(docs) == 0:
-            return
-        keys = self._keys(docs.ids)
-        metas = self._metadatas(docs, fields)  # Chroma merges the given keys
-        for s in self._chunks(len(docs)):
-            e = s + self._batch_max
-            self._c.update(
-                ids=keys[s:e],
-                embeddings=None if docs.vectors is None else docs.vectors[s:e],
-                metadatas=None if metas is None else metas[s:e],
-            )
+        if (fields or docs.vectors is not None) and len(docs):
+            self._write(self._c.update, docs, fields)  # Chroma merges the given keys
 
     def delete(self, ids: np.ndarray) -> None:
         keys = self._keys(ids)

@@ -37,6 +37,9 @@ Where it runs:
 - either, ``url`` ``http(s)://[user:password@]host:19530``: any Milvus server
   (``MILVUS_TOKEN`` or ``MILVUS_USER``/``MILVUS_PASSWORD`` give credentials
   the URL leaves out).
+
+One piece: both stores are one client (their collection, its filter
+expressions and index lifecycle) differing only in the server they declare.
 """
 
 from __future__ import annotations

@@ -385,11 +385,9 @@ class WeaviateStore(Store):
         return WeaviateCollection(self, name, schema)
 
     @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
+    def managed_memory(
+        cls, options: Any, index: HnswIndex, dim: int, field_bytes: int
     ) -> tuple[int, int]:
-        if spec.url is not None:
-            return 0, 0  # a server reached by URL may be elsewhere
         m = index.m or DEFAULTS["m"]
         return hnsw_bytes(dim, m) + 2 * field_bytes + 512, 256 << 20
 
