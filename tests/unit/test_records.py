@@ -5,9 +5,10 @@ import json
 
 import pytest
 
-from storebench.results import records, files as results
 from storebench.errors import UserError
 from storebench.report import data
+from storebench.results import files as results
+from storebench.results import records
 
 
 def task(name, ops_per_s, *, search=None, clients=1, recall=None, **more):
@@ -61,10 +62,11 @@ def test_a_version_1_sweep_gets_each_settings_own_recall():
     (rec,) = records.parse_all([run("a-1", {16: (100, 150), 64: (50, 80)})])
     assert rec.record_version == records.RECORD_VERSION
     assert [s.search for s in rec.settings] == [{"ef": 16}, {"ef": 64}]
-    assert [s.metrics["recall@10"] for s in rec.settings] == [0.16, 0.64]
-    assert "recall@10" not in rec.metrics  # the copied one is gone
+    assert [s.scores["recall@10"] for s in rec.settings] == [0.16, 0.64]
+    assert rec.metrics == {"upload_s": 0.5} and rec.scores == {}  # the copied one is gone
+    assert rec.tasks[2].scores == {"recall@10": 0.16}  # no longer beside the task's fields
     per = rec.per_setting()
-    assert [(r.store.search, r.metrics["recall@10"], r.headline) for r in per] == [
+    assert [(r.store.search, r.scores["recall@10"], r.headline) for r in per] == [
         ({"ef": 16}, 0.16, "search ef=16 c=2"),
         ({"ef": 64}, 0.64, "search ef=64 c=2"),
     ]

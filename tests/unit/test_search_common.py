@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from storebench.data.truth import GroundTruth
+from storebench.results.scores import RECALL
 from storebench.workloads.vector.accounting import client_accounting, engine_delta
 from storebench.workloads.vector.params import powers_of_two
 from storebench.workloads.vector.scoring import score, score_found
@@ -69,13 +70,17 @@ def test_precision_counts_hits_among_the_results_returned():
     )
     found = np.array([[0, 1, -1], [4, 9, 6]], np.int64)  # a short answer, a miss
     s = score_found(found, truth, 3)
-    assert s.recall == pytest.approx((2 / 3 + 2 / 3) / 2)
-    assert s.precision == pytest.approx(4 / 5)  # 4 hits among 5 results returned
+    assert s.of(RECALL) == pytest.approx((2 / 3 + 2 / 3) / 2)
+    assert s.scores["precision@3"] == pytest.approx(4 / 5)  # 4 hits among 5 results returned
     assert s.short == 1 and s.queries == 2
     # clients' payloads: each query scored once, unseen ones left out
     seen = np.array([True, False])
     s2 = score([(found, seen)], truth, 3)
-    assert s2.queries == 1 and s2.recall == pytest.approx(2 / 3)
+    assert s2.queries == 1 and s2.of(RECALL) == pytest.approx(2 / 3)
+    assert score([(found, ~seen & seen)], truth, 3).scores == {
+        "recall@3": None,
+        "precision@3": None,
+    }
 
 
 def test_client_saturation_rule(monkeypatch):

@@ -3,14 +3,16 @@
 One run is one ``RunRecord``: its store and parameters, its status, the
 ``TaskRecord`` of each measured task, run-level metrics and, for a run that
 swept search parameters over one index build, one ``SettingResult`` per
-setting (its own recall and precision, and the task that ranks runs of it).
+setting (its own scores, and the task that ranks runs of it). Scores
+(recall@k, precision@k, ...) sit in ``scores``; what each is, in
+``results/scores.py``.
 Workloads make ``TaskRecord``s (``TaskRecord.of`` a driver's ``TaskStats``),
 the runner makes the ``RunRecord`` and ``results.append`` writes it; ``show``,
 ``report``, ``compare``, ``export`` and ``frames()`` read them back through
 ``read`` here.
 
 Every model allows fields it does not declare (a newer storebench, a plug-in
-workload, a hand-made record): they are kept, read by key (``task["recall@10"]``)
+workload, a hand-made record): they are kept, read by key (``task["n"]``)
 and written back. Records older than ``RECORD_VERSION`` are upgraded as they
 are read (``upgrade``); a record from a newer storebench is refused in one line.
 
@@ -30,8 +32,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from storebench.results import files as results
 from storebench.errors import UserError
+from storebench.results import files as results
+from storebench.results import scores as catalogue
+from storebench.results.scores import RECALL, Score
 
 if TYPE_CHECKING:
     from storebench.measure.metrics import TaskStats
@@ -41,7 +45,9 @@ if TYPE_CHECKING:
 # 2: ``settings`` (per search setting: metrics, headline), ``headline``,
 #    ``store.url_given``, ``index_build`` on index tasks; a rate is None
 #    where the task did no work.
-RECORD_VERSION = 2
+# 3: scores (recall@k, precision@k) in ``scores`` (a task's, a setting's),
+#    not beside the other fields; a run's are its setting's.
+RECORD_VERSION = 3
 
 Status = Literal["ok", "failed", "interrupted", "skipped", "running"]
 IndexBuild = Literal["built", "during_insert"]
@@ -49,7 +55,7 @@ IndexBuild = Literal["built", "during_insert"]
 
 class Fields(BaseModel):
     """A record part: declared fields typed, others kept as they came. Read
-    by the record's own (JSON) key, declared or not: ``rec["recall@10"]``."""
+    by the record's own (JSON) key, declared or not: ``rec["n"]``."""
 
     model_config = ConfigDict(extra="allow", validate_assignment=False)
 
@@ -85,8 +91,9 @@ class TaskRecord(Fields):
     """One measured task (or one timed phase) of a run.
 
     ``ops_per_s`` and ``items_per_s`` are counted (operations or items over
-    the wall time), and None where the task did no such work. Workload
-    fields (recall@k, the search setting, client CPU ...) sit beside."""
+    the wall time), and None where the task did no such work; ``scores``
+    what a search found, scored (``results/scores.py``). Workload fields
+    (the search setting, client CPU ...) sit beside."""
 
     name: str = "?"
     unsupported: str | None = None  # the store cannot do this task: why
@@ -123,6 +130,7 @@ class TaskRecord(Fields):
     # max} (open loop) and errors; absent in records before it and in
     # one-shot phases
     series: dict[str, Any] | None = None
+    scores: dict[str, float | None] = Field(default_factory=dict)
 
     @classmethod
     def of(cls, stats: TaskStats, **fields: Any) -> TaskRecord:
@@ -164,13 +172,16 @@ class TaskRecord(Fields):
     def measured(self) -> bool:
         return self.unsupported is None
 
-    def score_keys(self, kind: str = "recall") -> list[str]:
-        """Keys like ``recall@10`` this task holds (``kind``: recall, precision)."""
-        return [k for k in (self.model_extra or {}) if k.startswith(f"{kind}@")]
+    def score_keys(self, score: Score | None = None) -> list[str]:
+        """Its score keys (of ``score`` only, if given), in the catalogue's order."""
+        return catalogue.ordered(self.scores, score)
 
     def number(self, key: str) -> float | None:
-        """A numeric field by key; ``latency_ns.p99`` style for a latency."""
-        if "." in key:
+        """A numeric field by key; ``latency_ns.p99`` style for a latency,
+        ``recall@10`` for a score."""
+        if catalogue.is_key(key):
+            v = self.scores.get(key)
+        elif "." in key:
             part, sub = key.split(".", 1)
             d = self.get(part)
             v = d.get(sub) if isinstance(d, dict) else None
@@ -182,12 +193,12 @@ class TaskRecord(Fields):
 
 
 class SettingResult(Fields):
-    """One search setting of a run that swept search parameters: its own
-    metrics (recall@k, precision@k) and the task that ranks its runs."""
+    """One search setting of a run: its own scores (its first unfiltered
+    scored task's) and the task that ranks its runs."""
 
     search: dict[str, Any] = Field(default_factory=dict)
     headline: str | None = None
-    metrics: dict[str, Any] = Field(default_factory=dict)
+    scores: dict[str, float | None] = Field(default_factory=dict)
 
 
 class StoreInfo(Fields):
@@ -236,6 +247,11 @@ class RunRecord(Fields):
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def scores(self) -> dict[str, float | None]:
+        """The run's scores: its one search setting's (a sweep's are each setting's)."""
+        return self.settings[0].scores if len(self.settings) == 1 else {}
+
     def task(self, name: str) -> TaskRecord | None:
         for t in self.tasks:
             if t.name == name:
@@ -258,9 +274,8 @@ class RunRecord(Fields):
         """One record per search setting of a sweep (the index built once,
         each setting measured in turn): its store's search parameters include
         the setting, its tasks are the shared ones (upload, index) plus the
-        setting's, its metrics the run's plus the setting's, its headline the
-        setting's. The run id stays: these are views of one run. A run with
-        no setting to split is itself."""
+        setting's, its scores and headline the setting's. The run id stays:
+        these are views of one run. A run with no setting to split is itself."""
         if not any(s.search for s in self.settings):
             return [self]
         out = []
@@ -271,7 +286,6 @@ class RunRecord(Fields):
                     update={
                         "store": store,
                         "tasks": [t for t in self.tasks if not t.search or t.search == s.search],
-                        "metrics": {**self.metrics, **s.metrics},
                         "headline": s.headline
                         or headline_of([t for t in self.tasks if t.search == s.search]),
                         "settings": [s],
@@ -293,7 +307,7 @@ def headline_of(tasks: Iterable[TaskRecord]) -> str | None:
     scored for recall with the most clients (at the largest size), else the
     first measured task of more than one operation."""
     measured = [t for t in tasks if t.measured]
-    scored = [t for t in measured if t.score_keys() and not t.filter]
+    scored = [t for t in measured if t.score_keys(RECALL) and not t.filter]
     if scored:
         best = max(scored, key=lambda t: (t.n or 0, t.clients))
         return best.name
@@ -401,14 +415,16 @@ def _settings_from_tasks(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for s in found:
         mine = [TaskRecord.model_validate(t) for t in tasks if t.get("search") == s]
-        metrics: dict[str, Any] = {}
-        for x in mine:  # the first unfiltered scored task (fewest clients)
-            if x.measured and not x.filter and x.score_keys():
-                for k in x.score_keys() + x.score_keys("precision"):
-                    metrics[k] = x[k]
-                break
-        out.append({"search": s, "headline": headline_of(mine), "metrics": metrics})
+        # the first unfiltered scored task (fewest clients)
+        scored = [x.scores for x in mine if x.measured and not x.filter and x.score_keys(RECALL)]
+        out.append({"search": s, "headline": headline_of(mine), "scores": next(iter(scored), {})})
     return out
+
+
+def _scores_apart(part: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A record part without its score keys (before version 3), and those."""
+    scores = {k: v for k, v in part.items() if catalogue.is_key(k)}
+    return {k: v for k, v in part.items() if k not in scores}, scores
 
 
 def upgrade(raw: dict[str, Any], where: str = "") -> dict[str, Any]:
@@ -426,18 +442,27 @@ def upgrade(raw: dict[str, Any], where: str = "") -> dict[str, Any]:
         return raw
     rec = dict(raw)
     given = rec.get("tasks")
-    tasks = [t for t in given if isinstance(t, dict)] if isinstance(given, list) else []
+    tasks = []
+    for t in given if isinstance(given, list) else []:
+        if isinstance(t, dict):
+            rest, scores = _scores_apart(t)
+            tasks.append(rest | ({"scores": scores} if scores else {}))
+    if isinstance(given, list):
+        rec["tasks"] = tasks
     if "settings" not in rec:
-        settings = _settings_from_tasks(tasks)
-        rec["settings"] = settings
-        if len(settings) > 1 and isinstance(rec.get("metrics"), dict):
-            # version 1 kept the first setting's recall as the run's: it is
-            # each setting's own now
-            rec["metrics"] = {
-                k: v
-                for k, v in rec["metrics"].items()
-                if not k.startswith(("recall@", "precision@"))
-            }
+        rec["settings"] = _settings_from_tasks(tasks)
+    else:  # version 2: a setting's scores were its metrics
+        rec["settings"] = [
+            {k: v for k, v in s.items() if k != "metrics"} | {"scores": s.get("metrics") or {}}
+            for s in rec["settings"]
+            if isinstance(s, dict)
+        ]
+    if isinstance(rec.get("metrics"), dict):
+        # a run's scores were its one setting's, or (version 1) a sweep's
+        # first setting's: each setting's own now
+        rec["metrics"], scores = _scores_apart(rec["metrics"])
+        if scores and not rec["settings"]:
+            rec["settings"] = [{"scores": scores}]
     rec["record_version"] = RECORD_VERSION
     return rec
 

@@ -27,12 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from storebench.common import interrupts
-
-from storebench.plan import memory, outputs
-
-from storebench.measure import noise
-
-from storebench.results import records, files as results
+from storebench.common.redaction import redact_obj
 from storebench.driver import Driver, Interrupted
 from storebench.driver.executors import (
     Executor,
@@ -41,11 +36,14 @@ from storebench.driver.executors import (
     setup_executor,
 )
 from storebench.errors import StorebenchError, signal_name
+from storebench.measure import noise
 from storebench.measure.metrics import DEFAULT_INTERVAL_S
-from storebench.run.progress import NoProgress
-from storebench.results.records import RECORD_VERSION, RunRecord, StoreInfo
-from storebench.common.redaction import redact_obj
+from storebench.plan import memory, outputs
 from storebench.plan.scenario import Run, Scenario
+from storebench.results import files as results
+from storebench.results import records
+from storebench.results.records import RECORD_VERSION, RunRecord, StoreInfo
+from storebench.run.progress import NoProgress
 from storebench.stores.base import Collection, StoreSpec
 from storebench.stores.opening import OpenStore, open_store
 from storebench.workloads.base import RunContext, workload_class
@@ -156,7 +154,7 @@ class _Recorder:
 def _take(rec: RunRecord, ctx: RunContext) -> None:
     """What the workload recorded so far, into the run's record."""
     rec.tasks = [records.parse_task(t) for t in ctx.tasks]
-    rec.metrics = ctx.run_metrics()
+    rec.metrics = dict(ctx.metrics)
     rec.settings = list(ctx.settings)
     rec.headline = ctx.run_headline()
     rec.machine_load = noise.summary(rec.tasks)

@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from pydantic import ConfigDict
 
+from storebench.common.plugins import Kind
 from storebench.data.batch import Schema
 from storebench.data.shared import Shared
 from storebench.driver import Driver, Interrupted, Task
 from storebench.driver.executors import choose_executor
 from storebench.errors import NotSupported
 from storebench.measure.metrics import TaskStats
-from storebench.common.plugins import Kind
-from storebench.results.records import SettingResult, TaskRecord
 from storebench.measure.resources import ResourceSampler
+from storebench.results.records import SettingResult, TaskRecord
 from storebench.stores.base import Capability, Collection, Store
 from storebench.stores.config import NoBoolNumbers
 from storebench.stores.params import IndexParams, SearchParams
@@ -274,20 +274,13 @@ class RunContext:
         self.tasks.append(TaskRecord(name=task, unsupported=str(exc)))
 
     def setting_done(
-        self, setting: SearchParams, headline: str | None, metrics: Mapping[str, Any]
+        self, setting: SearchParams, headline: str | None, scores: Mapping[str, float | None]
     ) -> None:
-        """One search setting measured: its own metrics (recall@k, ...) and
+        """One search setting measured: its own scores (recall@k, ...) and
         the task that ranks runs at it (``records.SettingResult``)."""
         self.settings.append(
-            SettingResult(search=setting.given(), headline=headline, metrics=dict(metrics))
+            SettingResult(search=setting.given(), headline=headline, scores=dict(scores))
         )
-
-    def run_metrics(self) -> dict[str, Any]:
-        """The run's metrics; a run of one setting has that setting's too
-        (a sweep's are each setting's own, never the run's)."""
-        if len(self.settings) == 1:
-            return self.metrics | self.settings[0].metrics
-        return dict(self.metrics)
 
     def run_headline(self) -> str | None:
         if self.headline is not None:

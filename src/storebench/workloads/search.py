@@ -35,7 +35,7 @@ from storebench.workloads.vector.params import (
     task_name,
 )
 from storebench.workloads.vector.run import SearchRun
-from storebench.workloads.vector.scoring import setting_metrics
+from storebench.workloads.vector.scoring import setting_scores
 
 
 class SearchParams(VectorParams):
@@ -84,4 +84,4 @@ class SearchWorkload(Workload):
             r.filtered(setting, label)
             # ranked by the QPS at the most clients (the study's figure)
             top = task_name("search", label, f"c={max(p.clients)}")
-            ctx.setting_done(setting, top, setting_metrics(recs, p.k))
+            ctx.setting_done(setting, top, setting_scores(recs))

@@ -38,6 +38,7 @@ from storebench.data.batch import DocBatch
 from storebench.driver import Task
 from storebench.errors import UserError
 from storebench.results.records import TaskRecord
+from storebench.results.scores import RECALL
 from storebench.stores.base import Capability, Collection
 from storebench.stores.params import SearchParams
 from storebench.workloads.base import MemoryNeed, RunContext, Workload
@@ -191,7 +192,7 @@ class StreamingWorkload(Workload):
         # runs ranked by the search at the most clients while the last stage was written
         last = stages[-1]
         headline = last["searches"][-1] if last["searches"] else last["recall_task"]
-        ctx.setting_done(setting, headline, {f"recall@{p.k}": last["recall"]})
+        ctx.setting_done(setting, headline, {RECALL.key(p.k): last["recall"]})
 
     def _stage(
         self,
@@ -243,11 +244,10 @@ class StreamingWorkload(Workload):
         r.size(stage)
         r.reset_truth()  # the truth of what is visible now
         rec = r.measure(f"recall {label}", setting=setting, clients=1, stage=fraction, n=target)
-        k = f"recall@{p.k}"
         stage |= {
             "lag_s": lag_s,
             "lag_visible": lag["visible"],
-            "recall": rec.get(k) if rec is not None else None,
+            "recall": rec.scores.get(RECALL.key(p.k)) if rec is not None else None,
             "recall_task": f"recall {label}",
             "inserts": [t.name for t in inserts],
             "searches": [t.name for t in searches],
