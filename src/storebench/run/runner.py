@@ -155,7 +155,7 @@ def _take(rec: RunRecord, ctx: RunContext) -> None:
     """What the workload recorded so far, into the run's record."""
     rec.tasks = [records.parse_task(t) for t in ctx.tasks]
     rec.metrics = dict(ctx.metrics)
-    rec.settings = list(ctx.settings)
+    rec.settings = list(ctx.setting_results)
     rec.headline = ctx.run_headline()
     rec.machine_load = noise.summary(rec.tasks)
 
@@ -205,7 +205,7 @@ def execute(
                 run.driver.get("interval_s", DEFAULT_INTERVAL_S),
             )
             ctx = recorder.ctx = RunContext(
-                run_id, store, driver, run.mode, run.index, run.search, run.settings, server=server
+                run_id, store, driver, run.mode, run.index, run.search, run.searches, server=server
             )
             workload_class(run.workload)().run(ctx, run.params)
             record.status = "ok"

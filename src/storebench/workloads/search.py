@@ -38,7 +38,7 @@ from storebench.workloads.vector.run import SearchRun
 from storebench.workloads.vector.scoring import setting_scores
 
 
-class SearchParams(VectorParams):
+class SearchWorkloadParams(VectorParams):
     clients: list[int] = Field(
         default_factory=lambda: [1, 2, 4],
         description="client counts measured in turn (1: single-client latency)",
@@ -52,22 +52,22 @@ class SearchParams(VectorParams):
 
 class SearchWorkload(Workload):
     name = "search"
-    Params = SearchParams
+    Params = SearchWorkloadParams
     requires = frozenset({Capability.INSERT, Capability.SEARCH})
 
     @classmethod
-    def resolve(cls, p: SearchParams, stated: frozenset[str]) -> SearchParams:
+    def resolve(cls, p: SearchWorkloadParams, stated: frozenset[str]) -> SearchWorkloadParams:
         return resolve_dataset(p, stated)
 
     @classmethod
-    def check(cls, p: SearchParams) -> None:
+    def check(cls, p: SearchWorkloadParams) -> None:
         check_dataset(p)
 
     @classmethod
-    def memory(cls, p: SearchParams) -> MemoryNeed:
+    def memory(cls, p: SearchWorkloadParams) -> MemoryNeed:
         return search_memory(p)
 
-    def run(self, ctx: RunContext, p: SearchParams) -> None:
+    def run(self, ctx: RunContext, p: SearchWorkloadParams) -> None:
         r = SearchRun(ctx, p, "search")
         r.upload(r.data.n)
         up = ctx.tasks[-1]

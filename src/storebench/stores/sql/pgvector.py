@@ -611,7 +611,7 @@ class PgVectorStore(Store):
         self._local = threading.local()
         self._all: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
-        self._settings: dict[str, str] = {}
+        self._session_vars: dict[str, str] = {}
         self._generation = 0
         self._vector_oid = 0  # the vector type's (``_register``)
         try:
@@ -725,7 +725,7 @@ class PgVectorStore(Store):
 
     def _set_search(self, params: HnswSearch) -> None:
         if params.ef is not None:
-            self._settings["hnsw.ef_search"] = str(params.ef)
+            self._session_vars["hnsw.ef_search"] = str(params.ef)
             self._generation += 1
 
     def _native(self, statements: list[str], ops: list[Any], ids: bool = False) -> Any:
@@ -737,7 +737,7 @@ class PgVectorStore(Store):
         host = info.host
         if host.startswith("/"):  # a Unix socket: the extension speaks TCP
             raise NotSupported("pgvector", "the native client on a Unix socket")
-        setup = [f"SET {k} = '{v}'" for k, v in self._settings.items()]
+        setup = [f"SET {k} = '{v}'" for k, v in self._session_vars.items()]
         sync = self.options.synchronous_commit
         if sync is not None:
             setup.append(f"SET synchronous_commit = '{sync}'")
@@ -759,7 +759,7 @@ class PgVectorStore(Store):
         if getattr(self._local, "generation", -1) == self._generation:
             return
         conn = self.connection()
-        for k, v in self._settings.items():
+        for k, v in self._session_vars.items():
             conn.execute("SELECT set_config(%s, %s, false)", [k, v])
         self._local.generation = self._generation
 
@@ -986,7 +986,7 @@ class PgAsyncpgView(AsyncView):
         c = self.coll
         store = c.store
         if self.generation != store._generation:  # settings reach it before its search
-            for name, value in store._settings.items():
+            for name, value in store._session_vars.items():
                 await self.conn.execute("SELECT set_config($1, $2, false)", name, value)
             self.generation = store._generation
         wsql, wparams = c._where(where)
