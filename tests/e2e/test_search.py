@@ -237,7 +237,7 @@ def test_reports_of_the_three_workloads(tmp_path):
         names = [view.name for view in views.views_for(workload)]
         assert names[: len(own)] == own
         assert names.count("recall_qps") == 1 and names.count("concurrency") == 1
-        v = views.ViewInput(workload, [r for r in recs if r["workload"] == workload])
+        v = views.ViewInput(workload, [r for r in recs if r.workload == workload])
         sections = views.run_views(v, plots=False)  # the charts: below, a few
         failed = [
             s.title
@@ -252,7 +252,7 @@ def test_reports_of_the_three_workloads(tmp_path):
     pytest.importorskip("matplotlib")
     from storebench.report import search as sv
 
-    by = {w: views.ViewInput(w, [r for r in recs if r["workload"] == w]) for w in WORKLOADS}
+    by = {w: views.ViewInput(w, [r for r in recs if r.workload == w]) for w in WORKLOADS}
     for fn, w in (
         (sv.recall_qps, "search"),
         (sv.concurrency, "tune"),

@@ -285,12 +285,12 @@ def cautions(c: Config) -> list[str]:
     whose headline ops/s spread beyond ``noise.SPREAD_LIMIT``. Report and
     compare both show these beside the numbers."""
     out = []
-    busy = [r for r in c.runs if (r.get("machine_load") or {}).get("busy")]
+    busy = [r for r in c.runs if (r.machine_load or {}).get("busy")]
     if busy:
         cores = [
             float(v)
             for r in busy
-            if isinstance(v := (r.get("machine_load") or {}).get("other_cpu_cores"), int | float)
+            if isinstance(v := (r.machine_load or {}).get("other_cpu_cores"), int | float)
         ]
         worst = f" (other processes up to {max(cores):.1f} cores)" if cores else ""
         out.append(f"{len(busy)} of {len(c.runs)} run(s) on a busy machine{worst}")

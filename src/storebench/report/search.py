@@ -273,7 +273,7 @@ def search_table(v: ViewInput) -> list[Block]:
     return blocks
 
 
-def _metric(run: Record, p: Point, key: str | None) -> str:
+def _metric(run: Record, p: Point, key: str) -> str:
     """A setting's score from the run's record of the setting, else from
     the point's task."""
     v = run.scores.get(key)
@@ -552,7 +552,7 @@ def client_engine(v: ViewInput) -> list[Block]:
             t = p.t
             if t is None:
                 continue
-            eng = t.get("engine") if isinstance(t.get("engine"), dict) else None
+            eng = t.engine
             any_engine |= eng is not None
             ours = t.number("latency_ns.mean")
             share = eng.get("client_share_ns") if eng else None

@@ -360,7 +360,7 @@ def conditions(recs: list[Record]) -> str:
             for r in recs
         ]
     )
-    loads = [r.get("machine_load") or {} for r in recs]
+    loads = [r.machine_load or {} for r in recs]
     busy = [ld for ld in loads if ld.get("busy")]
     other = [v for ld in loads if (v := _num(ld.get("other_cpu_cores"))) is not None]
     load1 = [v for ld in loads if (v := _num(ld.get("load_1m_max"))) is not None]

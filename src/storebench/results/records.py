@@ -11,10 +11,9 @@ the runner makes the ``RunRecord`` and ``results.append`` writes it; ``show``,
 ``report``, ``compare``, ``export`` and ``frames()`` read them back through
 ``read`` here.
 
-Every model allows fields it does not declare (a newer storebench, a plug-in
-workload, a hand-made record): they are kept, read by key (``task["n"]``)
-and written back. Records older than ``RECORD_VERSION`` are upgraded as they
-are read (``upgrade``); a record from a newer storebench is refused in one line.
+Every model declares its fields and refuses others; readers read them by
+attribute. Records older than ``RECORD_VERSION`` are upgraded as they are
+read (``upgrade``); a record from a newer storebench is refused in one line.
 
 Here too is the one answer to "which runs are repeats of one configuration"
 (``config_identity``), used by the reports, ``compare``, ``export`` and
@@ -54,33 +53,10 @@ IndexBuild = Literal["built", "during_insert"]
 
 
 class Fields(BaseModel):
-    """A record part: declared fields typed, others kept as they came. Read
-    by the record's own (JSON) key, declared or not: ``rec["n"]``."""
+    """A record part: every field declared and typed (a key it does not
+    declare is refused), read by attribute."""
 
-    model_config = ConfigDict(extra="allow", validate_assignment=False)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        if key in type(self).model_fields:
-            value = getattr(self, key)
-            return default if value is None else value
-        return (self.model_extra or {}).get(key, default)
-
-    def __getitem__(self, key: str) -> Any:
-        if key in type(self).model_fields:
-            return getattr(self, key)
-        extra = self.model_extra or {}
-        if key in extra:
-            return extra[key]
-        raise KeyError(key)
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and (
-            key in self.model_fields_set or key in (self.model_extra or {})
-        )
-
-    def keys(self) -> list[str]:
-        """The keys this record holds (set or given), in the JSON's order."""
-        return list(self.to_dict())
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: the fields that were given, nested parts as dicts."""
@@ -131,6 +107,51 @@ class TaskRecord(Fields):
     # one-shot phases
     series: dict[str, Any] | None = None
     scores: dict[str, float | None] = Field(default_factory=dict)
+    clamped_over_1h: int | None = None  # latencies above the histogram's range
+    # the driver's: machine load over the task, the clients' OS threads and
+    # (async) their loops, lanes per client, the window's floor; a phase's call
+    machine_load: dict[str, Any] | None = None
+    client_threads: int | None = None
+    client_loop: dict[str, Any] | None = None
+    inflight: int | None = None
+    min_window_s: float | None = None
+    call_s: float | None = None
+    # a managed server beside the task (``measure/resources.py``)
+    server_cpu_s: float | None = None
+    server_sampled_s: float | None = None
+    server_peak_rss_bytes: int | None = None
+    server_data_bytes: int | None = None
+    # a search: python or native client, an open loop's rate, the queries
+    # scored and those given fewer than k, the engine's own time per call
+    client: str | None = None
+    target_rate: float | None = None
+    queries_scored: int | None = None
+    short_answers: int | None = None
+    engine: dict[str, Any] | None = None
+    # ingest: the insert's documents and requests (their rates), the
+    # settle's count and polls, whether it counts, from when it is timed
+    docs: int | None = None
+    requests: int | None = None
+    docs_per_s: float | None = None
+    requests_per_s: float | None = None
+    pipeline: int | None = None
+    latency_per: str | None = None  # request, or pipeline
+    held: int | None = None
+    polls: int | None = None
+    counted: bool | None = None
+    timed_from: str | None = None
+    per_iter: int | None = None  # social: items per loop iteration
+    busy_s: float | None = None  # social: time spent in calls
+    # streaming: the stage and its last size, the lag probe's result, a
+    # search's share of the inserts' time, an insert's rate kept or not
+    stage: float | None = None
+    n_end: int | None = None
+    lag_s: float | None = None
+    visible: bool | None = None
+    inserting_share: float | None = None
+    planned_s: float | None = None
+    achieved_rate: float | None = None
+    sustained: bool | None = None
 
     @classmethod
     def of(cls, stats: TaskStats, **fields: Any) -> TaskRecord:
@@ -179,14 +200,14 @@ class TaskRecord(Fields):
     def number(self, key: str) -> float | None:
         """A numeric field by key; ``latency_ns.p99`` style for a latency,
         ``recall@10`` for a score."""
+        part, _, sub = key.partition(".")
         if catalogue.is_key(key):
             v = self.scores.get(key)
-        elif "." in key:
-            part, sub = key.split(".", 1)
-            d = self.get(part)
+        elif sub:
+            d = getattr(self, part, None)
             v = d.get(sub) if isinstance(d, dict) else None
         else:
-            v = self.get(key)
+            v = getattr(self, key, None)
         if isinstance(v, bool) or not isinstance(v, int | float):
             return None
         return float(v)
@@ -242,6 +263,7 @@ class RunRecord(Fields):
     # the task whose ops/s ranks runs of this configuration (``headline``)
     headline: str | None = None
     cleanup_errors: list[str] | None = None
+    machine_load: dict[str, Any] | None = None  # its tasks' (``noise.summary``)
 
     @property
     def ok(self) -> bool:
@@ -372,10 +394,8 @@ def config_identity(rec: RunRecord) -> dict[str, Any]:
     for part in ("options", "index", "search"):
         _flatten(f"store.{part}", getattr(store, part) or {}, out)
     _flatten("params", rec.params, out)
-    # the data: as the workload described it, and as a newer record may
-    for data in (rec.metrics.get("data"), rec.get("dataset")):
-        if isinstance(data, dict):
-            _flatten("dataset", data, out)
+    if isinstance(data := rec.metrics.get("data"), dict):  # as the workload described it
+        _flatten("dataset", data, out)
     return out
 
 
@@ -427,6 +447,11 @@ def _scores_apart(part: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]
     return {k: v for k, v in part.items() if k not in scores}, scores
 
 
+def _declared(part: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
+    """Before version 3 records kept any key: those no longer written go."""
+    return {k: v for k, v in part.items() if k in model.model_fields}
+
+
 def upgrade(raw: dict[str, Any], where: str = "") -> dict[str, Any]:
     """A record of an older version in the current form (a copy)."""
     version = raw.get("record_version", 1)
@@ -446,7 +471,7 @@ def upgrade(raw: dict[str, Any], where: str = "") -> dict[str, Any]:
     for t in given if isinstance(given, list) else []:
         if isinstance(t, dict):
             rest, scores = _scores_apart(t)
-            tasks.append(rest | ({"scores": scores} if scores else {}))
+            tasks.append(_declared(rest, TaskRecord) | ({"scores": scores} if scores else {}))
     if isinstance(given, list):
         rec["tasks"] = tasks
     if "settings" not in rec:
@@ -464,7 +489,7 @@ def upgrade(raw: dict[str, Any], where: str = "") -> dict[str, Any]:
         if scores and not rec["settings"]:
             rec["settings"] = [{"scores": scores}]
     rec["record_version"] = RECORD_VERSION
-    return rec
+    return _declared(rec, RunRecord)
 
 
 def parse(raw: Mapping[str, Any] | RunRecord, where: str = "") -> RunRecord:

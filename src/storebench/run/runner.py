@@ -157,7 +157,7 @@ def _take(rec: RunRecord, ctx: RunContext) -> None:
     rec.metrics = dict(ctx.metrics)
     rec.settings = list(ctx.setting_results)
     rec.headline = ctx.run_headline()
-    rec.machine_load = noise.summary(rec.tasks)
+    rec.machine_load = noise.summary((t.name, t.machine_load) for t in rec.tasks)
 
 
 def _typed(rec: RunRecord) -> RunRecord:

@@ -238,7 +238,7 @@ class StreamingWorkload(Workload):
             stage=fraction,
             n=target,
         )
-        lag_s = ctx.tasks[-1].get("lag_s")  # the lag task's time, when it was found
+        lag_s = ctx.tasks[-1].lag_s  # the lag task's time, when it was found
         r.loaded = target
         r.count_check(target, f"stage {label}")
         r.size(stage)
@@ -252,17 +252,17 @@ class StreamingWorkload(Workload):
             "inserts": [t.name for t in inserts],
             "searches": [t.name for t in searches],
         }
-        shares = [t.get("inserting_share") for t in searches]
+        shares = [t.inserting_share for t in searches]
         if shares and None not in shares:
             stage["inserting_share"] = min(shares)
         if inserts:
             items = sum(t.items for t in inserts)
-            secs = sum(max(t.elapsed_s, t.get("planned_s", 0.0)) for t in inserts)
+            secs = sum(max(t.elapsed_s, t.planned_s or 0.0) for t in inserts)
             achieved = items / secs if secs > 0 else None
             stage |= {
                 "target_rate": p.insert_rate,
                 "achieved_rate": achieved,
-                "sustained": all(t.get("sustained") for t in inserts),
+                "sustained": all(t.sustained for t in inserts),
             }
         return stage
 

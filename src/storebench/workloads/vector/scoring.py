@@ -89,7 +89,7 @@ def score_found(
     """The catalogue's scores (``only`` these, if given) of ``found``; a
     score at a fixed k above the search's is not scored."""
     found = found[:, :k]
-    out = {}
+    out: dict[str, float | None] = {}
     for s in only or list(CATALOGUE.values()):
         at = s.k or k
         if s.name in COMPUTATIONS and at <= k:
@@ -102,7 +102,8 @@ def setting_scores(recs: Sequence[TaskRecord | None]) -> dict[str, float | None]
     """A search setting's own scores: those of its first unfiltered scored
     task (the fewest clients; every client count runs the same queries)."""
     for rec in recs:
-        scored = rec is not None and any(v is not None for v in rec.scores.values())
-        if scored and rec.measured and not rec.filter:
+        if rec is None or not rec.measured or rec.filter:
+            continue
+        if any(v is not None for v in rec.scores.values()):
             return dict(rec.scores)
     return {}
