@@ -285,7 +285,7 @@ def test_report_compare_export_frames_and_show_agree_on_every_number(raw, output
                 "p50": t["latency_ns"]["p50"],
                 "p95": t["latency_ns"]["p95"],
                 "p99": t["latency_ns"]["p99"],
-                "recall@10": t["scores"]["recall@10"],
+                **t["scores"],
             }, what
 
         # export and frames: the run's rows, flagged as the one shown

@@ -156,7 +156,7 @@ def test_hnsw_grid_builds_once_per_build_config_and_reports_each_ef(tmp_path):
     rows = expand_sweeps(recs)
     assert len(rows) == 2 * 2 + 1
     assert {
-        (r["store"]["index"].get("m"), r["store"]["search"].get("ef"))
+        (r.store.index.get("m"), r.store.search.get("ef"))
         for r in rows
-        if r["store"]["engine"] == "hnswlib"
+        if r.store.engine == "hnswlib"
     } == {(8, 16), (8, 64), (16, 16), (16, 64)}

@@ -33,8 +33,8 @@ def test_ingest_inserts_every_document_once(tmp_path, clients, batch, inflight):
     for rec in recs:
         assert rec["status"] == "ok", rec["error"]
         task, settle = rec["tasks"]
-        assert task["name"] == "insert" and settle.name == "settle"
-        assert settle.held == 1000 and settle.counted is True
+        assert task["name"] == "insert" and settle["name"] == "settle"
+        assert settle["held"] == 1000 and settle["counted"] is True
         p = rec["params"]
         assert task["ops"] == -(-1000 // p["batch_size"])
         assert (p["concurrency"], p["batch_size"], p["inflight"]) == (clients, batch, inflight)
