@@ -41,7 +41,7 @@ def register(score: Score) -> Score:
 
 
 RECALL = register(Score("recall", "Recall", short="rec", priority=1))
-PRECISION = register(Score("precision", "Precision", short="prec"))
+register(Score("precision", "Precision", short="prec"))
 
 
 def of(key: str) -> Score | None:
