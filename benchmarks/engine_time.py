@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         worst = max(worst, diff)
         print(
             f"{t['name'].split()[1][3:]:>5} {ours / 1e6:>8.3f}ms {t['latency_ns']['p50'] / 1e6:>7.3f}ms "
-            f"{eng['mean_ns'] / 1e6:>6.3f}ms {diff / 1e6:>6.3f}ms {t.get(f'recall@{a.k}', 0):>7.3f}"
+            f"{eng['mean_ns'] / 1e6:>6.3f}ms {diff / 1e6:>6.3f}ms {t.get('scores', {}).get(f'recall@{a.k}', 0):>7.3f}"
         )
     if worst == 0:
         print("the engine reported no time of its own", file=sys.stderr)

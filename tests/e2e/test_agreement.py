@@ -234,8 +234,8 @@ def test_report_compare_export_frames_and_show_agree_on_every_number(raw, output
         (row,) = [r for r in rows if r[0] == f"ef={ef}"]
         assert cell(header, row, "run") == short(rid), what
         assert cell(header, row, "runs") == str(len(runs))
-        assert cell(header, row, "Recall@10") == f"{one['recall@10']:.4f}", what
-        assert cell(header, row, "Precision@10") == f"{one['precision@10']:.4f}", what
+        assert cell(header, row, "Recall@10") == f"{one['scores']['recall@10']:.4f}", what
+        assert cell(header, row, "Precision@10") == f"{one['scores']['precision@10']:.4f}", what
         assert value(cell(header, row, "mean (1 client)")) == fmt_ns(one["latency_ns"]["mean"])
         assert value(cell(header, row, "p95 (1 client)")) == fmt_ns(one["latency_ns"]["p95"])
         for c in CLIENTS:
@@ -255,13 +255,13 @@ def test_report_compare_export_frames_and_show_agree_on_every_number(raw, output
         for c in CLIENTS:
             t = task(run, f"search ef={ef} c={c}")
             (row,) = [r for r in rows if r[0] == label and r[1] == str(c)]
-            assert cell(header, row, "recall@10") == f"{t['recall@10']:.4f}", what
+            assert cell(header, row, "recall@10") == f"{t['scores']['recall@10']:.4f}", what
             assert value(cell(header, row, "QPS")) == fmt_rate(t["ops_per_s"])
             assert cell(header, row, "run") == short(rid)
         # run metrics: the setting's own recall, not the first setting's
         header, rows = table(tables, "Run metrics", "configuration")
         (row,) = [r for r in rows if r[0] == label]
-        assert cell(header, row, "recall@10") == f"{one['recall@10']:.4f}", what
+        assert cell(header, row, "recall@10") == f"{one['scores']['recall@10']:.4f}", what
         assert cell(header, row, "run") == short(rid)
         # client CPU, its ceiling and the flag: one task of that run
         header, rows = table(tables, "Client and engine", "configuration")
@@ -285,7 +285,7 @@ def test_report_compare_export_frames_and_show_agree_on_every_number(raw, output
                 "p50": t["latency_ns"]["p50"],
                 "p95": t["latency_ns"]["p95"],
                 "p99": t["latency_ns"]["p99"],
-                "recall@10": t["recall@10"],
+                **t["scores"],
             }, what
 
         # export and frames: the run's rows, flagged as the one shown
@@ -294,7 +294,7 @@ def test_report_compare_export_frames_and_show_agree_on_every_number(raw, output
             t = task(run, name)
             (row,) = [r for r in outputs["csv"] if r["run_id"] == rid and r["task"] == name]
             assert float(row["ops_per_s"]) == t["ops_per_s"]
-            assert float(row["recall@10"]) == t["recall@10"]
+            assert float(row["recall@10"]) == t["scores"]["recall@10"]
             assert row[how] == "True"
             others = [
                 r[how]
@@ -315,7 +315,7 @@ def test_report_compare_export_frames_and_show_agree_on_every_number(raw, output
                 fmt_rate(t["ops_per_s"]),
                 fmt_ns(t["latency_ns"]["mean"]),
                 fmt_ns(t["latency_ns"]["p99"]),
-                f" {t['recall@10']:.4f} ",  # its own column
+                f" {t['scores']['recall@10']:.4f} ",  # its own column
             ):
                 assert text in line, (what, text, line)
         assert top is not None
@@ -329,7 +329,7 @@ def test_the_summary_reads_correctly_against_the_tables(raw, outputs, how):
     best: dict[str, tuple[float, int, dict]] = {}
     for engine, ef in configurations(raw):
         run = chosen(raw, engine, ef, how)
-        if task(run, f"search ef={ef} c=1")["recall@10"] < 0.95:
+        if task(run, f"search ef={ef} c=1")["scores"]["recall@10"] < 0.95:
             continue  # below the target: shown in the details, not ranked
         qps = task(run, headline(ef))["ops_per_s"]
         if engine not in best or qps > best[engine][0]:
@@ -384,9 +384,9 @@ def test_compare_refuses_to_rank_an_index_built_during_upload_against_a_build(re
 def test_resume_skips_managed_repeats_already_done(results, raw):
     """--resume asks the same question: the plan's runs against managed
     servers (no url) are the records' configurations, whatever their ports."""
+    from storebench.plan.scenario import Scenario
     from storebench.results import records
     from storebench.run.runner import planned
-    from storebench.plan.scenario import Scenario
 
     sc = Scenario.load("search", [], list(SERVERS), values={**SMALL, "repeats": 3})
     done = {records.plan_id(r) for r in records.read(results / "search.jsonl") if r.ok}

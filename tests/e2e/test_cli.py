@@ -135,7 +135,7 @@ def test_python_api_returns_the_records(tmp_path):
         "crud", stores=["memory"], set={"n": 300, "ops": 20}, results_dir=tmp_path
     )
     assert len(recs) == 1 and recs[0]["status"] == "ok"
-    assert recs[0]["metrics"]["recall@10"] == 1.0
+    assert recs[0]["settings"][0]["scores"]["recall@10"] == 1.0
     # resume skips what is already done
     assert (
         storebench.run(

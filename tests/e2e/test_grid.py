@@ -80,8 +80,11 @@ def test_compat_mode_times_one_operation_per_task(tmp_path):
         assert tasks[name]["ops"] == 1, name
     assert tasks["recall_queries"]["ops"] == 40
     # recall is the record of the task that ran the scored queries, and the setting's
-    assert tasks["recall_queries"]["recall@10"] == 1.0 and rec["metrics"]["recall@10"] == 1.0
-    assert "recall@10" not in tasks["find_by_vector"]  # one query scores nothing
+    assert (
+        tasks["recall_queries"]["scores"]["recall@10"] == 1.0
+        and rec["settings"][0]["scores"]["recall@10"] == 1.0
+    )
+    assert "scores" not in tasks["find_by_vector"]  # one query scores nothing
 
 
 def test_crud_runs_on_a_dataset_and_unknown_datasets_are_refused(tmp_path, monkeypatch):
@@ -114,7 +117,7 @@ def test_crud_runs_on_a_dataset_and_unknown_datasets_are_refused(tmp_path, monke
         16,
         "cosine",
     )
-    assert rec["metrics"]["recall@10"] == 1.0
+    assert rec["settings"][0]["scores"]["recall@10"] == 1.0
     with pytest.raises(UserError, match="unknown dataset 'nope'"):
         storebench.run(
             "crud", stores=["memory"], set={"dataset": "nope"}, results_dir=tmp_path / "x"
@@ -153,7 +156,7 @@ def test_hnsw_grid_builds_once_per_build_config_and_reports_each_ef(tmp_path):
     rows = expand_sweeps(recs)
     assert len(rows) == 2 * 2 + 1
     assert {
-        (r["store"]["index"].get("m"), r["store"]["search"].get("ef"))
+        (r.store.index.get("m"), r.store.search.get("ef"))
         for r in rows
-        if r["store"]["engine"] == "hnswlib"
+        if r.store.engine == "hnswlib"
     } == {(8, 16), (8, 64), (16, 16), (16, 64)}

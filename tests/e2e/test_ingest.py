@@ -103,12 +103,12 @@ def test_pipelined_and_in_flight_inserts_land_every_document_once(
         try:
             insert, settle = ctx.tasks
             requests = -(-n // batch)
-            assert insert["ops"] == -(-requests // pipeline)  # one op: one pipeline
-            assert insert["requests"] == requests and insert["pipeline"] == pipeline
-            assert insert["latency_per"] == ("pipeline" if pipeline > 1 else "request")
-            assert insert["docs_per_s"] > 0 and insert["requests_per_s"] > 0
-            assert settle["held"] == n and ctx.metrics["counted"] == "completed"
-            assert insert["executor"] == "threads"  # ingest's auto: the store's choice
+            assert insert.ops == -(-requests // pipeline)  # one op: one pipeline
+            assert insert.requests == requests and insert.pipeline == pipeline
+            assert insert.latency_per == ("pipeline" if pipeline > 1 else "request")
+            assert insert.docs_per_s > 0 and insert.requests_per_s > 0
+            assert settle.held == n and ctx.metrics["counted"] == "completed"
+            assert insert.executor == "threads"  # ingest's auto: the store's choice
             _check_every_document_once(ctx, n, 3)
         finally:
             for c in ctx.collections:
@@ -184,8 +184,8 @@ def test_clients_run_where_asked_and_every_document_lands_once(
         params = {"count": 601, "concurrency": clients, "inflight": inflight, "batch_size": 4}
         ctx = _ingest(store, complexity=2, executor=executor, **params)
         insert = ctx.tasks[0]
-        assert insert["executor"] == want
-        assert insert["client_cpu_per_s"] >= 0 and "client_saturated" in insert
+        assert insert.executor == want
+        assert insert.client_cpu_per_s >= 0 and insert.client_saturated is not None
         _check_every_document_once(ctx, 601, 2)
     finally:
         store.close()
@@ -199,7 +199,7 @@ def test_process_clients_land_every_document_once(engine, pipeline, inflight, ba
         params = {"count": 701, "concurrency": 2, "batch_size": batch, "inflight": inflight}
         ctx = _ingest(store, pipeline=pipeline, complexity=3, executor="processes", **params)
         try:
-            assert ctx.tasks[0]["executor"] == "processes"
+            assert ctx.tasks[0].executor == "processes"
             _check_every_document_once(ctx, 701, 3)
         finally:
             for c in ctx.collections:
@@ -213,7 +213,7 @@ def test_a_driver_executor_overrides_auto(tmp_path):
     try:
         ctx = RunContext("test-ingest-driver", store, Driver(executor="threads"))
         IngestWorkload().run(ctx, IngestParams(count=50, concurrency=4, complexity=1))
-        assert ctx.tasks[0]["executor"] == "threads"
+        assert ctx.tasks[0].executor == "threads"
         _check_every_document_once(ctx, 50, 1)
     finally:
         store.close()
@@ -275,16 +275,16 @@ def test_settle_is_counted_by_default_and_not_in_compat(mode):
     insert, settle = ctx.tasks
     m = ctx.metrics
     # the engine held everything only about lag_s after the last acknowledgment
-    assert settle["held"] == 2000 and settle["polls"] > 1
-    assert settle["timed_from"] == "last acknowledgment"
-    assert 0.1 < settle["elapsed_s"] < 5 and settle["call_s"] <= settle["elapsed_s"]
-    assert m["settle_s"] == settle["elapsed_s"]
+    assert settle.held == 2000 and settle.polls > 1
+    assert settle.timed_from == "last acknowledgment"
+    assert 0.1 < settle.elapsed_s < 5 and settle.call_s <= settle.elapsed_s
+    assert m["settle_s"] == settle.elapsed_s
     if mode == "default":
-        assert m["counted"] == "completed" and settle["counted"] is True
-        assert m["elapsed_s"] == pytest.approx(insert["elapsed_s"] + settle["elapsed_s"])
+        assert m["counted"] == "completed" and settle.counted is True
+        assert m["elapsed_s"] == pytest.approx(insert.elapsed_s + settle.elapsed_s)
     else:  # arangob: the clock stops at the last acknowledgment
-        assert m["counted"] == "acknowledged" and settle["counted"] is False
-        assert m["elapsed_s"] == insert["elapsed_s"] and "compat" in m["method"]
+        assert m["counted"] == "acknowledged" and settle.counted is False
+        assert m["elapsed_s"] == insert.elapsed_s and "compat" in m["method"]
     assert m["docs_per_s"] == pytest.approx(2000 / m["elapsed_s"])
     assert m["requests_per_s"] == pytest.approx(200 / m["elapsed_s"])
 
@@ -303,4 +303,4 @@ def test_an_engine_that_never_settles_fails_the_count_check_in_time():
     with pytest.raises(TaskFailed, match="holds 0 of 300 documents"):
         IngestWorkload().run(ctx, IngestParams(count=300, complexity=1, settle_timeout_s=0.2))
     assert time.monotonic() - t0 < 10
-    assert ctx.tasks[-1]["name"] == "settle" and ctx.tasks[-1]["held"] == 0
+    assert ctx.tasks[-1].name == "settle" and ctx.tasks[-1].held == 0

@@ -112,7 +112,7 @@ def test_crud_on_sqlite_through_the_runner_records_the_cluster(cluster, tmp_path
     for t, e in zip(timed, ex["tasks"], strict=True):
         assert t["ops"] == sum(d["ops"] for d in e["nodes"].values())
         assert sorted(d["clients"] for d in e["nodes"].values()) == [1, 1]
-    assert rec["metrics"]["recall@10"] == 1.0  # sqlite searches exactly
+    assert rec["settings"][0]["scores"]["recall@10"] == 1.0  # sqlite searches exactly
 
 
 def test_search_on_a_managed_redis_with_queries_through_the_object_store(
@@ -145,7 +145,7 @@ def test_search_on_a_managed_redis_with_queries_through_the_object_store(
         assert t["ops"] == 100 == sum(d["ops"] for d in e["nodes"].values())
         assert sorted(d["clients"] for d in e["nodes"].values()) == [1, 1]
         # the queries reached the clients intact: recall is the index's, not noise
-        assert t["recall@10"] > 0.95
+        assert t["scores"]["recall@10"] > 0.95
 
 
 def test_ingest_on_a_managed_redis_lands_every_document_once(cluster, tmp_path):

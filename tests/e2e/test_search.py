@@ -64,15 +64,20 @@ def test_search_times_upload_index_and_searches_per_setting_and_client_count(tmp
         "held": 1500,
     }
     low, high = t["search ef=10 c=1"], t["search ef=80 c=1"]
-    assert low["recall@10"] < high["recall@10"] and high["recall@10"] >= 0.95
+    assert (
+        low["scores"]["recall@10"] < high["scores"]["recall@10"]
+        and high["scores"]["recall@10"] >= 0.95
+    )
     assert low["search"] == {"ef": 10} and low["ops"] == 60  # the query set once
-    assert t["search ef=80 c=2"]["recall@10"] == pytest.approx(high["recall@10"])
+    assert t["search ef=80 c=2"]["scores"]["recall@10"] == pytest.approx(
+        high["scores"]["recall@10"]
+    )
     for name in ("search ef=80 c=1", "filtered 10% ef=80 c=1"):
         task = t[name]
-        assert 0 < task["precision@10"] <= 1 and task["latency_ns"]["p99"] > 0
+        assert 0 < task["scores"]["precision@10"] <= 1 and task["latency_ns"]["p99"] > 0
         assert {"client_cpu_per_s", "client_cpu_ceiling", "client_saturated"} <= set(task)
     f = t["filtered 10% ef=80 c=1"]
-    assert f["filter"] == "label_10p" and f["selectivity"] == 0.1 and f["recall@10"] > 0.9
+    assert f["filter"] == "label_10p" and f["selectivity"] == 0.1 and f["scores"]["recall@10"] > 0.9
 
 
 def test_a_short_load_fails_the_run_before_any_search(tmp_path, monkeypatch):
@@ -124,7 +129,7 @@ def test_tuning_reaches_the_target_with_the_smallest_ef_and_monotone_recall(tmp_
         f"filtered 10% ef={ef} c=1",
     }
     one = t[f"search ef={ef} c=1"]
-    assert one["setting"] == {"ef": ef} and one["recall@10"] >= 0.9
+    assert one["setting"] == {"ef": ef} and one["scores"]["recall@10"] >= 0.9
     assert {"mean", "p50", "p95", "p99"} <= set(one["latency_ns"])
 
 
@@ -149,7 +154,7 @@ def test_scale_measures_each_doubling_against_its_own_truth(tmp_path):
     ]
     searches = [t for t in rec["tasks"] if t.get("phase") == "search"]
     assert [t["n"] for t in searches] == [500, 1000, 2000]
-    assert all(t["recall@10"] >= 0.9 for t in searches)
+    assert all(t["scores"]["recall@10"] >= 0.9 for t in searches)
     uploads = [t for t in rec["tasks"] if t.get("phase") == "upload"]
     assert [t["items"] for t in uploads] == [500, 500, 1000]  # only the new documents
 
@@ -161,7 +166,7 @@ def test_process_clients_get_the_queries_and_the_setting(tmp_path):
     t = tasks(rec)
     assert t["search c=1"]["executor"] == "threads"
     assert t["search c=2"]["executor"] == "processes"  # sqlite serves processes
-    assert t["search c=2"]["recall@10"] == 1.0 and t["search c=2"]["queries_scored"] == 30
+    assert t["search c=2"]["scores"]["recall@10"] == 1.0 and t["search c=2"]["queries_scored"] == 30
 
 
 def test_open_loop_at_a_target_rate(tmp_path):
@@ -200,8 +205,12 @@ def test_engine_side_time(tmp_path, engine, command):
         assert 0 < eng["mean_ns"] < t[name]["latency_ns"]["mean"]
     # the ef reached the process clients: recall differs by setting there too
     assert t["search ef=200 c=2"]["executor"] == "processes"
-    assert t["search ef=200 c=2"]["recall@10"] > t["search ef=10 c=2"]["recall@10"]
-    assert t["search ef=10 c=2"]["recall@10"] == pytest.approx(t["search ef=10 c=1"]["recall@10"])
+    assert (
+        t["search ef=200 c=2"]["scores"]["recall@10"] > t["search ef=10 c=2"]["scores"]["recall@10"]
+    )
+    assert t["search ef=10 c=2"]["scores"]["recall@10"] == pytest.approx(
+        t["search ef=10 c=1"]["scores"]["recall@10"]
+    )
 
 
 def test_reports_of_the_three_workloads(tmp_path):
@@ -228,7 +237,7 @@ def test_reports_of_the_three_workloads(tmp_path):
         names = [view.name for view in views.views_for(workload)]
         assert names[: len(own)] == own
         assert names.count("recall_qps") == 1 and names.count("concurrency") == 1
-        v = views.ViewInput(workload, [r for r in recs if r["workload"] == workload])
+        v = views.ViewInput(workload, [r for r in recs if r.workload == workload])
         sections = views.run_views(v, plots=False)  # the charts: below, a few
         failed = [
             s.title
@@ -243,7 +252,7 @@ def test_reports_of_the_three_workloads(tmp_path):
     pytest.importorskip("matplotlib")
     from storebench.report import search as sv
 
-    by = {w: views.ViewInput(w, [r for r in recs if r["workload"] == w]) for w in WORKLOADS}
+    by = {w: views.ViewInput(w, [r for r in recs if r.workload == w]) for w in WORKLOADS}
     for fn, w in (
         (sv.recall_qps, "search"),
         (sv.concurrency, "tune"),
@@ -299,7 +308,9 @@ def test_ties_count_whichever_tied_ids_an_exact_store_returns(
         sets |= {"queries": 25, "grid": {}, "warmup": 0, "labels": [], "repeats": 1}
     (rec,) = storebench.run(scenario, stores=["memory"], set=sets, results_dir=tmp_path)
     assert rec["status"] == "ok", rec["error"]
-    recalls = [t[f"recall@{k}"] for t in rec["tasks"] if f"recall@{k}" in t]
+    recalls = [
+        t["scores"][f"recall@{k}"] for t in rec["tasks"] if f"recall@{k}" in t.get("scores", {})
+    ]
     assert recalls and all(r == 1.0 for r in recalls), recalls
 
 
@@ -308,6 +319,7 @@ def test_a_wrong_id_at_a_tied_distance_is_still_a_miss():
     rows the truth covers: a row outside them (deleted, filtered out) is a
     miss even at the k-th distance."""
     from storebench.data.truth import GroundTruth
+    from storebench.results.scores import RECALL
     from storebench.workloads.vector.scoring import score
 
     truth = GroundTruth(np.array([[0, 1]]), np.array([[0.0, 1.0]], np.float32))
@@ -315,7 +327,7 @@ def test_a_wrong_id_at_a_tied_distance_is_still_a_miss():
     tied = score([payload], truth, 2, lambda rows, f: np.array([[0.0, 1.0]], np.float32))
     outside = score([payload], truth, 2, lambda rows, f: np.array([[0.0, np.inf]], np.float32))
     untold = score([payload], truth, 2)
-    assert (tied.recall, outside.recall, untold.recall) == (1.0, 0.5, 0.5)
+    assert [s.of(RECALL) for s in (tied, outside, untold)] == [1.0, 0.5, 0.5]
 
 
 def test_a_floor_on_the_window_cycles_the_queries_and_the_clients_end_with_the_run(tmp_path):
@@ -337,7 +349,7 @@ def test_a_floor_on_the_window_cycles_the_queries_and_the_clients_end_with_the_r
     for name in ("search c=1", "search c=2"):
         t = tasks(rec)[name]
         assert t["ops"] > 30 and t["elapsed_s"] >= 0.5 and t["min_window_s"] == 0.5
-        assert t["queries_scored"] == 30 and t["recall@10"] == 1.0  # each query once
+        assert t["queries_scored"] == 30 and t["scores"]["recall@10"] == 1.0  # each query once
     assert tasks(rec)["search c=2"]["executor"] == "processes"
     left = [
         p

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 import storebench
-from storebench.results import records
 from storebench.report import views
+from storebench.results import records
 from tests.stores.servers import skipped
 
 # 400 documents/s in calls of 50: one call due every 125 ms, which every
@@ -67,7 +67,7 @@ def check_stages(rec, exact: bool):
             assert t[name]["target_rate"] == RATE and t[name]["latency_ns"]["p50"] > 0
         rt = t[f"recall {label}"]
         assert rt["n"] == s["visible"] and rt["queries_scored"] == 50
-        assert s["recall"] == rt["recall@10"]
+        assert s["recall"] == rt["scores"]["recall@10"]
         assert s["lag_visible"] is True and s["lag_s"] >= 0
         if exact:
             assert s["recall"] == 1.0

@@ -246,7 +246,7 @@ def test_search_workload_native_has_the_python_recall(engine, tmp_path):
         tasks = [t for t in rec["tasks"] if t.get("phase") == "search"]
         assert tasks and all(t["client"] == client for t in tasks)
         assert all(t["queries_scored"] == 60 for t in tasks)
-        recalls[client] = [t["recall@10"] for t in tasks]
+        recalls[client] = [t["scores"]["recall@10"] for t in tasks]
     if engine == "pgvector":
         assert recalls["native"] == recalls["python"]
     else:  # each run builds its own HNSW graph, and Redis' differs run to run

@@ -353,5 +353,9 @@ def test_a_search_run_records_the_index_as_built_during_the_upload(tmp_path):
     assert index["index_build"] == "during_insert"
     assert index["items"] == 0 and index["ops_per_s"] is None
     assert rec["metrics"]["index"] == "during upload" and "index_s" not in rec["metrics"]
-    recalls = [t["recall@10"] for t in rec["tasks"] if t.get("recall@10") is not None]
+    recalls = [
+        t["scores"]["recall@10"]
+        for t in rec["tasks"]
+        if t.get("scores", {}).get("recall@10") is not None
+    ]
     assert recalls and min(recalls) >= 0.9, recalls

@@ -9,9 +9,9 @@ import time
 import psutil
 import pytest
 
-from storebench.measure import noise
 from storebench.data.batch import Schema
 from storebench.driver import Driver, FnOp, Task
+from storebench.measure import noise
 from storebench.results.records import TaskRecord
 from storebench.stores.base import StoreSpec
 
@@ -26,16 +26,16 @@ def test_busy_has_one_threshold_and_judges_no_short_sample():
     assert noise.rates({"sampled_s": 0.001, "other_cpu_s": 0.01})["other_cpu_cores"] is None
     run = noise.summary(
         [
-            {"name": "upload", "machine_load": {"sampled_s": 0.1, "other_cpu_s": 0.1}},
-            {"name": "search", "machine_load": quiet | {"load_1m_end": 3.5}},
-            {"name": "unsupported"},
+            ("upload", {"sampled_s": 0.1, "other_cpu_s": 0.1}),
+            ("search", quiet | {"load_1m_end": 3.5}),
+            ("unsupported", None),
         ]
     )
     assert run["sampled_s"] == 2.1 and run["other_cpu_s"] == 0.5 and run["load_1m_max"] == 3.5
     assert run["busy"] is False and run["busy_tasks"] == []
-    hot = noise.summary([{"name": "s", "machine_load": quiet | {"other_cpu_s": 1.6}}])
+    hot = noise.summary([("s", quiet | {"other_cpu_s": 1.6})])
     assert hot["busy"] is True and hot["busy_tasks"] == ["s"] and hot["other_cpu_cores"] == 0.8
-    assert noise.summary([{"name": "x"}]) is None
+    assert noise.summary([("x", None)]) is None
 
 
 def test_other_processes_cpu_is_what_this_run_does_not_own(burners):
@@ -88,10 +88,10 @@ def test_the_driver_puts_the_load_on_every_task(executor):
     coll = StoreSpec("null").open().create_collection("m", Schema())
     d = Driver(executor=executor)
     stats, _ = d.run(Task("sleeps", Sleeps(), clients=2, duration_s=0.6), coll)
-    load = TaskRecord.of(stats)["machine_load"]
+    load = TaskRecord.of(stats).machine_load
     # sampled around the executor's run: client start-up and warm-up included
     assert load["sampled_s"] >= stats.elapsed_ns / 1e9
     assert set(load) >= {"load_1m_start", "load_1m_end", "other_cpu_s", "steal_s", "cores"}
     assert load["busy"] is noise.busy(load) and load["busy"] in (True, False)
     stats, _ = d.once("pause", lambda: time.sleep(0.6))
-    assert TaskRecord.of(stats)["machine_load"]["sampled_s"] >= 0.6
+    assert TaskRecord.of(stats).machine_load["sampled_s"] >= 0.6

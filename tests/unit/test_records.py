@@ -5,9 +5,10 @@ import json
 
 import pytest
 
-from storebench.results import records, files as results
 from storebench.errors import UserError
 from storebench.report import data
+from storebench.results import files as results
+from storebench.results import records
 
 
 def task(name, ops_per_s, *, search=None, clients=1, recall=None, **more):
@@ -61,10 +62,11 @@ def test_a_version_1_sweep_gets_each_settings_own_recall():
     (rec,) = records.parse_all([run("a-1", {16: (100, 150), 64: (50, 80)})])
     assert rec.record_version == records.RECORD_VERSION
     assert [s.search for s in rec.settings] == [{"ef": 16}, {"ef": 64}]
-    assert [s.metrics["recall@10"] for s in rec.settings] == [0.16, 0.64]
-    assert "recall@10" not in rec.metrics  # the copied one is gone
+    assert [s.scores["recall@10"] for s in rec.settings] == [0.16, 0.64]
+    assert rec.metrics == {"upload_s": 0.5} and rec.scores == {}  # the copied one is gone
+    assert rec.tasks[2].scores == {"recall@10": 0.16}  # no longer beside the task's fields
     per = rec.per_setting()
-    assert [(r.store.search, r.metrics["recall@10"], r.headline) for r in per] == [
+    assert [(r.store.search, r.scores["recall@10"], r.headline) for r in per] == [
         ({"ef": 16}, 0.16, "search ef=16 c=2"),
         ({"ef": 64}, 0.64, "search ef=64 c=2"),
     ]
@@ -82,17 +84,18 @@ def test_a_newer_record_is_one_line_and_a_wrong_type_names_the_field(tmp_path):
         list(records.read(f))
 
 
-def test_fields_a_newer_storebench_adds_are_kept(tmp_path):
-    rec = run("a-1", {16: (100, 150)}, version=2)
-    rec["dataset"] = {"name": "s10k", "sha256": "ab"}
-    rec["tasks"][2]["loadavg_1m"] = 1.5
-    rec["tasks"][2]["other_cpu_s"] = 0.25
+def test_a_field_no_record_declares_is_refused_and_older_files_drop_theirs(tmp_path):
+    old = run("a-1", {16: (100, 150)}, version=2)
+    old["dataset"], old["tasks"][2]["loadavg_1m"] = {"name": "s10k"}, 1.5  # no longer written
+    rec = records.parse(old)
+    assert "dataset" not in rec.to_dict() and "loadavg_1m" not in rec.tasks[2].to_dict()
     path = tmp_path / "r.jsonl"
-    results.append(path, records.parse(rec))
-    (back,) = records.read(path)
-    assert back.tasks[2]["loadavg_1m"] == 1.5 and back.tasks[2].get("other_cpu_s") == 0.25
-    assert back.get("dataset") == {"name": "s10k", "sha256": "ab"}
-    assert records.config_identity(back)["dataset.sha256"] == "ab"  # part of what it measured
+    results.append(path, rec)
+    assert list(records.read(path)) == [rec]
+    now = rec.to_dict()
+    now["tasks"][2]["loadavg_1m"] = 1.5
+    with pytest.raises(UserError, match=r"tasks.2.loadavg_1m: Extra inputs are not permitted"):
+        records.parse(now)
 
 
 def test_identity_leaves_out_what_storebench_chose_and_keeps_what_the_user_gave():

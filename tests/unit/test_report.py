@@ -43,9 +43,9 @@ def recs(results):
 
 
 def test_fast_decode_equals_histogram_decode(recs):
-    for t in recs[0]["tasks"]:
-        slow = Histogram.decode(t["histogram"])
-        fast = data.histogram(t["histogram"])
+    for t in recs[0].tasks:
+        slow = Histogram.decode(t.histogram)
+        fast = data.histogram(t.histogram)
         assert np.array_equal(slow._counts, fast._counts)
         assert (fast.count, fast.hdr.min_value, fast.hdr.max_value) == (
             slow.count,
@@ -87,9 +87,9 @@ def test_pareto_front_keeps_only_points_nothing_beats_on_both_axes():
 
 
 def test_repeats_form_one_configuration_whatever_the_private_db_path(recs):
-    sqlite = [r for r in recs if r["store"]["engine"] == "sqlite"]
-    assert len({r["store"]["url"] for r in sqlite}) == 2  # each run had its own file
-    assert len({r["key"] for r in sqlite}) == 2  # and the key includes the repeat
+    sqlite = [r for r in recs if r.store.engine == "sqlite"]
+    assert len({r.store.url for r in sqlite}) == 2  # each run had its own file
+    assert len({r.key for r in sqlite}) == 2  # and the key includes the repeat
     configs = data.group(data.ok_runs(recs))
     by = {c.label: len(c.runs) for c in configs}
     assert by == {"memory clients=1": 2, "sqlite clients=1": 2, "memory clients=2": 1}
@@ -262,7 +262,7 @@ def test_text_from_results_is_escaped_and_credentials_never_appear(recs, tmp_pat
 
 def test_frames_have_one_row_per_run_and_task(results, recs):
     df = storebench.report.frames(results)
-    n_tasks = sum(len(r["tasks"]) for r in recs)
+    n_tasks = sum(len(r.tasks) for r in recs)
     assert len(df) == n_tasks == 5 * 6
     for col in (
         "run_id",
@@ -354,7 +354,7 @@ def test_select_rejects_a_condition_without_value(recs):
 
     with pytest.raises(UserError, match="KEY=VALUE"):
         cmp.select(recs, ["store"])
-    assert cmp.select(recs, ["run_id=" + recs[0]["run_id"]]) == [recs[0]]
+    assert cmp.select(recs, ["run_id=" + recs[0].run_id]) == [recs[0]]
     assert len(cmp.select(recs, ["params.n=400"])) == len(recs) == 5
 
 
@@ -376,6 +376,7 @@ def _noisy(recs, busy_run, scale):
     """The memory runs of ``recs``: run ``busy_run`` ran on a busy machine,
     and the last one's headline ops/s is ``scale`` times the first's."""
     from storebench.results import records
+
     mem = [r for r in recs if r.store.engine == "memory" and r.params["clients"] == 1]
     assert len(mem) == 2  # the two repeats of one configuration
     out = []
@@ -420,6 +421,7 @@ def _fixed(recs, values):
     """``recs``' ok runs with the headline ops/s set per (engine, clients):
     a fixed set of records whose ranking is known."""
     from storebench.results import records
+
     out = []
     for r in recs:
         d = r.to_dict()
@@ -501,6 +503,7 @@ def test_series_styles_are_unique_across_a_report(recs):
 
 def test_a_noisy_or_failed_run_produces_the_warning_block(recs, tmp_path):
     from storebench.results import records
+
     idle = [records.parse(_quiet(r.to_dict())) for r in _noisy(recs, busy_run=-1, scale=1.0)]
     quiet = build.write(idle, tmp_path / "quiet")
     assert 'class="warning"' not in quiet.html.read_text()

@@ -3,9 +3,9 @@ import textwrap
 
 import pytest
 
-from storebench.results import files as results
 from storebench.errors import UserError
 from storebench.plan.scenario import Scenario
+from storebench.results import files as results
 
 
 def write(tmp_path, text):
@@ -113,7 +113,7 @@ def test_runs_carry_the_typed_parameters_resolved(tmp_path):
         {"m": 12, "ef_construct": 64},
     ]
     # the sweep's product over the entry's fixed values, in each run
-    assert [s.given() for s in runs[0].settings] == [{"ef": 16}, {"ef": 64}]
+    assert [s.given() for s in runs[0].searches] == [{"ef": 16}, {"ef": 64}]
     assert runs[0].search.given() == {"ef": 40} and runs[0].sweep == {"ef": [16, 64]}
     assert runs[0].grid_point == {"index.ef_construct": 32}
     # the record's store shows the values given, never a default filled in

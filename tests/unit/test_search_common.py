@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 from storebench.data.truth import GroundTruth
+from storebench.results.records import TaskRecord
+from storebench.results.scores import RECALL
 from storebench.workloads.vector.accounting import client_accounting, engine_delta
 from storebench.workloads.vector.params import powers_of_two
 from storebench.workloads.vector.scoring import score, score_found
@@ -69,13 +71,17 @@ def test_precision_counts_hits_among_the_results_returned():
     )
     found = np.array([[0, 1, -1], [4, 9, 6]], np.int64)  # a short answer, a miss
     s = score_found(found, truth, 3)
-    assert s.recall == pytest.approx((2 / 3 + 2 / 3) / 2)
-    assert s.precision == pytest.approx(4 / 5)  # 4 hits among 5 results returned
+    assert s.of(RECALL) == pytest.approx((2 / 3 + 2 / 3) / 2)
+    assert s.scores["precision@3"] == pytest.approx(4 / 5)  # 4 hits among 5 results returned
     assert s.short == 1 and s.queries == 2
     # clients' payloads: each query scored once, unseen ones left out
     seen = np.array([True, False])
     s2 = score([(found, seen)], truth, 3)
-    assert s2.queries == 1 and s2.recall == pytest.approx(2 / 3)
+    assert s2.queries == 1 and s2.of(RECALL) == pytest.approx(2 / 3)
+    assert score([(found, ~seen & seen)], truth, 3).scores == {
+        "recall@3": None,
+        "precision@3": None,
+    }
 
 
 def test_client_saturation_rule(monkeypatch):
@@ -84,23 +90,23 @@ def test_client_saturation_rule(monkeypatch):
     monkeypatch.setattr(accounting, "cpu_count", lambda: 2)
     # threads: each client reads the process's CPU time; 4 threads at 0.95 core
     rec = {"elapsed_s": 2.0, "client_cpu_s": 4 * 2.0 * 0.95}
-    a = client_accounting(rec, "threads", 4)
+    a = client_accounting(TaskRecord(**rec), "threads", 4)
     assert a["client_cpu_per_s"] == pytest.approx(0.95)
     assert a["client_cpu_ceiling"] == 1.0 and a["client_saturated"]
     # threads whose work runs outside the GIL (an embedded engine) can use the cores
-    gil_free = client_accounting({"elapsed_s": 1.0, "client_cpu_s": 4 * 1.2}, "threads", 4)
+    gil_free = client_accounting(TaskRecord(elapsed_s=1.0, client_cpu_s=4 * 1.2), "threads", 4)
     assert gil_free["client_cpu_ceiling"] == 2.0 and not gil_free["client_saturated"]
     # ... even one client thread, when the engine searches on threads of its own
-    one = client_accounting({"elapsed_s": 1.0, "client_cpu_s": 1.2}, "threads", 1)
+    one = client_accounting(TaskRecord(elapsed_s=1.0, client_cpu_s=1.2), "threads", 1)
     assert one["client_cpu_ceiling"] == 2.0 and not one["client_saturated"]
     # processes: their own CPU each, up to the cores
     busy = {"elapsed_s": 1.0, "client_cpu_s": 1.9, "server_cpu_s": 0.5}
-    b = client_accounting(busy, "processes", 4)
+    b = client_accounting(TaskRecord(**busy), "processes", 4)
     assert b["client_cpu_ceiling"] == 2.0 and b["client_saturated"]
     assert b["server_cpu_per_s"] == 0.5
-    idle = client_accounting({"elapsed_s": 1.0, "client_cpu_s": 1.0}, "processes", 4)
+    idle = client_accounting(TaskRecord(elapsed_s=1.0, client_cpu_s=1.0), "processes", 4)
     assert not idle["client_saturated"]
-    assert client_accounting({"elapsed_s": 0, "client_cpu_s": 1}, "threads", 1) == {}
+    assert client_accounting(TaskRecord(elapsed_s=0, client_cpu_s=1), "threads", 1) == {}
 
 
 def test_engine_time_per_call_from_counters_before_and_after():
@@ -147,6 +153,6 @@ def test_server_cpu_per_second_uses_the_span_the_sampler_covered():
     # the sampler runs over the whole phase (client setup, warm-up); dividing
     # its CPU by the measured elapsed time read 2.19 cores on a 2-core box
     rec = {"elapsed_s": 1.0, "client_cpu_s": 0.2, "server_cpu_s": 3.0, "server_sampled_s": 2.0}
-    assert client_accounting(rec, "processes", 2)["server_cpu_per_s"] == 1.5
+    assert client_accounting(TaskRecord(**rec), "processes", 2)["server_cpu_per_s"] == 1.5
     del rec["server_sampled_s"]  # an older record: the measured time
-    assert client_accounting(rec, "processes", 2)["server_cpu_per_s"] == 3.0
+    assert client_accounting(TaskRecord(**rec), "processes", 2)["server_cpu_per_s"] == 3.0

@@ -166,11 +166,11 @@ def busy(load: Mapping[str, Any] | None) -> bool | None:
     return used / span > BUSY_OTHER_CORES
 
 
-def summary(tasks: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """A run's ``machine_load``: other CPU and steal over all its sampled
-    tasks together, the highest load average seen, whether it was busy, and
-    which tasks were."""
-    loads = [(t.get("name"), t["machine_load"]) for t in tasks if t.get("machine_load")]
+def summary(tasks: Iterable[tuple[str, Mapping[str, Any] | None]]) -> dict[str, Any] | None:
+    """A run's ``machine_load`` from its tasks' (name, machine_load): other
+    CPU and steal over all its sampled tasks together, the highest load
+    average seen, whether it was busy, and which tasks were."""
+    loads = [(name, ld) for name, ld in tasks if ld]
     if not loads:
         return None
     seen = [v for _, ld in loads for v in (ld.get("load_1m_start"), ld.get("load_1m_end"))]

@@ -127,14 +127,20 @@ class Run:
     repeat: int
     grid_point: dict[str, Any]
     executor: str | None
-    # search parameters swept inside the run (the index is built once for them)
-    sweep: dict[str, list[Any]] = field(default_factory=dict)
     not_applicable: tuple[str, ...] = ()  # grid keys this engine does not have
     driver: dict[str, Any] = field(default_factory=dict)  # executor settings (driver.*)
     index: IndexParams = field(default_factory=IndexParams)  # the store's build parameters
     search: SearchParams = field(default_factory=SearchParams)  # the entry's fixed ones
-    # each search setting the run measures: the sweep's product over ``search``
-    settings: tuple[SearchParams, ...] = (SearchParams(),)
+    # each search setting the run measures (the index is built once for
+    # them): the product of the grid's search.X axes over ``search``
+    searches: tuple[SearchParams, ...] = (SearchParams(),)
+
+    @property
+    def sweep(self) -> dict[str, list[Any]]:
+        """The search parameters ``searches`` vary, with their values."""
+        fixed, given = self.search.given(), [s.given() for s in self.searches]
+        keys = [k for g in given for k in g if any(h.get(k) != fixed.get(k) for h in given)]
+        return {k: list(dict.fromkeys(g[k] for g in given)) for k in dict.fromkeys(keys)}
 
     def store_info(self) -> dict[str, Any]:
         """The store as records show it: ``spec.describe()`` and the index
@@ -377,12 +383,11 @@ class Scenario:
                                 r,
                                 gp,
                                 f.driver.executor,
-                                sp.sweep,
                                 sp.not_applicable,
                                 f.driver.model_dump(exclude={"executor", "memory_check"}),
                                 index,
                                 sp.search,
-                                sp.settings,
+                                sp.searches,
                             )
                         )
         return runs
@@ -434,7 +439,7 @@ class Scenario:
             for p in points
         ]
         sweep = {k.removeprefix("search."): list(self.file.grid[k]) for k in own_search}
-        settings = tuple(
+        searches = tuple(
             self._engine_params(
                 cls.Search,
                 entry.search | dict(zip(sweep, combo, strict=True)),
@@ -447,8 +452,7 @@ class Scenario:
             indexes,
             own_index,
             search,
-            settings,
-            sweep,
+            searches,
             tuple(
                 k
                 for k in index_keys + search_keys + option_keys
@@ -465,8 +469,7 @@ class _StoreParams:
     indexes: list[IndexParams]  # one run per index setting (the grid's index.X axes)
     index_keys: list[str]  # the grid's index.X axes this engine has
     search: SearchParams  # the entry's fixed search parameters
-    settings: tuple[SearchParams, ...]  # the sweep over them: measured in each run
-    sweep: dict[str, list[Any]]  # the grid's search.X axes this engine has
+    searches: tuple[SearchParams, ...]  # the grid's search.X axes it has over them
     not_applicable: tuple[str, ...]
     # the entry's options across the grid's store.X axes it has: (options,
     # typed, grid point) each; empty without such an axis (the entry's own)

@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from storebench.errors import UserError
-from storebench.results.records import TaskRecord
 from storebench.report.data import (
     DEFAULT_AGGREGATION,
     Z95,
@@ -43,6 +42,8 @@ from storebench.report.data import (
     short_key,
     varying_keys,
 )
+from storebench.results import scores as catalogue
+from storebench.results.records import TaskRecord
 
 PERCENTILES = (("p50", 50.0), ("p95", 95.0), ("p99", 99.0))
 
@@ -203,18 +204,19 @@ def _percentile(ts: TaskSummary, t: TaskRecord | None, key: str, p: float) -> In
     return Interval(v, min(lo, v), max(hi, v), 1, "hdr")
 
 
-def _recall(ts: TaskSummary, t: TaskRecord | None, key: str) -> Interval | None:
+def _score(ts: TaskSummary, t: TaskRecord | None, key: str) -> Interval | None:
+    """A score over its repeats, else (a fraction of hits) binomial over
+    the queries' k places each."""
     r = _value(t, key)
     s = ts.spread(key)
     if r is None or s is None or t is None:
         return None
     if s.n > 1:
         return Interval(r, s.min, s.max, s.n, "repeats")
-    try:
-        k = int(key.split("@", 1)[1])
-    except (IndexError, ValueError):
-        k = 1
-    trials = max(1, int(t.items or t.ops or 1)) * k
+    score = catalogue.of(key)
+    if score is None or score.unit != "fraction":
+        return Interval(r, r, r, 1, "none")
+    trials = max(1, int(t.items or t.ops or 1)) * (catalogue.k_of(key) or 1)
     half = Z95 * math.sqrt(max(r * (1 - r), 0.0) / trials)
     return Interval(r, max(0.0, r - half), min(1.0, r + half), 1, "binomial")
 
@@ -265,9 +267,9 @@ def _rows(pair: str, ca: Config, cb: Config, how: str) -> tuple[Pair, list[Row]]
         ]
         for key, p in PERCENTILES:
             metrics.append((key, _percentile(ta, xa, key, p), _percentile(tb, xb, key, p), False))
-        for rk in xa.score_keys():
-            if rk in xb.score_keys():
-                metrics.append((rk, _recall(ta, xa, rk), _recall(tb, xb, rk), True))
+        for sk in xa.score_keys():
+            if sk in xb.scores and (score := catalogue.of(sk)) is not None:
+                metrics.append((sk, _score(ta, xa, sk), _score(tb, xb, sk), score.higher_is_better))
         for metric, ia, ib, hib in metrics:
             if ia is None or ib is None:
                 continue

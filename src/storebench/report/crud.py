@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from storebench.results.records import TaskRecord
 from storebench.report.data import (
     Config,
     Record,
@@ -22,6 +21,9 @@ from storebench.report.data import (
 from storebench.report.footprint import FOOTPRINT_COLUMNS, footprint, footprint_cells
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import Block, Table, Text, ViewInput, distinct, register
+from storebench.results import scores as catalogue
+from storebench.results.records import TaskRecord
+from storebench.results.scores import RECALL
 
 STUDY_KEYS = ("store.index.m", "store.index.ef_construct", "store.search.ef")
 TASKS = ("find_by_vector", "find_by_condition", "create", "read", "update", "delete")
@@ -42,10 +44,9 @@ def _key_columns(v: ViewInput, configs: list[Config]) -> list[str]:
 def _recall_key(configs: list[Config]) -> str | None:
     for c in configs:
         for r in c.runs:
-            for k in r.metrics:
-                if k.startswith("recall@"):
-                    return k
-        for k in c.task("find_by_vector").recall_keys:
+            if k := catalogue.first(r.scores):
+                return k
+        for k in c.task("find_by_vector").score_keys(RECALL):
             return k
     return None
 
@@ -104,7 +105,7 @@ def _tables(v: ViewInput, kind: str) -> list[Block]:
             "delete DPS",
         ]
         fns = [_ops, _ops, _docs, _ops, _docs, _docs]
-    header = [short_key(k) for k in keys] + ([rkey.replace("recall", "Recall")] if rkey else [])
+    header = [short_key(k) for k in keys] + ([catalogue.title(rkey)] if rkey else [])
     header += cols + [*FOOTPRINT_COLUMNS, "runs", "run"]
     blocks: list[Block] = []
     for store in distinct([c.engine for c in configs]):
@@ -115,8 +116,7 @@ def _tables(v: ViewInput, kind: str) -> list[Block]:
             ident = identity(c.first)
             row = ["-" if ident.get(k) is None else str(ident.get(k)) for k in keys]
             if rkey:
-                r = pk.run.metrics.get(rkey)  # the setting's own recall
-                row.append(f"{r:.4f}" if isinstance(r, int | float) else "-")
+                row.append(catalogue.text(rkey, pk.run.scores.get(rkey)))  # the setting's own
             row += [_cell(c, pk.run, t, fn) for t, fn in zip(TASKS, fns, strict=True)]
             row += [*footprint_cells(footprint(pk.run)), str(pk.runs), pk.run_short]
             rows.append(row)

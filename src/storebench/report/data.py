@@ -25,13 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from storebench.measure import noise
-
-from storebench.results import records
-from storebench.errors import UserError
-from storebench.measure.metrics import Histogram
-from storebench.results.records import RunRecord, TaskRecord
 from storebench.common.redaction import MASK, is_secret_key, redact
+from storebench.errors import UserError
+from storebench.measure import noise
+from storebench.measure.metrics import Histogram
+from storebench.results import records
+from storebench.results import scores as catalogue
+from storebench.results.records import RunRecord, TaskRecord
+from storebench.results.scores import Score
 
 Record = RunRecord
 
@@ -284,12 +285,12 @@ def cautions(c: Config) -> list[str]:
     whose headline ops/s spread beyond ``noise.SPREAD_LIMIT``. Report and
     compare both show these beside the numbers."""
     out = []
-    busy = [r for r in c.runs if (r.get("machine_load") or {}).get("busy")]
+    busy = [r for r in c.runs if (r.machine_load or {}).get("busy")]
     if busy:
         cores = [
             float(v)
             for r in busy
-            if isinstance(v := (r.get("machine_load") or {}).get("other_cpu_cores"), int | float)
+            if isinstance(v := (r.machine_load or {}).get("other_cpu_cores"), int | float)
         ]
         worst = f" (other processes up to {max(cores):.1f} cores)" if cores else ""
         out.append(f"{len(busy)} of {len(c.runs)} run(s) on a busy machine{worst}")
@@ -510,12 +511,9 @@ class TaskSummary:
         s = self.latency(field_[4:]) if field_.startswith("lat_") else self.spread(field_)
         return s.median if s else None
 
-    @property
-    def recall_keys(self) -> list[str]:
-        keys: list[str] = []
-        for t in self.measured:
-            keys += [k for k in t.score_keys() if k not in keys]
-        return keys
+    def score_keys(self, score: Score | None = None) -> list[str]:
+        """The score keys its runs hold (of ``score`` only, if given)."""
+        return catalogue.ordered((k for t in self.measured for k in t.scores), score)
 
     @property
     def complete(self) -> bool:

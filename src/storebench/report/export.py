@@ -23,9 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from storebench.results import records
 from storebench.errors import UserError
-from storebench.results.records import TaskRecord
 from storebench.report.data import (
     AGGREGATIONS,
     Record,
@@ -35,6 +33,8 @@ from storebench.report.data import (
     safe_mapping,
     safe_text,
 )
+from storebench.results import records
+from storebench.results.records import TaskRecord
 
 RUN_FIELDS = (
     "run_id",
@@ -70,6 +70,7 @@ def run_fields(rec: Record) -> dict[str, Any]:
         out[k] = safe_text(v) if isinstance(v, str) else v
     out["config"] = config_id(rec)
     out["best"] = out["median"] = None
+    d["metrics"] = {**(d.get("metrics") or {}), **rec.scores}  # metrics.recall@10
     for part in ("store", "params", "grid_point", "versions", "machine", "metrics"):
         sub: dict[str, Any] = {}
         _flatten(part, safe_mapping(d.get(part) or {}), sub)
@@ -83,7 +84,9 @@ def task_fields(task: TaskRecord, taken: set[str]) -> dict[str, Any]:
     for k, v in task.to_dict().items():
         if k in ("name", "series"):
             continue
-        if isinstance(v, dict):  # latency_ns, service_ns, errors, skipped, search, ...
+        if k == "scores":  # recall@10, not scores.recall@10
+            flat.update(v)
+        elif isinstance(v, dict):  # latency_ns, service_ns, errors, skipped, search, ...
             _flatten(k, v, flat)
             if k == "errors":
                 flat["errors_total"] = sum(x for x in v.values() if isinstance(x, int | float))

@@ -52,8 +52,8 @@ def footprint(
     the tasks of a part of the run (a stage, a size), ``sized`` that part's
     ``size_bytes`` and ``size_vectors``."""
     tasks = [t for t in run.tasks if where is None or where(t)]
-    rss = [v for t in tasks if (v := _num(t.get("server_peak_rss_bytes"))) is not None]
-    disk = [v for t in tasks if (v := _num(t.get("server_data_bytes"))) is not None]
+    rss = [v for t in tasks if (v := _num(t.server_peak_rss_bytes)) is not None]
+    disk = [v for t in tasks if (v := _num(t.server_data_bytes)) is not None]
     m = run.metrics if sized is None else sized
     size = next((v for k in ("size_bytes", "db_size_bytes") if (v := _num(m.get(k)))), None)
     vectors = m.get("size_vectors")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from storebench.results.records import TaskRecord
 from storebench.report import plots
 from storebench.report.data import (
     Config,
@@ -20,6 +19,9 @@ from storebench.report.data import (
 )
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import ALL, Block, Table, Text, ViewInput, distinct, register
+from storebench.results import scores as catalogue
+from storebench.results.records import TaskRecord
+from storebench.results.scores import RECALL
 
 CLIENTS = "params.clients"
 
@@ -52,11 +54,9 @@ def task_row(ts: TaskSummary, t: TaskRecord | None, run: str = "") -> list[str]:
     def lat(k: str) -> str:
         return fmt_ns(t.number(f"latency_ns.{k}"))
 
-    notes = []
-    for k in t.score_keys():
-        r = t.number(k)
-        if r is not None:
-            notes.append(f"{k}={r:.4f}")
+    notes = [
+        f"{k}={catalogue.text(k, t.scores[k])}" for k in t.score_keys() if t.number(k) is not None
+    ]
     if sum(t.errors.values()):
         notes.append(f"errors={sum(t.errors.values())}")
     if not t.complete:
@@ -109,7 +109,7 @@ def recall_vs_qps(v: ViewInput) -> list[Block]:
     found: list[tuple[str, str]] = []  # (task, recall key)
     for c in configs:
         for name in c.tasks():
-            for k in c.task(name).recall_keys:
+            for k in c.task(name).score_keys(RECALL):
                 if (name, k) not in found:
                     found.append((name, k))
     blocks: list[Block] = []
@@ -133,7 +133,9 @@ def recall_vs_qps(v: ViewInput) -> list[Block]:
                     s = c.task(task).spread("ops_per_s")
                     spans.append((s.min, s.max) if s is not None and s.n > 1 else None)
                     names[(r, q)] = c.label.removeprefix(store).strip()
-                    rows.append([c.label, f"{r:.4f}", fmt_rate(q), str(pk.runs), pk.run_short])
+                    rows.append(
+                        [c.label, catalogue.text(rkey, r), fmt_rate(q), str(pk.runs), pk.run_short]
+                    )
                     rows[-1].append("" if drawn else "not drawn")
             if not pts or not drawn:
                 continue
@@ -155,7 +157,7 @@ def recall_vs_qps(v: ViewInput) -> list[Block]:
             plots.label_points(ax, [(x, y, names.get((x, y), "")) for x, y in front], st["color"])
         if not rows:
             continue
-        ax.set_xlabel(plots.plain(rkey.replace("recall", "Recall")))
+        ax.set_xlabel(plots.plain(catalogue.title(rkey)))
         ax.set_ylabel(plots.plain(f"{task}: queries per second"))
         plots.rate_axis(ax, "y")
         plots.recall_axis(ax, [float(r[1]) for r in rows], "x")
@@ -393,7 +395,7 @@ def spread_table(v: ViewInput) -> list[Block]:
             cells += [fmt_rate(q.min), fmt_rate(q.median), fmt_rate(q.max)] if q else ["-"] * 3
             cells += [fmt_ns(p99.min), fmt_ns(p99.median), fmt_ns(p99.max)] if p99 else ["-"] * 3
             rows.append(cells)
-            for k in ts.recall_keys:
+            for k in ts.score_keys():
                 r = ts.spread(k)
                 if r:
                     rows.append(
@@ -401,9 +403,7 @@ def spread_table(v: ViewInput) -> list[Block]:
                             c.label,
                             f"{name} {k}",
                             str(r.n),
-                            f"{r.min:.4f}",
-                            f"{r.median:.4f}",
-                            f"{r.max:.4f}",
+                            *(catalogue.text(k, x) for x in (r.min, r.median, r.max)),
                             "",
                             "",
                             "",
@@ -442,8 +442,8 @@ def spread_table(v: ViewInput) -> list[Block]:
 def _fmt_metric(key: str, v: Any) -> str:
     if isinstance(v, str):
         return v
-    if key.startswith(("recall", "precision")):
-        return f"{v:.4f}"
+    if catalogue.of(key):
+        return catalogue.text(key, v)
     if "bytes" in key:
         return f"{v:,.0f}"
     if float(v).is_integer() and abs(v) >= 1:
@@ -467,7 +467,7 @@ def run_metrics(v: ViewInput) -> list[Block]:
     keys: list[str] = []
     for c in configs:
         for r in c.runs:
-            for k, x in r.metrics.items():
+            for k, x in (r.metrics | r.scores).items():
                 if _shown(x) and k not in keys:
                     keys.append(k)
     if not keys:
@@ -477,7 +477,7 @@ def run_metrics(v: ViewInput) -> list[Block]:
         pk = v.pick(c)
         row = [c.label]
         for k in keys:
-            x = pk.run.metrics.get(k)
+            x = (pk.run.metrics | pk.run.scores).get(k)
             row.append(_fmt_metric(k, x) if _shown(x) else "-")
         rows.append([*row, str(pk.runs), pk.run_short])
     return [Table("", ["configuration", *keys, "runs", "run"], rows, note=aggregation_note(v.how))]

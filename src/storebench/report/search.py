@@ -26,7 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from storebench.results.records import TaskRecord
 from storebench.report import plots
 from storebench.report.data import (
     Config,
@@ -49,6 +48,9 @@ from storebench.report.footprint import (
 )
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import Block, Table, Text, ViewInput, distinct, register
+from storebench.results import scores as catalogue
+from storebench.results.records import TaskRecord
+from storebench.results.scores import RECALL, Score
 
 WORKLOADS = ("search", "tune", "scale")
 
@@ -146,10 +148,12 @@ def families(pts: list[Point]) -> list[list[Point]]:
     return [sorted(f, key=lambda p: p.clients) for f in by.values()]
 
 
+def score_keys(p: Point, score: Score | None = None) -> list[str]:
+    return p.t.score_keys(score) if p.t is not None else p.ts.score_keys(score)
+
+
 def recall_key(p: Point) -> str | None:
-    t = p.t
-    keys = t.score_keys() if t is not None else p.ts.recall_keys
-    return keys[0] if keys else None
+    return next(iter(score_keys(p, RECALL)), None)
 
 
 def _spread(ts: TaskSummary, field: str) -> Spread | None:
@@ -178,8 +182,7 @@ def lat(p: Point, key: str = "mean") -> str:
 
 
 def ratio(p: Point, key: str | None) -> str:
-    v = p.number(key) if key else None
-    return f"{v:.4f}" if v is not None else "-"
+    return catalogue.text(key, p.number(key)) if key else "-"
 
 
 def index_keys(v: ViewInput) -> list[str]:
@@ -230,33 +233,30 @@ def search_table(v: ViewInput) -> list[Block]:
     blocks: list[Block] = []
     for store in distinct([c.engine for c in configs]):
         mine = [c for c in configs if c.engine == store]
-        all_clients = sorted({p.clients for c in mine for p in points(c, v.how) if not p.filter})
+        fams = [f for c in mine for f in families([p for p in points(c, v.how) if not p.filter])]
+        all_clients = sorted({p.clients for f in fams for p in f})
+        skeys = catalogue.ordered(k for f in fams for p in f for k in score_keys(p))
         rows = []
-        rkey = None
-        for c in mine:
-            for fam in families([p for p in points(c, v.how) if not p.filter]):
-                by = {p.clients: p for p in fam}
-                one = by[min(by)]
-                run = one.pick.run
-                rkey = rkey or recall_key(one)
-                pkey = rkey.replace("recall", "precision") if rkey else None
-                row = ident_cells(c, keys) + [fam[0].setting_text]
-                # the setting's own recall and precision (its 1-client task's)
-                row += [_metric(run, one, rkey), _metric(run, one, pkey)]
-                row += [lat(one, "mean"), lat(one, "p95")] if one.clients == 1 else ["-"] * 2
-                row += [qps(by[n]) if n in by else "-" for n in all_clients]
-                row += [
-                    seconds(phase_task(run, "upload")),
-                    index_cell(phase_task(run, "index")),
-                    *footprint_cells(footprint(run)),
-                    str(len(c.runs)),
-                    run_cell(one.pick),
-                ]
-                rows.append(row)
+        for fam in fams:
+            by = {p.clients: p for p in fam}
+            one = by[min(by)]
+            run = one.pick.run
+            row = ident_cells(one.config, keys) + [fam[0].setting_text]
+            # the setting's own scores (its 1-client task's)
+            row += [_metric(run, one, k) for k in skeys]
+            row += [lat(one, "mean"), lat(one, "p95")] if one.clients == 1 else ["-"] * 2
+            row += [qps(by[n]) if n in by else "-" for n in all_clients]
+            row += [
+                seconds(phase_task(run, "upload")),
+                index_cell(phase_task(run, "index")),
+                *footprint_cells(footprint(run)),
+                str(len(one.config.runs)),
+                run_cell(one.pick),
+            ]
+            rows.append(row)
         if not rows:
             continue
-        rk = (rkey or "recall@k").replace("recall", "Recall")
-        header = [short_key(k) for k in keys] + ["search", rk, rk.replace("Recall", "Precision")]
+        header = [short_key(k) for k in keys] + ["search", *map(catalogue.title, skeys)]
         header += ["mean (1 client)", "p95 (1 client)"]
         header += [f"QPS {n} client{'s' if n > 1 else ''}" for n in all_clients]
         header += ["upload", "index", *FOOTPRINT_COLUMNS, "runs", "run"]
@@ -273,15 +273,11 @@ def search_table(v: ViewInput) -> list[Block]:
     return blocks
 
 
-def _metric(run: Record, p: Point, key: str | None) -> str:
-    """A setting's metric (recall@k, precision@k) from the run's record of
-    the setting, else from the point's task."""
-    if key is None:
-        return "-"
-    v = run.metrics.get(key)
-    if isinstance(v, int | float) and not isinstance(v, bool):
-        return f"{v:.4f}"
-    return ratio(p, key)
+def _metric(run: Record, p: Point, key: str) -> str:
+    """A setting's score from the run's record of the setting, else from
+    the point's task."""
+    v = run.scores.get(key)
+    return catalogue.text(key, v) if isinstance(v, int | float) else ratio(p, key)
 
 
 @register("search", "qps_clients", "QPS per client count")
@@ -390,7 +386,7 @@ def recall_qps(v: ViewInput) -> list[Block]:
             )
             plots.label_points(ax, [(x, y, names.get((x, y), "")) for x, y in front], st["color"])
         ax.set_title(f"{n} client{'s' if n > 1 else ''}", fontsize="medium")
-        ax.set_xlabel(plots.plain(rkey.replace("recall", "Recall")))
+        ax.set_xlabel(plots.plain(catalogue.title(rkey)))
         ax.set_ylabel("queries per second")
         plots.rate_axis(ax, "y")
         ax.grid(True, which="both", alpha=0.3)
@@ -497,7 +493,7 @@ def concurrency(v: ViewInput) -> list[Block]:
 
 
 def filtered(v: ViewInput) -> list[Block]:
-    """Recall, precision and latency per filter selectivity, against the
+    """The scores and latency per filter selectivity, against the
     filtered ground truth (post-filtering engines lose recall at 1%)."""
     rows = []
     sel: list[float] = []
@@ -517,25 +513,23 @@ def filtered(v: ViewInput) -> list[Block]:
     if not fams:
         return []
     sel.sort()
+    pts = [q for _, ps in fams for q in ps.values()]
+    kinds = [s for s in catalogue.CATALOGUE.values() if any(score_keys(q, s) for q in pts)]
     for label, ps in fams:
         row = [label]
         for s in sel:
             q = ps.get(s)
             if q is None:
-                row += ["-", "-", "-"]
+                row += ["-"] * (len(kinds) + 1)
                 continue
-            rk = recall_key(q)
-            row += [
-                ratio(q, rk),
-                ratio(q, rk.replace("recall", "precision") if rk else None),
-                lat(q, "p50"),
-            ]
+            row += [ratio(q, next(iter(score_keys(q, k)), None)) for k in kinds]
+            row.append(lat(q, "p50"))
         row.append(run_cell(next(iter(ps.values())).pick))
         rows.append(row)
     header = ["configuration"]
     for s in sel:
         pct = f"{s * 100:g}%"
-        header += [f"recall {pct}", f"precision {pct}", f"p50 {pct}"]
+        header += [*(f"{k.name} {pct}" for k in kinds), f"p50 {pct}"]
     header.append("run")
     return [
         Text(
@@ -558,7 +552,7 @@ def client_engine(v: ViewInput) -> list[Block]:
             t = p.t
             if t is None:
                 continue
-            eng = t.get("engine") if isinstance(t.get("engine"), dict) else None
+            eng = t.engine
             any_engine |= eng is not None
             ours = t.number("latency_ns.mean")
             share = eng.get("client_share_ns") if eng else None

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from storebench.results.records import TaskRecord
 from storebench.report.data import aggregation_note
 from storebench.report.footprint import (
     FOOTPRINT_COLUMNS,
@@ -18,6 +17,7 @@ from storebench.report.footprint import (
 )
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import Block, Table, Text, ViewInput, register
+from storebench.results.records import TaskRecord
 
 SHARE_FULL = 0.95  # a search beside less of the inserts' time than this is flagged
 
@@ -40,21 +40,21 @@ def _svc(t: TaskRecord | None, key: str) -> str:
 
 def _of_stage(at: Any) -> Callable[[TaskRecord], bool]:
     """Whether a task ran in the stage ``at`` (its fraction)."""
-    return lambda t: t.get("stage") == at
+    return lambda t: t.stage == at
 
 
 def _share(t: TaskRecord | None) -> str:
     """How much of the inserts' time the search ran beside."""
-    share = t.get("inserting_share") if t is not None else None
+    share = t.inserting_share if t is not None else None
     if share is None:
         return "-"
     return f"{share:.0%}" + (" ONLY" if share < SHARE_FULL else "")
 
 
 def _achieved(t: TaskRecord) -> str:
-    got = t.get("achieved_rate")
+    got = t.achieved_rate
     text = fmt_rate(got) if got is not None else "-"
-    return text if t.get("sustained", True) else f"{text} NOT SUSTAINED"
+    return text if t.sustained is not False else f"{text} NOT SUSTAINED"
 
 
 @register("streaming", "streaming_table", "Search while inserting, per stage")
@@ -79,7 +79,7 @@ def streaming_table(v: ViewInput) -> list[Block]:
                         stage.get("label", "?") if first else "",
                         f"{stage.get('visible', 0):,}" if first else "",
                         str(srch.clients) if srch is not None else "-",
-                        fmt_rate(ins.get("target_rate")) if ins is not None else "-",
+                        fmt_rate(ins.target_rate) if ins is not None else "-",
                         _achieved(ins) if ins is not None else "-",
                         _lat(ins, "p50"),
                         _lat(ins, "p99"),

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from storebench.measure import noise
-from storebench.results.records import TaskRecord
 from storebench.report import plots
 from storebench.report.data import (
     Config,
@@ -46,6 +45,9 @@ from storebench.report.footprint import (
 )
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import Block, Figure, Section, Table, Text, distinct
+from storebench.results import scores as catalogue
+from storebench.results.records import TaskRecord
+from storebench.results.scores import RECALL
 
 # search: the recall a setting must reach to be ranked (the tune scenario's
 # default target; tune records carry their own)
@@ -149,15 +151,12 @@ def _recall_of(run: Record) -> float | None:
     the headline task's (its size's)."""
     t = _headline(run)
     from_task = next(
-        (x for k in (t.score_keys() if t is not None else []) if (x := t.number(k)) is not None),
-        None,
+        (x for k in (t.score_keys(RECALL) if t else []) if (x := t.number(k)) is not None), None
     )
     if run.workload == "scale" and from_task is not None:
         return from_task
-    for k, v in run.metrics.items():
-        if k.startswith("recall@") and (x := _num(v)) is not None:
-            return x
-    return from_task
+    own = _num(run.scores.get(catalogue.first(run.scores) or ""))
+    return own if own is not None else from_task
 
 
 def _target(run: Record) -> float:
@@ -361,7 +360,7 @@ def conditions(recs: list[Record]) -> str:
             for r in recs
         ]
     )
-    loads = [r.get("machine_load") or {} for r in recs]
+    loads = [r.machine_load or {} for r in recs]
     busy = [ld for ld in loads if ld.get("busy")]
     other = [v for ld in loads if (v := _num(ld.get("other_cpu_cores"))) is not None]
     load1 = [v for ld in loads if (v := _num(ld.get("load_1m_max"))) is not None]

@@ -24,7 +24,9 @@ from rich.table import Table
 from rich.text import Text
 
 from storebench.results import records
+from storebench.results import scores as catalogue
 from storebench.results.records import RunRecord
+from storebench.results.scores import RECALL
 
 
 def fmt_ns(ns: float | None) -> str:
@@ -52,18 +54,15 @@ STATUS_STYLE = {"ok": "green", "failed": "bold red", "interrupted": "yellow", "s
 # header words shortened before they are cut (a cut keeps a trailing ".")
 ABBREVIATIONS = {
     "configuration": "config",
-    "precision": "prec",
     "clients": "cl",
     "saturated": "sat",
     "ceiling": "ceil",
     "engine": "eng",
-    "recall": "rec",
     "server": "srv",
     "client": "cli",
 }
 # what a reader looks for first keeps its column longest (lower: kept longer)
 PRIORITY_WORDS = (
-    ("recall", 1),
     ("qps", 1),
     ("ops/s", 1),
     ("p50", 2),
@@ -73,7 +72,6 @@ PRIORITY_WORDS = (
     ("upload", 3),
     ("index", 3),
     ("clients", 4),
-    ("precision", 4),
     ("p95", 4),
     ("ops", 4),
     ("max", 5),
@@ -104,7 +102,8 @@ def column_priority(header: str, position: int) -> int:
     if position == 0:
         return 0
     text = header.lower()
-    for word, prio in PRIORITY_WORDS:
+    scores = tuple((s.name, s.priority) for s in catalogue.CATALOGUE.values())
+    for word, prio in scores + PRIORITY_WORDS:
         if re.search(rf"(?<![\w/]){re.escape(word)}(?![\w/])", text):
             return prio
     return DEFAULT_PRIORITY
@@ -130,7 +129,8 @@ def _abbreviate(header: str, width: int) -> str:
             if len(lead) + len(rest) >= width - 1:  # what follows is long too: cut the word
                 lead, letters, rest = "", word, ""
             room = max(1, width - len(lead) - len(rest))
-            short = ABBREVIATIONS.get(letters.lower())
+            scores = {s.name: s.short for s in catalogue.CATALOGUE.values() if s.short}
+            short = (ABBREVIATIONS | scores).get(letters.lower())
             if short and len(short) <= room:
                 letters = short
             elif len(letters) > room:
@@ -270,17 +270,16 @@ RUN_COLUMNS = (
 def _recall_text(task: Any) -> tuple[str, list[str]]:
     """The task's recall (its own column) and its other scores (the note)."""
     recall, others = "", []
-    for kind in ("recall", "precision"):
-        for k in task.score_keys(kind):
-            v = task.number(k)
-            if v is None:
-                continue
-            if kind == "recall" and not recall:
-                recall = f"{v:.4f}"
-                if k != "recall@10":
-                    others.append(f"({k})")
-            else:
-                others.append(f"{k}={v:.4f}")
+    for k in task.score_keys():
+        v = task.scores[k]
+        if v is None:
+            continue
+        if catalogue.of(k) is RECALL and not recall:
+            recall = catalogue.text(k, v)
+            if k != RECALL.key(10):
+                others.append(f"({k})")
+        else:
+            others.append(f"{k}={catalogue.text(k, v)}")
     return recall, others
 
 
@@ -358,8 +357,8 @@ def run_table(rec: RunRecord | dict[str, Any], width: int = 160) -> Table:
 def run_summary(rec: RunRecord | dict[str, Any]) -> dict[str, Any]:
     """What one line says of a run, as data (``--json``): its headline
     task's throughput and latency, its recall (the range over a sweep)."""
-    from storebench.run.progress import record_seconds
     from storebench.report.data import store_label
+    from storebench.run.progress import record_seconds
 
     rec = records.parse(rec)
     head = rec.headline_task()
@@ -367,7 +366,7 @@ def run_summary(rec: RunRecord | dict[str, Any]) -> dict[str, Any]:
         v
         for t in rec.tasks
         if t.measured and not t.filter
-        for v in [t.number(k) for k in t.score_keys()[:1]]
+        for v in [t.number(k) for k in t.score_keys(RECALL)[:1]]
         if v is not None
     ]
     return {
@@ -384,7 +383,7 @@ def run_summary(rec: RunRecord | dict[str, Any]) -> dict[str, Any]:
         "ops_per_s": head.ops_per_s if head else None,
         "p50_ns": head.latency_ns.get("p50") if head else None,
         "p99_ns": head.latency_ns.get("p99") if head else None,
-        "recall_key": next((k for t in rec.tasks for k in t.score_keys()), None),
+        "recall_key": next((k for t in rec.tasks for k in t.score_keys(RECALL)), None),
         "recall_min": min(recalls) if recalls else None,
         "recall_max": max(recalls) if recalls else None,
         "seconds": record_seconds(rec),
@@ -411,8 +410,8 @@ def run_line(rec: RunRecord | dict[str, Any], width: int = 160, prefix: str = ""
         parts.append((2, Text(f"p50 {fmt_ns(s['p50_ns'])}")))
         parts.append((2, Text(f"p99 {fmt_ns(s['p99_ns'])}")))
     if s["recall_min"] is not None:
-        lo, hi = s["recall_min"], s["recall_max"]
-        value = f"{lo:.4f}" if lo == hi else f"{lo:.4f}-{hi:.4f}"
+        lo, hi = (catalogue.text(s["recall_key"], s[x]) for x in ("recall_min", "recall_max"))
+        value = lo if lo == hi else f"{lo}-{hi}"
         parts.append((1, Text(f"{s['recall_key']} {value}")))
     if s["search_sweep"]:
         n = 1

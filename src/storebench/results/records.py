@@ -3,16 +3,17 @@
 One run is one ``RunRecord``: its store and parameters, its status, the
 ``TaskRecord`` of each measured task, run-level metrics and, for a run that
 swept search parameters over one index build, one ``SettingResult`` per
-setting (its own recall and precision, and the task that ranks runs of it).
+setting (its own scores, and the task that ranks runs of it). Scores
+(recall@k, precision@k, ...) sit in ``scores``; what each is, in
+``results/scores.py``.
 Workloads make ``TaskRecord``s (``TaskRecord.of`` a driver's ``TaskStats``),
 the runner makes the ``RunRecord`` and ``results.append`` writes it; ``show``,
 ``report``, ``compare``, ``export`` and ``frames()`` read them back through
 ``read`` here.
 
-Every model allows fields it does not declare (a newer storebench, a plug-in
-workload, a hand-made record): they are kept, read by key (``task["recall@10"]``)
-and written back. Records older than ``RECORD_VERSION`` are upgraded as they
-are read (``upgrade``); a record from a newer storebench is refused in one line.
+Every model declares its fields and refuses others; readers read them by
+attribute. Records older than ``RECORD_VERSION`` are upgraded as they are
+read (``upgrade``); a record from a newer storebench is refused in one line.
 
 Here too is the one answer to "which runs are repeats of one configuration"
 (``config_identity``), used by the reports, ``compare``, ``export`` and
@@ -30,8 +31,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from storebench.results import files as results
 from storebench.errors import UserError
+from storebench.results import files as results
+from storebench.results import scores as catalogue
+from storebench.results.scores import RECALL, Score
 
 if TYPE_CHECKING:
     from storebench.measure.metrics import TaskStats
@@ -41,40 +44,19 @@ if TYPE_CHECKING:
 # 2: ``settings`` (per search setting: metrics, headline), ``headline``,
 #    ``store.url_given``, ``index_build`` on index tasks; a rate is None
 #    where the task did no work.
-RECORD_VERSION = 2
+# 3: scores (recall@k, precision@k) in ``scores`` (a task's, a setting's),
+#    not beside the other fields; a run's are its setting's.
+RECORD_VERSION = 3
 
 Status = Literal["ok", "failed", "interrupted", "skipped", "running"]
 IndexBuild = Literal["built", "during_insert"]
 
 
 class Fields(BaseModel):
-    """A record part: declared fields typed, others kept as they came. Read
-    by the record's own (JSON) key, declared or not: ``rec["recall@10"]``."""
+    """A record part: every field declared and typed (a key it does not
+    declare is refused), read by attribute."""
 
-    model_config = ConfigDict(extra="allow", validate_assignment=False)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        if key in type(self).model_fields:
-            value = getattr(self, key)
-            return default if value is None else value
-        return (self.model_extra or {}).get(key, default)
-
-    def __getitem__(self, key: str) -> Any:
-        if key in type(self).model_fields:
-            return getattr(self, key)
-        extra = self.model_extra or {}
-        if key in extra:
-            return extra[key]
-        raise KeyError(key)
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and (
-            key in self.model_fields_set or key in (self.model_extra or {})
-        )
-
-    def keys(self) -> list[str]:
-        """The keys this record holds (set or given), in the JSON's order."""
-        return list(self.to_dict())
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: the fields that were given, nested parts as dicts."""
@@ -85,8 +67,9 @@ class TaskRecord(Fields):
     """One measured task (or one timed phase) of a run.
 
     ``ops_per_s`` and ``items_per_s`` are counted (operations or items over
-    the wall time), and None where the task did no such work. Workload
-    fields (recall@k, the search setting, client CPU ...) sit beside."""
+    the wall time), and None where the task did no such work; ``scores``
+    what a search found, scored (``results/scores.py``). Workload fields
+    (the search setting, client CPU ...) sit beside."""
 
     name: str = "?"
     unsupported: str | None = None  # the store cannot do this task: why
@@ -123,6 +106,52 @@ class TaskRecord(Fields):
     # max} (open loop) and errors; absent in records before it and in
     # one-shot phases
     series: dict[str, Any] | None = None
+    scores: dict[str, float | None] = Field(default_factory=dict)
+    clamped_over_1h: int | None = None  # latencies above the histogram's range
+    # the driver's: machine load over the task, the clients' OS threads and
+    # (async) their loops, lanes per client, the window's floor; a phase's call
+    machine_load: dict[str, Any] | None = None
+    client_threads: int | None = None
+    client_loop: dict[str, Any] | None = None
+    inflight: int | None = None
+    min_window_s: float | None = None
+    call_s: float | None = None
+    # a managed server beside the task (``measure/resources.py``)
+    server_cpu_s: float | None = None
+    server_sampled_s: float | None = None
+    server_peak_rss_bytes: int | None = None
+    server_data_bytes: int | None = None
+    # a search: python or native client, an open loop's rate, the queries
+    # scored and those given fewer than k, the engine's own time per call
+    client: str | None = None
+    target_rate: float | None = None
+    queries_scored: int | None = None
+    short_answers: int | None = None
+    engine: dict[str, Any] | None = None
+    # ingest: the insert's documents and requests (their rates), the
+    # settle's count and polls, whether it counts, from when it is timed
+    docs: int | None = None
+    requests: int | None = None
+    docs_per_s: float | None = None
+    requests_per_s: float | None = None
+    pipeline: int | None = None
+    latency_per: str | None = None  # request, or pipeline
+    held: int | None = None
+    polls: int | None = None
+    counted: bool | None = None
+    timed_from: str | None = None
+    per_iter: int | None = None  # social: items per loop iteration
+    busy_s: float | None = None  # social: time spent in calls
+    # streaming: the stage and its last size, the lag probe's result, a
+    # search's share of the inserts' time, an insert's rate kept or not
+    stage: float | None = None
+    n_end: int | None = None
+    lag_s: float | None = None
+    visible: bool | None = None
+    inserting_share: float | None = None
+    planned_s: float | None = None
+    achieved_rate: float | None = None
+    sustained: bool | None = None
 
     @classmethod
     def of(cls, stats: TaskStats, **fields: Any) -> TaskRecord:
@@ -164,30 +193,33 @@ class TaskRecord(Fields):
     def measured(self) -> bool:
         return self.unsupported is None
 
-    def score_keys(self, kind: str = "recall") -> list[str]:
-        """Keys like ``recall@10`` this task holds (``kind``: recall, precision)."""
-        return [k for k in (self.model_extra or {}) if k.startswith(f"{kind}@")]
+    def score_keys(self, score: Score | None = None) -> list[str]:
+        """Its score keys (of ``score`` only, if given), in the catalogue's order."""
+        return catalogue.ordered(self.scores, score)
 
     def number(self, key: str) -> float | None:
-        """A numeric field by key; ``latency_ns.p99`` style for a latency."""
-        if "." in key:
-            part, sub = key.split(".", 1)
-            d = self.get(part)
+        """A numeric field by key; ``latency_ns.p99`` style for a latency,
+        ``recall@10`` for a score."""
+        part, _, sub = key.partition(".")
+        if catalogue.is_key(key):
+            v = self.scores.get(key)
+        elif sub:
+            d = getattr(self, part, None)
             v = d.get(sub) if isinstance(d, dict) else None
         else:
-            v = self.get(key)
+            v = getattr(self, key, None)
         if isinstance(v, bool) or not isinstance(v, int | float):
             return None
         return float(v)
 
 
 class SettingResult(Fields):
-    """One search setting of a run that swept search parameters: its own
-    metrics (recall@k, precision@k) and the task that ranks its runs."""
+    """One search setting of a run: its own scores (its first unfiltered
+    scored task's) and the task that ranks its runs."""
 
     search: dict[str, Any] = Field(default_factory=dict)
     headline: str | None = None
-    metrics: dict[str, Any] = Field(default_factory=dict)
+    scores: dict[str, float | None] = Field(default_factory=dict)
 
 
 class StoreInfo(Fields):
@@ -231,10 +263,16 @@ class RunRecord(Fields):
     # the task whose ops/s ranks runs of this configuration (``headline``)
     headline: str | None = None
     cleanup_errors: list[str] | None = None
+    machine_load: dict[str, Any] | None = None  # its tasks' (``noise.summary``)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def scores(self) -> dict[str, float | None]:
+        """The run's scores: its one search setting's (a sweep's are each setting's)."""
+        return self.settings[0].scores if len(self.settings) == 1 else {}
 
     def task(self, name: str) -> TaskRecord | None:
         for t in self.tasks:
@@ -258,9 +296,8 @@ class RunRecord(Fields):
         """One record per search setting of a sweep (the index built once,
         each setting measured in turn): its store's search parameters include
         the setting, its tasks are the shared ones (upload, index) plus the
-        setting's, its metrics the run's plus the setting's, its headline the
-        setting's. The run id stays: these are views of one run. A run with
-        no setting to split is itself."""
+        setting's, its scores and headline the setting's. The run id stays:
+        these are views of one run. A run with no setting to split is itself."""
         if not any(s.search for s in self.settings):
             return [self]
         out = []
@@ -271,7 +308,6 @@ class RunRecord(Fields):
                     update={
                         "store": store,
                         "tasks": [t for t in self.tasks if not t.search or t.search == s.search],
-                        "metrics": {**self.metrics, **s.metrics},
                         "headline": s.headline
                         or headline_of([t for t in self.tasks if t.search == s.search]),
                         "settings": [s],
@@ -293,7 +329,7 @@ def headline_of(tasks: Iterable[TaskRecord]) -> str | None:
     scored for recall with the most clients (at the largest size), else the
     first measured task of more than one operation."""
     measured = [t for t in tasks if t.measured]
-    scored = [t for t in measured if t.score_keys() and not t.filter]
+    scored = [t for t in measured if t.score_keys(RECALL) and not t.filter]
     if scored:
         best = max(scored, key=lambda t: (t.n or 0, t.clients))
         return best.name
@@ -358,10 +394,8 @@ def config_identity(rec: RunRecord) -> dict[str, Any]:
     for part in ("options", "index", "search"):
         _flatten(f"store.{part}", getattr(store, part) or {}, out)
     _flatten("params", rec.params, out)
-    # the data: as the workload described it, and as a newer record may
-    for data in (rec.metrics.get("data"), rec.get("dataset")):
-        if isinstance(data, dict):
-            _flatten("dataset", data, out)
+    if isinstance(data := rec.metrics.get("data"), dict):  # as the workload described it
+        _flatten("dataset", data, out)
     return out
 
 
@@ -401,14 +435,21 @@ def _settings_from_tasks(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for s in found:
         mine = [TaskRecord.model_validate(t) for t in tasks if t.get("search") == s]
-        metrics: dict[str, Any] = {}
-        for x in mine:  # the first unfiltered scored task (fewest clients)
-            if x.measured and not x.filter and x.score_keys():
-                for k in x.score_keys() + x.score_keys("precision"):
-                    metrics[k] = x[k]
-                break
-        out.append({"search": s, "headline": headline_of(mine), "metrics": metrics})
+        # the first unfiltered scored task (fewest clients)
+        scored = [x.scores for x in mine if x.measured and not x.filter and x.score_keys(RECALL)]
+        out.append({"search": s, "headline": headline_of(mine), "scores": next(iter(scored), {})})
     return out
+
+
+def _scores_apart(part: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A record part without its score keys (before version 3), and those."""
+    scores = {k: v for k, v in part.items() if catalogue.is_key(k)}
+    return {k: v for k, v in part.items() if k not in scores}, scores
+
+
+def _declared(part: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
+    """Before version 3 records kept any key: those no longer written go."""
+    return {k: v for k, v in part.items() if k in model.model_fields}
 
 
 def upgrade(raw: dict[str, Any], where: str = "") -> dict[str, Any]:
@@ -426,20 +467,29 @@ def upgrade(raw: dict[str, Any], where: str = "") -> dict[str, Any]:
         return raw
     rec = dict(raw)
     given = rec.get("tasks")
-    tasks = [t for t in given if isinstance(t, dict)] if isinstance(given, list) else []
+    tasks = []
+    for t in given if isinstance(given, list) else []:
+        if isinstance(t, dict):
+            rest, scores = _scores_apart(t)
+            tasks.append(_declared(rest, TaskRecord) | ({"scores": scores} if scores else {}))
+    if isinstance(given, list):
+        rec["tasks"] = tasks
     if "settings" not in rec:
-        settings = _settings_from_tasks(tasks)
-        rec["settings"] = settings
-        if len(settings) > 1 and isinstance(rec.get("metrics"), dict):
-            # version 1 kept the first setting's recall as the run's: it is
-            # each setting's own now
-            rec["metrics"] = {
-                k: v
-                for k, v in rec["metrics"].items()
-                if not k.startswith(("recall@", "precision@"))
-            }
+        rec["settings"] = _settings_from_tasks(tasks)
+    else:  # version 2: a setting's scores were its metrics
+        rec["settings"] = [
+            {k: v for k, v in s.items() if k != "metrics"} | {"scores": s.get("metrics") or {}}
+            for s in rec["settings"]
+            if isinstance(s, dict)
+        ]
+    if isinstance(rec.get("metrics"), dict):
+        # a run's scores were its one setting's, or (version 1) a sweep's
+        # first setting's: each setting's own now
+        rec["metrics"], scores = _scores_apart(rec["metrics"])
+        if scores and not rec["settings"]:
+            rec["settings"] = [{"scores": scores}]
     rec["record_version"] = RECORD_VERSION
-    return rec
+    return _declared(rec, RunRecord)
 
 
 def parse(raw: Mapping[str, Any] | RunRecord, where: str = "") -> RunRecord:

@@ -150,10 +150,10 @@ class _Recorder:
 def _take(rec: RunRecord, ctx: RunContext) -> None:
     """What the workload recorded so far, into the run's record."""
     rec.tasks = [records.parse_task(t) for t in ctx.tasks]
-    rec.metrics = ctx.run_metrics()
-    rec.settings = list(ctx.settings)
+    rec.metrics = dict(ctx.metrics)
+    rec.settings = list(ctx.setting_results)
     rec.headline = ctx.run_headline()
-    rec.machine_load = noise.summary(rec.tasks)
+    rec.machine_load = noise.summary((t.name, t.machine_load) for t in rec.tasks)
 
 
 def _typed(rec: RunRecord) -> RunRecord:
@@ -201,7 +201,7 @@ def execute(
                 run.driver.get("interval_s", DEFAULT_INTERVAL_S),
             )
             ctx = recorder.ctx = RunContext(
-                run_id, store, driver, run.mode, run.index, run.search, run.settings, server=server
+                run_id, store, driver, run.mode, run.index, run.search, run.searches, server=server
             )
             workload_class(run.workload)().run(ctx, run.params)
             record.status = "ok"

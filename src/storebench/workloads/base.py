@@ -122,7 +122,7 @@ class RunContext:
     searches: tuple[SearchParams, ...] = None  # type: ignore[assignment]
     tasks: list[TaskRecord] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)  # run-level (shared by settings)
-    settings: list[SettingResult] = field(default_factory=list)  # per search setting
+    setting_results: list[SettingResult] = field(default_factory=list)  # per search setting
     headline: str | None = None  # the task that ranks this run among its repeats
     collections: list[Collection] = field(default_factory=list)
     # the managed server the store runs on (``stores.opening``): sampled
@@ -274,25 +274,18 @@ class RunContext:
         self.tasks.append(TaskRecord(name=task, unsupported=str(exc)))
 
     def setting_done(
-        self, setting: SearchParams, headline: str | None, metrics: Mapping[str, Any]
+        self, setting: SearchParams, headline: str | None, scores: Mapping[str, float | None]
     ) -> None:
-        """One search setting measured: its own metrics (recall@k, ...) and
+        """One search setting measured: its own scores (recall@k, ...) and
         the task that ranks runs at it (``records.SettingResult``)."""
-        self.settings.append(
-            SettingResult(search=setting.given(), headline=headline, metrics=dict(metrics))
+        self.setting_results.append(
+            SettingResult(search=setting.given(), headline=headline, scores=dict(scores))
         )
-
-    def run_metrics(self) -> dict[str, Any]:
-        """The run's metrics; a run of one setting has that setting's too
-        (a sweep's are each setting's own, never the run's)."""
-        if len(self.settings) == 1:
-            return self.metrics | self.settings[0].metrics
-        return dict(self.metrics)
 
     def run_headline(self) -> str | None:
         if self.headline is not None:
             return self.headline
-        return self.settings[0].headline if len(self.settings) == 1 else None
+        return self.setting_results[0].headline if len(self.setting_results) == 1 else None
 
 
 # derive(record, payloads or the call's result) -> more fields for the record

@@ -197,10 +197,9 @@ class CrudWorkload(VectorWorkload):
         data.describe["queries"] = len(queries)
         truth = data.truth(live, queries, max(p.k, 100))
         shared_q = ctx.share("queries", queries)
-        rkey = f"recall@{p.k}"
 
         def scored(rec: TaskRecord, payloads: list[Any]) -> dict[str, Any]:
-            return {rkey: score(payloads, truth, p.k, data.distances_of(queries, live)).recall}
+            return {"scores": score(payloads, truth, p.k, data.distances_of(queries, live)).scores}
 
         for setting in ctx.search_settings():
             apply_setting(coll, setting)
@@ -236,7 +235,7 @@ class CrudWorkload(VectorWorkload):
                     phase="search",
                     **extra,
                 )
-            ctx.setting_done(setting, "find_by_vector", {rkey: ctx.tasks[-1].get(rkey)})
+            ctx.setting_done(setting, "find_by_vector", ctx.tasks[-1].scores)
         if ctx.store.supports(Capability.SIZE):
             ctx.metrics["size_bytes"] = coll.size_bytes()
 

@@ -32,10 +32,10 @@ from storebench.workloads.vector.params import (
     task_name,
 )
 from storebench.workloads.vector.run import SearchRun, VectorWorkload
-from storebench.workloads.vector.scoring import setting_metrics
+from storebench.workloads.vector.scoring import setting_scores
 
 
-class SearchParams(VectorParams):
+class SearchWorkloadParams(VectorParams):
     clients: list[int] = Field(
         default_factory=lambda: [1, 2, 4],
         description="client counts measured in turn (1: single-client latency)",
@@ -49,9 +49,9 @@ class SearchParams(VectorParams):
 
 class SearchWorkload(VectorWorkload):
     name = "search"
-    Params = SearchParams
+    Params = SearchWorkloadParams
 
-    def run(self, ctx: RunContext, p: SearchParams) -> None:
+    def run(self, ctx: RunContext, p: SearchWorkloadParams) -> None:
         r = SearchRun(ctx, p, "search")
         r.upload(r.data.n)
         up = ctx.tasks[-1]
@@ -68,4 +68,4 @@ class SearchWorkload(VectorWorkload):
             r.filtered(setting, label)
             # ranked by the QPS at the most clients (the study's figure)
             top = task_name("search", label, f"c={max(p.clients)}")
-            ctx.setting_done(setting, top, setting_metrics(recs, p.k))
+            ctx.setting_done(setting, top, setting_scores(recs))

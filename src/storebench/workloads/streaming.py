@@ -38,6 +38,7 @@ from storebench.data.batch import DocBatch
 from storebench.driver import Task
 from storebench.errors import UserError
 from storebench.results.records import TaskRecord
+from storebench.results.scores import RECALL
 from storebench.stores.base import Collection
 from storebench.stores.params import SearchParams
 from storebench.workloads.base import RunContext
@@ -181,7 +182,7 @@ class StreamingWorkload(VectorWorkload):
         # runs ranked by the search at the most clients while the last stage was written
         last = stages[-1]
         headline = last["searches"][-1] if last["searches"] else last["recall_task"]
-        ctx.setting_done(setting, headline, {f"recall@{p.k}": last["recall"]})
+        ctx.setting_done(setting, headline, {RECALL.key(p.k): last["recall"]})
 
     def _stage(
         self,
@@ -227,32 +228,31 @@ class StreamingWorkload(VectorWorkload):
             stage=fraction,
             n=target,
         )
-        lag_s = ctx.tasks[-1].get("lag_s")  # the lag task's time, when it was found
+        lag_s = ctx.tasks[-1].lag_s  # the lag task's time, when it was found
         r.loaded = target
         r.count_check(target, f"stage {label}")
         r.size(stage)
         r.reset_truth()  # the truth of what is visible now
         rec = r.measure(f"recall {label}", setting=setting, clients=1, stage=fraction, n=target)
-        k = f"recall@{p.k}"
         stage |= {
             "lag_s": lag_s,
             "lag_visible": lag["visible"],
-            "recall": rec.get(k) if rec is not None else None,
+            "recall": rec.scores.get(RECALL.key(p.k)) if rec is not None else None,
             "recall_task": f"recall {label}",
             "inserts": [t.name for t in inserts],
             "searches": [t.name for t in searches],
         }
-        shares = [t.get("inserting_share") for t in searches]
+        shares = [t.inserting_share for t in searches]
         if shares and None not in shares:
             stage["inserting_share"] = min(shares)
         if inserts:
             items = sum(t.items for t in inserts)
-            secs = sum(max(t.elapsed_s, t.get("planned_s", 0.0)) for t in inserts)
+            secs = sum(max(t.elapsed_s, t.planned_s or 0.0) for t in inserts)
             achieved = items / secs if secs > 0 else None
             stage |= {
                 "target_rate": p.insert_rate,
                 "achieved_rate": achieved,
-                "sustained": all(t.get("sustained") for t in inserts),
+                "sustained": all(t.sustained for t in inserts),
             }
         return stage
 

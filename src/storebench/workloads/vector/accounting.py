@@ -15,9 +15,7 @@ from storebench.workloads.base import RunContext
 SATURATED = 0.9  # client CPU at this fraction of its ceiling flags the client
 
 
-def client_accounting(
-    rec: Mapping[str, Any] | TaskRecord, executor: str, clients: int
-) -> dict[str, Any]:
+def client_accounting(rec: TaskRecord, executor: str, clients: int) -> dict[str, Any]:
     """Client CPU beside the wall time, and whether the client was the bottleneck.
 
     The driver records each client's CPU time over its measured window. A
@@ -36,9 +34,8 @@ def client_accounting(
     clients of one loop split it), so the sum is the processes' own, as
     for process clients; its ceiling is that of threads (one loop per
     process, one process unless ``driver.workers`` asks for more)."""
-    wall = float(rec.get("elapsed_s") or 0.0)
-    cpu = float(rec.get("client_cpu_s") or 0.0)
-    lanes = clients * int(rec.get("inflight", 1))
+    wall, cpu = rec.elapsed_s, rec.client_cpu_s or 0.0
+    lanes = clients * (rec.inflight or 1)
     if wall <= 0:
         return {}
     procs = executor == "processes"
@@ -52,11 +49,10 @@ def client_accounting(
         "client_cpu_ceiling": ceiling,
         "client_saturated": per_s >= SATURATED * ceiling,
     }
-    if isinstance(rec.get("server_cpu_s"), int | float):
+    if rec.server_cpu_s is not None:
         # the sampler ran over the whole phase (setup, warm-up), not just the
         # measured part: divide by its own span where it recorded one
-        span = rec.get("server_sampled_s") or wall
-        out["server_cpu_per_s"] = round(float(rec["server_cpu_s"]) / span, 4)
+        out["server_cpu_per_s"] = round(rec.server_cpu_s / (rec.server_sampled_s or wall), 4)
     return out
 
 

@@ -15,6 +15,7 @@ from storebench.data.truth import GroundTruth
 from storebench.driver import Task, native
 from storebench.errors import NotSupported, TaskFailed, UserError
 from storebench.results.records import TaskRecord
+from storebench.results.scores import RECALL
 from storebench.stores.base import Capability, Collection
 from storebench.stores.params import SearchParams
 from storebench.workloads.base import MemoryNeed, RunContext, Workload
@@ -214,7 +215,7 @@ class SearchRun:
         setting_key: str = "search",
         **extra: Any,
     ) -> TaskRecord | None:
-        """One measured search task; its record gets recall@k, precision@k,
+        """One measured search task; its record gets its scores,
         client CPU accounting and the engine's own time per call. The
         setting goes under ``setting_key``: ``search`` for a swept setting
         (reports then treat each as a configuration of its own), ``setting``
@@ -260,8 +261,7 @@ class SearchRun:
         def scored(rec: TaskRecord, payloads: list[Any]) -> dict[str, Any]:
             s = score(payloads, truth, self.k, self.distances_of(label))
             out: dict[str, Any] = {
-                f"recall@{self.k}": s.recall,
-                f"precision@{self.k}": s.precision,
+                "scores": s.scores,
                 "queries_scored": s.queries,
                 "short_answers": s.short,
             }
@@ -289,7 +289,7 @@ class SearchRun:
             )
             found[s : s + len(q)] = res.ids[:, : self.k]
         fd = self.distances_of(label)(np.arange(len(found)), found)
-        r = score_found(found, truth, self.k, fd).recall
+        r = score_found(found, truth, self.k, fd, [RECALL]).of(RECALL)
         return 0.0 if r is None else r
 
     def filtered(

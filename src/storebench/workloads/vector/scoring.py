@@ -1,27 +1,55 @@
-"""Recall@k and precision@k of what the search clients found, against exact
-ground truth (ties at the k-th place count), and a search setting's own
-metrics from its scored tasks.
+"""The scores of what the search clients found, against exact ground truth
+(ties at the k-th place count): one computation per score of the catalogue
+(``results/scores.py``), in ``COMPUTATIONS`` under its name; and
+a search setting's own scores from its scored tasks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from storebench.data.batch import DocBatch, Metric, Schema
 from storebench.data.truth import GroundTruth, recall_at_k
 from storebench.results.records import TaskRecord
+from storebench.results.scores import CATALOGUE, Score
+
+
+def recall(found: np.ndarray, truth: GroundTruth, k: int, fd: np.ndarray | None) -> float:
+    """Mean recall@k (ties count)."""
+    return float(recall_at_k(found, truth, k, found_distances=fd).mean())
+
+
+def precision(found: np.ndarray, truth: GroundTruth, k: int, fd: np.ndarray | None) -> float:
+    """Hits over results returned (a short answer is not penalised)."""
+    rec = recall_at_k(found, truth, k, found_distances=fd)
+    # recall_at_k divides the hits by min(k, true neighbours within the k-th
+    # distance); the same bound gives the hits back
+    kth = truth.distances[:, k - 1].astype(np.float64)
+    bound = kth + np.abs(kth) * 1e-3 + 1e-6
+    allowed = ((truth.distances <= bound[:, None]) & (truth.ids >= 0)).sum(axis=1)
+    hits = np.rint(rec * np.minimum(k, allowed).clip(min=1))
+    returned = (found[:, :k] >= 0).sum()
+    return float(hits.sum() / returned) if returned else 0.0
+
+
+# each score's computation, by its catalogue name: (found ids (q, k), the
+# truth of those queries, k, the found ids' true distances or None) -> score
+Computation = Callable[[np.ndarray, GroundTruth, int, "np.ndarray | None"], float]
+COMPUTATIONS: dict[str, Computation] = {"recall": recall, "precision": precision}
 
 
 @dataclass(frozen=True)
-class Score:
-    recall: float | None  # mean recall@k (ties count)
-    precision: float | None  # hits over results returned (a short answer is not penalised)
-    queries: int  # distinct queries scored
+class Scored:
+    k: int
+    scores: dict[str, float | None] = field(default_factory=dict)  # by key: recall@10
+    queries: int = 0  # distinct queries scored
     short: int = 0  # queries that got fewer than k results
+
+    def of(self, score: Score) -> float | None:
+        return self.scores.get(score.key(self.k))
 
 
 # the true distances of found ids for the queries (rows) given: see
@@ -30,12 +58,15 @@ DistancesOf = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 def score(
-    payloads: Sequence[Any], truth: GroundTruth, k: int, distances_of: DistancesOf | None = None
-) -> Score:
-    """Recall@k and precision@k over the queries the clients ran (each
-    client returns its (found ids, ran) pair). With ``distances_of(rows,
-    found)``, a found id tied with the k-th true neighbour counts even when
-    the truth's columns end before it."""
+    payloads: Sequence[tuple[np.ndarray, np.ndarray]],
+    truth: GroundTruth,
+    k: int,
+    distances_of: DistancesOf | None = None,
+) -> Scored:
+    """Every score over the queries the clients ran (each client returns its
+    (found ids, ran) pair). With ``distances_of(rows, found)``, a found id
+    tied with the k-th true neighbour counts even when the truth's columns
+    end before it."""
     nq = len(truth.ids)
     found = np.full((nq, k), -1, np.int64)
     seen = np.zeros(nq, bool)
@@ -43,37 +74,39 @@ def score(
         found[ran] = rows[ran]
         seen |= ran
     if not seen.any():
-        return Score(None, None, 0)
+        return Scored(k, {s.key(k): None for s in CATALOGUE.values() if s.name in COMPUTATIONS})
     rows = np.flatnonzero(seen)
     fd = distances_of(rows, found[rows]) if distances_of is not None else None
     return score_found(found[rows], truth[rows], k, fd)
 
 
 def score_found(
-    found: np.ndarray, truth: GroundTruth, k: int, found_distances: np.ndarray | None = None
-) -> Score:
+    found: np.ndarray,
+    truth: GroundTruth,
+    k: int,
+    found_distances: np.ndarray | None = None,
+    only: Sequence[Score] | None = None,
+) -> Scored:
+    """The catalogue's scores (``only`` these, if given) of ``found``; a
+    score at a fixed k above the search's is not scored."""
     found = found[:, :k]
-    rec = recall_at_k(found, truth, k, found_distances=found_distances)
-    # recall_at_k divides the hits by min(k, true neighbours within the k-th
-    # distance); the same bound gives the hits back
-    kth = truth.distances[:, k - 1].astype(np.float64)
-    bound = kth + np.abs(kth) * 1e-3 + 1e-6
-    allowed = ((truth.distances <= bound[:, None]) & (truth.ids >= 0)).sum(axis=1)
-    hits = np.rint(rec * np.minimum(k, allowed).clip(min=1))
-    returned = (found >= 0).sum(axis=1)
-    prec = float(hits.sum() / returned.sum()) if returned.sum() else 0.0
-    return Score(float(rec.mean()), prec, len(found), int((returned < k).sum()))
+    out: dict[str, float | None] = {}
+    for s in only or list(CATALOGUE.values()):
+        at = s.k or k
+        if s.name in COMPUTATIONS and at <= k:
+            fd = None if found_distances is None else found_distances[:, :at]
+            out[s.key(k)] = COMPUTATIONS[s.name](found[:, :at], truth, at, fd)
+    return Scored(k, out, len(found), int(((found >= 0).sum(axis=1) < k).sum()))
 
 
-def setting_metrics(recs: Sequence[TaskRecord | None], k: int) -> dict[str, Any]:
-    """A search setting's own metrics: the recall and precision of its
-    first unfiltered scored task (the fewest clients; every client count
-    runs the same queries)."""
+def setting_scores(recs: Sequence[TaskRecord | None]) -> dict[str, float | None]:
+    """A search setting's own scores: those of its first unfiltered scored
+    task (the fewest clients; every client count runs the same queries)."""
     for rec in recs:
-        if rec is not None and rec.measured and not rec.filter:
-            got = {key: rec.get(key) for key in (f"recall@{k}", f"precision@{k}")}
-            if got[f"recall@{k}"] is not None:
-                return got
+        if rec is None or not rec.measured or rec.filter:
+            continue
+        if any(v is not None for v in rec.scores.values()):
+            return dict(rec.scores)
     return {}
 
 

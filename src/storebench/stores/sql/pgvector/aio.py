@@ -162,7 +162,7 @@ class PgAsyncpgView(AsyncView):
         c = self.coll
         store = c.store
         if self.generation != store._generation:  # settings reach it before its search
-            for name, value in store._settings.items():
+            for name, value in store._session_vars.items():
                 await self.conn.execute("SELECT set_config($1, $2, false)", name, value)
             self.generation = store._generation
         wsql, wparams = where_sql(where, "%s")

@@ -64,7 +64,7 @@ def run(store: PgVectorStore, statements: list[str], ops: list[Any], ids: bool =
     host = info.host
     if host.startswith("/"):  # a Unix socket: the extension speaks TCP
         raise NotSupported("pgvector", "the native client on a Unix socket")
-    setup = [f"SET {k} = '{v}'" for k, v in store._settings.items()]
+    setup = [f"SET {k} = '{v}'" for k, v in store._session_vars.items()]
     sync = store.options.synchronous_commit
     if sync is not None:
         setup.append(f"SET synchronous_commit = '{sync}'")

@@ -107,7 +107,7 @@ class PgVectorStore(Store):
         self._local = threading.local()
         self._all: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
-        self._settings: dict[str, str] = {}
+        self._session_vars: dict[str, str] = {}
         self._generation = 0
         self._vector_oid = 0  # the vector type's (``_register``)
         try:
@@ -221,7 +221,7 @@ class PgVectorStore(Store):
 
     def _set_search(self, params: HnswSearch) -> None:
         if params.ef is not None:
-            self._settings["hnsw.ef_search"] = str(params.ef)
+            self._session_vars["hnsw.ef_search"] = str(params.ef)
             self._generation += 1
 
     def _apply_settings(self) -> None:
@@ -229,7 +229,7 @@ class PgVectorStore(Store):
         if getattr(self._local, "generation", -1) == self._generation:
             return
         conn = self.connection()
-        for k, v in self._settings.items():
+        for k, v in self._session_vars.items():
             conn.execute("SELECT set_config(%s, %s, false)", [k, v])
         self._local.generation = self._generation
 
