@@ -18,9 +18,10 @@ demo:
 setup:
 	$(PYTHON) tools/setup.py --venv $(VENV)
 
-## test: set up, then run the whole test suite
+## test: set up, then run the whole test suite, a worker per core (TEST_WORKERS=0: in this process)
+TEST_WORKERS ?= auto
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 $(VENV)/.dev: pyproject.toml
 	$(PYTHON) tools/setup.py --core --venv $(VENV)

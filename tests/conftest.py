@@ -106,3 +106,35 @@ def burners():
     for pid in start.pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+# --- parallel runs (`make test`: pytest -n auto --dist loadgroup) -------------
+# A file's tests stay in one worker, so its module fixtures are made once; the
+# tests of one server engine share the worker that started its server (each
+# worker has its own, tests/stores/servers.py): the conformance suite's
+# entries join their engine's own test files.
+_ENGINE_GROUPS = {
+    "elasticsearch": "lucene",
+    "opensearch": "lucene",
+    "elasticsearch-opensearch": "lucene",
+    "milvus-lite": "milvus",
+    "postgres": "pgvector",
+    "ferretdb": "mongodb",
+}
+
+
+def _xdist_group(item: pytest.Item) -> str:
+    callspec = getattr(item, "callspec", None)
+    entry = callspec.params.get("entry") if callspec else None
+    if isinstance(entry, str):
+        engine = entry.split(":")[0]
+    elif item.path.parent.name == "stores":
+        engine = item.path.stem.removeprefix("test_").removesuffix("_server").replace("_", "-")
+    else:
+        return str(item.path)
+    return "engine:" + _ENGINE_GROUPS.get(engine, engine)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
