@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from pydantic import ConfigDict
+from pydantic import ConfigDict, ValidationInfo, field_validator
 
 from storebench.common.plugins import Kind
 from storebench.data.batch import Schema
@@ -37,15 +37,34 @@ from storebench.stores.params import IndexParams, SearchParams
 if TYPE_CHECKING:
     from storebench.servers.base import Server
 
+MAX_SECONDS = 7 * 86_400  # a longer duration or wait is a typo (1e300 overflows the clock)
+MAX_COUNT = 10**12  # a larger count is no run one machine does (nor an array numpy makes)
+
 WORKLOADS = Kind("workload", "storebench.workloads", where="workload")
 
 
 class Params(NoBoolNumbers):
     """Base of workload parameter models: unknown keys are errors, a
     boolean is not a number (pydantic would read ``n: true`` as 1), and
-    numbers are finite (``duration_s: .inf`` would never end)."""
+    numbers are finite (``duration_s: .inf`` would never end) and within
+    what a run can do: seconds (``*_s``) and milliseconds (``*_ms``) up to
+    ``MAX_SECONDS``, any other number up to ``MAX_COUNT``."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator("*")
+    @classmethod
+    def _within_reach(cls, value: Any, info: ValidationInfo) -> Any:
+        name = info.field_name or ""
+        limit, unit = MAX_COUNT, ""
+        if name.endswith("_s"):
+            limit, unit = MAX_SECONDS, " seconds (a week)"
+        elif name.endswith("_ms"):
+            limit, unit = MAX_SECONDS * 1000, " ms (a week)"
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, int | float) and not isinstance(v, bool) and abs(v) > limit:
+                raise ValueError(f"at most {limit:,}{unit}")
+        return value
 
 
 @dataclass(frozen=True)
