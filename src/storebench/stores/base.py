@@ -17,17 +17,13 @@ from __future__ import annotations
 
 import enum
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-from storebench.data.batch import DocBatch, Schema
-from storebench.data.filters import Filter
-from storebench.errors import ForeignDataError, NotSupported, UserError
+from storebench.common import leftovers
 from storebench.common.plugins import Kind
 from storebench.common.redaction import (
     MASK,
@@ -37,6 +33,9 @@ from storebench.common.redaction import (
     remember,
     remember_value,
 )
+from storebench.data.batch import DocBatch, Schema
+from storebench.data.filters import Filter
+from storebench.errors import ForeignDataError, NotSupported, UserError
 from storebench.stores.config import StoreOptions, UrlForm, check_options, check_url
 from storebench.stores.params import IndexParams, SearchParams
 
@@ -515,7 +514,7 @@ class Store:
         """A private temporary directory (``storebench-<engine>-*``) for an
         engine given no location; ``close`` removes it."""
         if self._private_dir is None:
-            self._private_dir = tempfile.mkdtemp(prefix=f"storebench-{self.engine}-")
+            self._private_dir = str(leftovers.make_dir(self.engine))
         return self._private_dir
 
     def local_path(self, file: str | None = None, *, mkdir: bool = False) -> str:
@@ -545,7 +544,7 @@ class Store:
         Adapters close their own handles first. A managed server is not the
         store's: ``stores.opening.OpenStore.close`` stops it after this."""
         if self._private_dir is not None:
-            shutil.rmtree(self._private_dir, ignore_errors=True)
+            leftovers.remove_dir(self._private_dir)
             self._private_dir = None
 
     def abandon(self) -> None:
@@ -553,7 +552,7 @@ class Store:
         signal ends storebench at once): remove the private directory.
         Connections go with the process."""
         if self._private_dir is not None:
-            shutil.rmtree(self._private_dir, ignore_errors=True)
+            leftovers.remove_dir(self._private_dir)
 
 
 # --- registry ----------------------------------------------------------------

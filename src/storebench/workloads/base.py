@@ -11,8 +11,6 @@ fails or is interrupted part-way."""
 from __future__ import annotations
 
 import contextlib
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from pydantic import ConfigDict, ValidationInfo, field_validator
 
+from storebench.common import leftovers
 from storebench.common.plugins import Kind
 from storebench.data.batch import Schema
 from storebench.data.shared import Shared
@@ -162,12 +161,12 @@ class RunContext:
         """A private directory for the run's shared files, made on first use
         (most runs need none); ``remove_workdir`` deletes it."""
         if self._workdir is None:
-            self._workdir = Path(tempfile.mkdtemp(prefix="storebench-run-"))
+            self._workdir = leftovers.make_dir("run")
         return self._workdir
 
     def remove_workdir(self) -> None:
         if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
+            leftovers.remove_dir(self._workdir)
             self._workdir = None
 
     def collection(self, name: str, schema: Schema) -> Collection:
