@@ -174,3 +174,54 @@ def test_a_store_option_is_a_grid_axis_for_the_stores_that_have_it(tmp_path):
     q = write(tmp_path, GOOD + "grid:\n  store.version: [2.3.5]\n")
     with pytest.raises(UserError, match=rf"{q}:\d+: grid.store.version: no store in this scenario"):
         Scenario.load(str(q))
+
+
+def test_a_repeated_key_is_refused_at_its_second_line(tmp_path):
+    p = write(tmp_path, GOOD + "params:\n  n: 200\n")
+    with pytest.raises(UserError, match=rf"{p}:7: params: given twice"):
+        Scenario.load(str(p))
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        "x: &x [1, *x]\n",
+        "".join(
+            f"{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n"
+            for a, b in zip("abcdefgh", "bcdefghi", strict=True)
+        ),
+    ],
+)
+def test_an_alias_bomb_is_refused_before_it_expands(tmp_path, tail):
+    p = write(tmp_path, GOOD + "a: &a [x, x, x, x, x, x, x, x, x]\n" + tail)
+    with pytest.raises(UserError, match=rf"{p}: expands to more than 100,000 values"):
+        Scenario.load(str(p))
+
+
+@pytest.mark.parametrize(
+    ("sets", "where"),
+    [
+        (["name=" + "n" * 220], "--set name: at most 219 characters"),
+        (["repeats=1000000000000"], "--set repeats: repeats x stores x grid"),
+        (["grid.clients=[0]"], "--set grid.clients: .*greater than or equal to 1"),
+        (["ops=100000000000000000000"], "--set params.ops: at most 1,000,000,000,000"),
+    ],
+)
+def test_limits_are_checked_by_the_plan_and_blamed_on_the_flag(tmp_path, sets, where):
+    with pytest.raises(UserError, match=where):
+        Scenario.load(str(write(tmp_path, GOOD)), sets=sets)
+    Scenario.load(str(write(tmp_path, GOOD)), sets=["name=" + "n" * 219])
+
+
+def test_a_duration_is_bounded_and_the_estimate_follows_it():
+    from storebench.run.progress import Sweep
+
+    with pytest.raises(UserError, match="--set params.duration_s: at most 604,800 seconds"):
+        Scenario.load("search", stores=["memory"], sets=["duration_s=1e300"])
+    estimates = [
+        Sweep.of(
+            Scenario.load("search", stores=["memory"], sets=[f"duration_s={d}"]).plan()
+        ).total()
+        for d in (2, 1000)
+    ]
+    assert estimates[1] - estimates[0] > 998

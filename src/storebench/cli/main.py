@@ -8,6 +8,7 @@ import os
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -23,6 +24,12 @@ class Group(click.Group):
     ending the process at once (``storebench.common.interrupts``); a reader that
     closed the pipe (``storebench compare ... | head``) into a quiet 141."""
 
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:  # click would say "Aborted!" for an interrupt while it parses
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt as exc:
+            interrupts.exit_interrupted(exc)
+
     def invoke(self, ctx: click.Context) -> object:
         try:
             with interrupts.handled():
@@ -33,9 +40,7 @@ class Group(click.Group):
             click.echo(f"storebench: error: {redaction.redact(exc)}", err=True)
             sys.exit(2)
         except KeyboardInterrupt as exc:
-            interrupts.acknowledge()
-            click.echo("storebench: interrupted", err=True)
-            sys.exit(interrupts.exit_status(exc))
+            interrupts.exit_interrupted(exc)
         except BrokenPipeError:
             # what is still buffered for stdout goes nowhere, quietly
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -197,10 +202,8 @@ def run(
             sc, Path(results_dir), bar, resume, on_record=on_record, results_flag="--results"
         )
     except KeyboardInterrupt as exc:
-        interrupts.acknowledge()
         bar.close()
-        click.echo(f"storebench: interrupted; measurements so far are in {results_dir}/", err=True)
-        sys.exit(interrupts.exit_status(exc))
+        interrupts.exit_interrupted(exc, f"; measurements so far are in {results_dir}/")
     finally:
         bar.close()
     from storebench.report.terminal import print_study_tables, tables_json, wants_study_tables
@@ -369,8 +372,11 @@ _accept_global_options(cli)
 
 
 def main() -> None:
-    redaction.guard_process()  # tracebacks and warnings Python prints, redacted
-    interrupts.handle_until_exit()  # click's own parsing and the exit too
+    try:
+        redaction.guard_process()  # tracebacks and warnings Python prints, redacted
+        interrupts.handle_until_exit()  # click's own parsing and the exit too
+    except KeyboardInterrupt as exc:
+        interrupts.exit_interrupted(exc)
     try:
         cli(prog_name="storebench")
     finally:

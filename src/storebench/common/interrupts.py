@@ -36,7 +36,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 from storebench.errors import Terminated
 
@@ -55,6 +55,14 @@ def exit_status(exc: BaseException) -> int:
     ``ray.get`` does)."""
     term = isinstance(exc, Terminated) or _state.first == signal.SIGTERM
     return 128 + (signal.SIGTERM if term else signal.SIGINT)
+
+
+def exit_interrupted(exc: BaseException, more: str = "") -> NoReturn:
+    """The one line and the status an interrupt ends the command line with,
+    at any moment from its first import on."""
+    acknowledge()
+    print(f"storebench: interrupted{more}", file=sys.stderr, flush=True)
+    sys.exit(exit_status(exc))
 
 
 def interrupt_for(signum: int) -> KeyboardInterrupt:

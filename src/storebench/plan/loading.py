@@ -21,21 +21,66 @@ BUILTIN_PACKAGE = "storebench.scenarios"
 # --- YAML with line numbers ----------------------------------------------------
 
 
+MAX_NODES = 100_000  # a scenario is a page of YAML; more is an alias bomb
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """How many nodes ``node`` stands for with every alias expanded,
+    counted once per distinct node (so in linear time); a node that
+    contains itself counts as too many."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    sizes[id(node)] = MAX_NODES + 1  # until counted: a cycle is too many
+    children = node.value if isinstance(node, yaml.SequenceNode) else []
+    if isinstance(node, yaml.MappingNode):
+        children = [n for pair in node.value for n in pair]
+    sizes[id(node)] = min(MAX_NODES + 1, 1 + sum(_expanded_size(c, sizes) for c in children))
+    return sizes[id(node)]
+
+
 def _line_map(
-    node: yaml.Node, path: tuple[Any, ...] = (), out: dict[tuple[Any, ...], int] | None = None
+    node: yaml.Node,
+    source: Path,
+    path: tuple[Any, ...] = (),
+    out: dict[tuple[Any, ...], int] | None = None,
 ) -> dict[tuple[Any, ...], int]:
+    """Each key's line; a key given twice in a mapping is an error at its
+    second line (YAML would keep the last one silently)."""
     out = {} if out is None else out
     out[path] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
+        seen = set()
         for k, v in node.value:
             key = k.value
-            out[(*path, key)] = k.start_mark.line + 1
-            _line_map(v, (*path, key), out)
+            if isinstance(key, str) and key != "<<":
+                if key in seen:
+                    raise UserError(
+                        f"{dotted((*path, key))}: given twice (YAML keeps only the last)",
+                        where=f"{source}:{k.start_mark.line + 1}",
+                    )
+                seen.add(key)
+            _line_map(v, source, (*path, key), out)
             out[(*path, key)] = k.start_mark.line + 1
     elif isinstance(node, yaml.SequenceNode):
         for i, v in enumerate(node.value):
-            _line_map(v, (*path, i), out)
+            _line_map(v, source, (*path, i), out)
     return out
+
+
+def _compose(text: str, source: Path) -> tuple[Any, yaml.Node | None]:
+    """The document and its node tree, refused before it is built when its
+    aliases expand it beyond ``MAX_NODES``."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is not None and _expanded_size(node, {}) > MAX_NODES:
+            raise UserError(
+                f"expands to more than {MAX_NODES:,} values (YAML aliases)", where=str(source)
+            )
+        return (loader.construct_document(node) if node is not None else None), node
+    finally:
+        loader.dispose()
 
 
 def _line_for(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int | None:
@@ -185,8 +230,7 @@ def read(
     path = resolve(name_or_path)
     try:
         text = path.read_text(encoding="utf-8")
-        node = yaml.compose(text)
-        raw = yaml.safe_load(text)
+        raw, node = _compose(text, path)
     except OSError as exc:
         raise UserError(f"cannot read: {exc.strerror}", where=str(path)) from exc
     except UnicodeDecodeError as exc:
@@ -201,7 +245,7 @@ def read(
         raise UserError(f"not valid YAML: {exc}".split(";")[0], where=str(path)) from None
     if not isinstance(raw, dict):
         raise UserError("a scenario must be a YAML mapping", where=str(path))
-    lines = _line_map(node) if node is not None else {}
+    lines = _line_map(node, path) if node is not None else {}
     in_file = raw.get("params")
     file_keys = frozenset(in_file if isinstance(in_file, dict) else ())
     overrides: dict[str, str] = {}

@@ -27,12 +27,12 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
-    model_validator,
 )
 
 from storebench.driver.choice import choose_executor, executor_class
 from storebench.errors import UserError
 from storebench.plan import loading
+from storebench.results import files as results
 from storebench.stores.base import Store, StoreSpec, store_class
 from storebench.stores.config import SpecError, StoreOptions
 from storebench.stores.params import EngineParams, IndexParams, SearchParams
@@ -90,6 +90,8 @@ class ScenarioFile(BaseModel):
                 "a scenario name is a plain file name (letters, digits, '.', '_', '-'; "
                 "not starting with '.')"
             )
+        if len(v) > results.MAX_STEM:  # then the file system refuses the results file
+            raise ValueError(f"at most {results.MAX_STEM} characters (it names the results file)")
         return v
 
     @field_validator("stores", mode="before")
@@ -104,13 +106,6 @@ class ScenarioFile(BaseModel):
                     )
             return [{"engine": s} if isinstance(s, str) else s for s in v]
         return v
-
-    @model_validator(mode="after")
-    def _bounded_plan(self) -> ScenarioFile:
-        runs = self.repeats * len(self.stores) * math.prod(len(v) for v in self.grid.values())
-        if runs > MAX_RUNS:
-            raise ValueError(f"repeats x stores x grid values make more than {MAX_RUNS:,} runs")
-        return self
 
 
 @dataclass(frozen=True)
@@ -213,9 +208,21 @@ class Scenario:
         overrides: dict[str, str],
     ) -> ScenarioFile:
         try:
-            return ScenarioFile.model_validate(raw)
+            data = ScenarioFile.model_validate(raw)
         except ValidationError as exc:
             raise loading.error(path, lines, overrides, *loading.first_error(exc)) from exc
+        # the plan's size, blamed on its largest factor
+        factors = {("repeats",): data.repeats, ("stores",): len(data.stores)}
+        factors |= {("grid", k): len(v) for k, v in data.grid.items()}
+        if math.prod(factors.values()) > MAX_RUNS:
+            raise loading.error(
+                path,
+                lines,
+                overrides,
+                max(factors, key=factors.__getitem__),
+                f"repeats x stores x grid values make more than {MAX_RUNS:,} runs",
+            )
+        return data
 
     def error(self, loc: tuple[Any, ...], msg: str) -> UserError:
         return loading.error(self.source, self.lines, self.overrides, loc, msg)
@@ -349,7 +356,8 @@ class Scenario:
                 model = wl.Params.model_validate(params)
             except ValidationError as exc:
                 loc, msg = loading.first_error(exc)
-                raise self.error(("params", *loc), msg) from exc
+                at = self._param_loc(str(loc[0]), param_keys)  # a grid axis: its key
+                raise self.error(at if at[0] == "grid" else ("params", *loc), msg) from exc
             try:
                 model = wl.resolve(model, stated)
                 wl.check(model)

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import psutil
 
-from storebench.errors import UserError
 from storebench.common.redaction import redact_obj
+from storebench.errors import UserError
 
 if TYPE_CHECKING:  # typed records read these files, not the other way round
     from storebench.results.records import RunRecord
@@ -144,6 +144,12 @@ def set_aside_torn_tail(path: Path, fd: int) -> int:
     os.ftruncate(fd, start)
     log.warning("%s: a torn last line (%d bytes) was set aside in %s", path, len(torn), damaged)
     return start
+
+
+NAME_MAX = 255  # bytes in a file name (Linux, macOS)
+# the longest stem a results file may have: its names with what is added
+# (``.damaged``, ``_keep_elsewhere``'s) must fit the file system
+MAX_STEM = NAME_MAX - len("storebench-unwritten--01234567.jsonl")
 
 
 def _keep_elsewhere(path: Path, data: bytes) -> Path | None:

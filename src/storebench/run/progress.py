@@ -59,6 +59,17 @@ def run_size(
     return 1.0 + docs + work * variants * settings * per_op
 
 
+def timed_seconds(params: Mapping[str, Any], sweep: Mapping[str, list[Any]] | None = None) -> float:
+    """The seconds a run's duration-bound tasks take (``duration_s`` once
+    per variant and search setting, as ``run_size`` counts them); 0 for a
+    run of counted operations."""
+    duration = params.get("duration_s")
+    if not isinstance(duration, int | float) or isinstance(duration, bool):
+        return 0.0
+    variants = sum(len(v) for v in params.values() if isinstance(v, list)) or 1
+    return duration * variants * (math.prod(len(v) for v in (sweep or {}).values()) or 1)
+
+
 def fmt_duration(s: float | None) -> str:
     if s is None or not math.isfinite(s):
         return "?"
@@ -73,15 +84,18 @@ class Sweep:
     engine's seconds per unit of size, measured on the runs done so far
     (those of the same engine and workload, else all of them), else taken
     from ``history`` (earlier records: engine, workload, size, seconds),
-    else the rough priors above."""
+    else the rough priors above; to each its duration-bound tasks' seconds
+    (``timed``, known in advance)."""
 
     def __init__(
         self,
         runs: list[tuple[str, str, float, bool]],
         history: Iterable[tuple[str, str, float, float]] = (),
+        timed: list[float] | None = None,
     ):
         # per run: (engine, workload, size, starts a server)
         self.runs = runs
+        self.timed = timed or [0.0] * len(runs)
         self.done: list[tuple[str, str, float, float]] = []  # engine, workload, size, seconds
         self.history = list(history)
 
@@ -99,8 +113,10 @@ class Sweep:
         engine, workload, size, server = self.runs[i]
         rate = self._rate(engine, workload)
         if rate is None:
-            return PRIOR_RUN_S + (PRIOR_SERVER_S if server else 0.0) + size * PRIOR_S_PER_UNIT
-        return rate[1] + size * rate[0]
+            rest = PRIOR_RUN_S + (PRIOR_SERVER_S if server else 0.0) + size * PRIOR_S_PER_UNIT
+        else:
+            rest = rate[1] + size * rate[0]
+        return self.timed[i] + rest
 
     def measured(self) -> bool:
         """Whether every run's estimate comes from timed runs (not the priors)."""
@@ -108,7 +124,7 @@ class Sweep:
 
     def finished(self, i: int, seconds: float) -> None:
         engine, workload, size, _ = self.runs[i]
-        self.done.append((engine, workload, size, seconds))
+        self.done.append((engine, workload, size, max(0.0, seconds - self.timed[i])))
 
     def remaining(self, i: int, running_s: float = 0.0) -> float:
         """Seconds left from run ``i`` (running for ``running_s``) to the end."""
@@ -138,8 +154,9 @@ class Sweep:
             seconds = record_seconds(rec)
             if rec.ok and seconds is not None:
                 size = run_size(rec.params, rec.search_sweep, _exact(rec.store.engine))
-                past.append((rec.store.engine, str(rec.workload), size, seconds))
-        return cls(planned, past)
+                rest = max(0.0, seconds - timed_seconds(rec.params, rec.search_sweep))
+                past.append((rec.store.engine, str(rec.workload), size, rest))
+        return cls(planned, past, [timed_seconds(r.params.model_dump(), r.sweep) for r in runs])
 
 
 def _exact(engine: str) -> bool:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from storebench.common import interrupts
+from storebench.common import interrupts, leftovers
 from storebench.common.redaction import redact_obj
 from storebench.driver import Driver, Interrupted
 from storebench.driver.choice import choose_executor, executors_released, setup_executor
@@ -318,6 +318,7 @@ def run_scenario(
     plan = scenario.plan()
     if scenario.file.driver.memory_check:
         memory.check(scenario, plan)
+    leftovers.remove()  # what a hard-killed earlier run left
     done: set[tuple[str, int]] = set()
     if resume and path.exists():
         done = {records.plan_id(r) for r in records.read(path) if r.ok}

@@ -10,7 +10,9 @@ an exception, SIGINT or SIGTERM (the first of either becomes an exception) or
 the interpreter's exit (atexit). A second signal, which ends storebench at
 once (``storebench.common.interrupts``), kills every live server's process group
 and removes its data directory first. On Linux the server also gets the
-parent-death signal, so even a SIGKILLed storebench takes its servers with it.
+parent-death signal, so even a SIGKILLed storebench takes its servers with it
+(a server that daemonises escapes it: the next run removes it with the
+directory, ``common/leftovers.py``).
 """
 
 from __future__ import annotations
@@ -20,11 +22,9 @@ import contextlib
 import logging
 import os
 import pwd
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 
 import psutil
 
-from storebench.common import interrupts
+from storebench.common import interrupts, leftovers
 from storebench.errors import StorebenchError
 
 _log = logging.getLogger("storebench.servers")
@@ -108,9 +108,7 @@ class Server:
     def __init__(self, datadir: str | os.PathLike[str] | None = None, keep: bool = False):
         self.port = free_port()
         self._own_dir = datadir is None
-        self.dir = (
-            Path(datadir) if datadir else Path(tempfile.mkdtemp(prefix=f"storebench-{self.name}-"))
-        )
+        self.dir = Path(datadir) if datadir else leftovers.make_dir(self.name)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.keep = keep
         self.proc: subprocess.Popen[bytes] | None = None
@@ -220,6 +218,8 @@ class Server:
                 )
             finally:
                 log.close()
+            if self._own_dir:
+                leftovers.note_server(self.dir, self.proc.pid)
             self.wait_ready(t0)
         except BaseException:
             self.stop()
@@ -308,7 +308,7 @@ class Server:
             # stragglers in the group (forked workers) go too
             self._signal_group(proc.pid, signal.SIGKILL)
         if self._own_dir and not self.keep:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            leftovers.remove_dir(self.dir)
         with _live_lock:  # only now: a second signal meanwhile still removes it
             _live.discard(self)
 
@@ -329,7 +329,7 @@ class Server:
         with _live_lock:
             _live.discard(self)
         if self._own_dir and not self.keep:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            leftovers.remove_dir(self.dir)
 
     @staticmethod
     def _signal_group(pgid: int, sig: int) -> None:

@@ -43,6 +43,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, ClassVar
 
+from storebench.common import leftovers
 from storebench.servers.base import Server, free_port
 from storebench.servers.dist import (
     DistError,
@@ -150,7 +151,7 @@ class LuceneServer(Server):
             check_readable_by(self.home, self.user)
         except DistError:
             if self._own_dir:
-                shutil.rmtree(self.dir, ignore_errors=True)
+                leftovers.remove_dir(self.dir)
             raise
         self.transport_port = free_port()
         # the JVM heap: -Xms512m -Xmx1g unless given (then both the same, as

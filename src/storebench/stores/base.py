@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import enum
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
+from storebench.common import leftovers
 from storebench.common.plugins import Kind
 from storebench.common.redaction import (
     MASK,
@@ -550,7 +549,7 @@ class Store:
         """A private temporary directory (``storebench-<engine>-*``) for an
         engine given no location; ``close`` removes it."""
         if self._private_dir is None:
-            self._private_dir = tempfile.mkdtemp(prefix=f"storebench-{self.engine}-")
+            self._private_dir = str(leftovers.make_dir(self.engine))
         return self._private_dir
 
     def local_path(self, file: str | None = None, *, mkdir: bool = False) -> str:
@@ -580,7 +579,7 @@ class Store:
         Adapters close their own handles first. A managed server is not the
         store's: ``stores.opening.OpenStore.close`` stops it after this."""
         if self._private_dir is not None:
-            shutil.rmtree(self._private_dir, ignore_errors=True)
+            leftovers.remove_dir(self._private_dir)
             self._private_dir = None
 
     def abandon(self) -> None:
@@ -588,7 +587,7 @@ class Store:
         signal ends storebench at once): remove the private directory.
         Connections go with the process."""
         if self._private_dir is not None:
-            shutil.rmtree(self._private_dir, ignore_errors=True)
+            leftovers.remove_dir(self._private_dir)
 
 
 # --- registry ----------------------------------------------------------------

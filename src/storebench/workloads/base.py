@@ -11,16 +11,15 @@ fails or is interrupted part-way."""
 from __future__ import annotations
 
 import contextlib
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from pydantic import ConfigDict
+from pydantic import ConfigDict, ValidationInfo, field_validator
 
+from storebench.common import leftovers
 from storebench.common.plugins import Kind
 from storebench.data.batch import Schema
 from storebench.data.shared import Shared
@@ -37,15 +36,34 @@ from storebench.stores.params import IndexParams, SearchParams
 if TYPE_CHECKING:
     from storebench.servers.base import Server
 
+MAX_SECONDS = 7 * 86_400  # a longer duration or wait is a typo (1e300 overflows the clock)
+MAX_COUNT = 10**12  # a larger count is no run one machine does (nor an array numpy makes)
+
 WORKLOADS = Kind("workload", "storebench.workloads", where="workload")
 
 
 class Params(NoBoolNumbers):
     """Base of workload parameter models: unknown keys are errors, a
     boolean is not a number (pydantic would read ``n: true`` as 1), and
-    numbers are finite (``duration_s: .inf`` would never end)."""
+    numbers are finite (``duration_s: .inf`` would never end) and within
+    what a run can do: seconds (``*_s``) and milliseconds (``*_ms``) up to
+    ``MAX_SECONDS``, any other number up to ``MAX_COUNT``."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator("*")
+    @classmethod
+    def _within_reach(cls, value: Any, info: ValidationInfo) -> Any:
+        name = info.field_name or ""
+        limit, unit = MAX_COUNT, ""
+        if name.endswith("_s"):
+            limit, unit = MAX_SECONDS, " seconds (a week)"
+        elif name.endswith("_ms"):
+            limit, unit = MAX_SECONDS * 1000, " ms (a week)"
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, int | float) and not isinstance(v, bool) and abs(v) > limit:
+                raise ValueError(f"at most {limit:,}{unit}")
+        return value
 
 
 @dataclass(frozen=True)
@@ -143,12 +161,12 @@ class RunContext:
         """A private directory for the run's shared files, made on first use
         (most runs need none); ``remove_workdir`` deletes it."""
         if self._workdir is None:
-            self._workdir = Path(tempfile.mkdtemp(prefix="storebench-run-"))
+            self._workdir = leftovers.make_dir("run")
         return self._workdir
 
     def remove_workdir(self) -> None:
         if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
+            leftovers.remove_dir(self._workdir)
             self._workdir = None
 
     def collection(self, name: str, schema: Schema) -> Collection:

@@ -1,0 +1,89 @@
+"""What a SIGKILLed storebench leaves (a managed server's directory, its
+orphaned processes and shared memory) is removed by the next run, by the
+marks storebench put on it; a directory without them, or whose maker still
+runs, is left alone."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+from storebench.common import leftovers
+
+CLI = [sys.executable, "-m", "storebench"]
+
+
+def _shm_of(pids):
+    rows = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    return [r for r in rows if int(r.split()[4]) in pids]
+
+
+def _working_in(path):
+    out = []
+    for p in psutil.process_iter(["cwd"]):
+        if (p.info.get("cwd") or "").startswith(str(path)):
+            out.append(p.pid)
+    return out
+
+
+def test_a_run_removes_what_a_killed_run_left_and_nothing_else(tmp_path):
+    # the temporary directory the runs use, where the server's unprivileged
+    # user (storebench as root) may enter, unlike pytest's
+    tmp = Path(tempfile.mkdtemp(prefix="leftovers-"))
+    tmp.chmod(0o755)
+    try:
+        _kill_then_run(tmp_path, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _kill_then_run(tmp_path, tmp):
+    env = os.environ | {"TMPDIR": str(tmp)}
+    unmarked = tmp / "storebench-postgres-notours"
+    unmarked.mkdir()
+    alive = tmp / "storebench-redis-alive"
+    alive.mkdir()
+    leftovers.mark_of(alive).write_text(f"{os.getpid()} {psutil.Process().create_time()!r}\n")
+    killed = subprocess.Popen(
+        [*CLI, "run", "crud", "--store", "pgvector", "--set", "n=20000", "--set", "grid={}"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 180
+    server_dir = None
+    while server_dir is None and time.monotonic() < deadline:
+        for d in tmp.glob("storebench-postgres-*"):
+            pid_file = d / "data" / "postmaster.pid"
+            if pid_file.is_file() and "ready" in pid_file.read_text():
+                server_dir = d
+        time.sleep(0.2)
+    assert server_dir is not None, "the server did not start"
+    time.sleep(1)
+    servers = set(_working_in(server_dir))
+    servers.add(int((server_dir / "data" / "postmaster.pid").read_text().split()[0]))
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(30)
+    assert server_dir.exists() and _shm_of(servers)  # what a SIGKILL leaves
+
+    r = subprocess.run(
+        [*CLI, "run", "crud", "--store", "memory", "--set", "n=100", "--set", "ops=10"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert f"removed what a killed storebench left: {server_dir.name}" in r.stderr
+    assert sorted(p.name for p in tmp.iterdir()) == sorted(
+        [unmarked.name, alive.name, leftovers.mark_of(alive).name]
+    )
+    assert not _working_in(server_dir) and not _shm_of(servers)
