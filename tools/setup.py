@@ -6,7 +6,8 @@
 what is missing, then prints one line: what it installed and how long it
 took. A second run takes seconds.
 
-Components, in order:
+Components (system packages and python first; then two lanes side by side,
+the Rust builds in one, the downloads and Go builds in the other):
 
   system packages    Debian packages (apt-get): Chromium (the HTML report's
                      browser test), Java 17 + Maven (Elasticsearch and
@@ -48,6 +49,7 @@ virtual environment exists.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import hashlib
 import importlib.util
 import os
@@ -319,41 +321,49 @@ def main(argv: list[str] | None = None) -> int:
     venv = Path(args.venv)
     if not venv.is_absolute():
         venv = ROOT / venv
-    steps: list[tuple[str, Callable[[], str] | None]]
+    Step = tuple[str, Callable[[], str] | None]
+    # Lanes run side by side (each in order): the Rust builds in one, the
+    # downloads and Go builds in the other, so one's downloads overlap the
+    # other's compiling.
+    lanes: list[list[Step]]
     if args.core:
-        steps = [("python", python_env(venv, ""))]
+        lanes = [[("python", python_env(venv, ""))]]
     else:
         servers = not embedded_only()
-        skip = None  # a step left out under STOREBENCH_EMBEDDED_ONLY
-        steps = [
+
+        def server(module: str, flag: str) -> Callable[[], str] | None:
+            return module_step(venv, f"storebench.servers.{module}", flag) if servers else None
+
+        lanes = [
+            [
+                ("agdb embedded", agdb_embedded(venv)),
+                ("native client", native_client(venv)),
+                ("agdb", server("agdb", "--install")),
+            ],
+            [
+                ("elastic", server("elastic", "--fetch")),
+                ("milvus", server("milvus_standalone", "--install")),
+                ("weaviate", server("weaviate", "--install")),
+                ("ferretdb", server("ferretdb", "--install")),
+            ],
+        ]
+        first: list[Step] = [
             ("system packages", system_packages),
             ("python", python_env(venv, "test")),
-            ("agdb embedded", agdb_embedded(venv)),
-            ("native client", native_client(venv)),
-            (
-                "elastic",
-                module_step(venv, "storebench.servers.elastic", "--fetch") if servers else skip,
-            ),
-            (
-                "agdb",
-                module_step(venv, "storebench.servers.agdb", "--install") if servers else skip,
-            ),
-            (
-                "milvus",
-                module_step(venv, "storebench.servers.milvus_standalone", "--install")
-                if servers
-                else skip,
-            ),
-            (
-                "weaviate",
-                module_step(venv, "storebench.servers.weaviate", "--install") if servers else skip,
-            ),
-            (
-                "ferretdb",
-                module_step(venv, "storebench.servers.ferretdb", "--install") if servers else skip,
-            ),
         ]
-    t_all = time.monotonic()
+        t_all = time.monotonic()
+        if not run_lane(first):
+            return 1
+    with concurrent.futures.ThreadPoolExecutor(len(lanes)) as pool:
+        ok = all(list(pool.map(run_lane, lanes)))
+    if not args.core:
+        log(f"setup: done in {time.monotonic() - t_all:.1f} s")
+    return 0 if ok else 1
+
+
+def run_lane(steps: list[tuple[str, Callable[[], str] | None]]) -> bool:
+    """The steps in order, a line each (what, how long); False at the first
+    that fails (its error said), leaving the rest of the lane undone."""
     for name, step in steps:
         if step is None:
             log(f"setup: {name:16} skipped (STOREBENCH_EMBEDDED_ONLY)")
@@ -363,11 +373,9 @@ def main(argv: list[str] | None = None) -> int:
             what = step()
         except SetupError as exc:
             log(f"setup: {name}: error: {exc}")
-            return 1
+            return False
         log(f"setup: {name:16} {what} ({time.monotonic() - t0:.1f} s)")
-    if not args.core:
-        log(f"setup: done in {time.monotonic() - t_all:.1f} s")
-    return 0
+    return True
 
 
 if __name__ == "__main__":
