@@ -127,29 +127,26 @@ def _tables(v: ViewInput, kind: str) -> list[Block]:
     return blocks
 
 
+def _noted(v: ViewInput, kind: str, note: str) -> list[Block]:
+    blocks = _tables(v, kind)
+    return [Text(note + aggregation_note(v.how)), *blocks] if blocks else blocks
+
+
 @register("crud", "crud_latency", "Latency per operation (the DocArray table)")
 def crud_latency(v: ViewInput) -> list[Block]:
-    blocks = _tables(v, "latency")
-    if blocks:
-        blocks.insert(
-            0,
-            Text(
-                "Median latency of one operation; create: wall time to insert all "
-                "documents. n/s: the store does not support the task. " + aggregation_note(v.how)
-            ),
-        )
-    return blocks
+    return _noted(
+        v,
+        "latency",
+        "Median latency of one operation; create: wall time to insert all "
+        "documents. n/s: the store does not support the task. ",
+    )
 
 
 @register("crud", "crud_rates", "Throughput (the DocArray QPS / DPS table)")
 def crud_rates(v: ViewInput) -> list[Block]:
-    blocks = _tables(v, "rates")
-    if blocks:
-        blocks.insert(
-            0,
-            Text(
-                "Counted operations (QPS) or documents (DPS) per second of wall time, "
-                "first client's start to last client's end. " + aggregation_note(v.how)
-            ),
-        )
-    return blocks
+    return _noted(
+        v,
+        "rates",
+        "Counted operations (QPS) or documents (DPS) per second of wall time, "
+        "first client's start to last client's end. ",
+    )
