@@ -169,8 +169,7 @@ def open_vecs(path: str | os.PathLike[str], limit: int | None = None) -> np.ndar
             where=where,
         )
     n = size // row
-    if limit is not None:
-        n = min(n, limit)
+    n = n if limit is None else min(n, limit)
     if n == 0:
         return np.empty((0, d), dtype)
     raw = np.memmap(p, dtype=np.uint8, mode="r", shape=(n, row))
@@ -221,8 +220,7 @@ def open_bin(path: str | os.PathLike[str], limit: int | None = None) -> np.ndarr
             f"({'truncated' if size < want else 'trailing data'})",
             where=where,
         )
-    if limit is not None:
-        n = min(n, limit)
+    n = n if limit is None else min(n, limit)
     if n == 0:
         return np.empty((0, d), dtype)
     return np.memmap(p, dtype=dtype, mode="r", offset=8, shape=(n, d))
