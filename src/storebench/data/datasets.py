@@ -19,8 +19,8 @@ A dataset is written into a hidden temporary directory and renamed into
 place only when complete, so a failed or interrupted import leaves nothing
 behind under its name.
 
-Import, make and load all write or read the one on-disk layout above
-(``Meta``, ``_Writer``, the truth cache), kept consistent in one place;
+One module (~900 lines) on purpose: import, make and load all write or
+read the one on-disk layout above (``Meta``, ``_Writer``, the truth cache);
 fetching the registered sets (downloads, checksums, splits) is
 ``data/fetch.py``, which imports through here.
 """

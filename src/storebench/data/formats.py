@@ -155,15 +155,8 @@ def open_vecs(path: str | os.PathLike[str], limit: int | None = None) -> np.ndar
     ``check_vecs_headers`` checks every row."""
     p = Path(path)
     where = str(p)
-    suffix = p.suffix.lower()
-    if suffix not in VECS_DTYPES:
-        raise UserError(f"not a .fvecs/.ivecs/.bvecs file (suffix {suffix!r})", where=where)
-    dtype = VECS_DTYPES[suffix]
-    size = _size(p)
-    if size < 4:
-        raise UserError(f"file too short for a header ({_bytes(size)})", where=where)
-    with open(p, "rb") as f:
-        d = int(np.frombuffer(f.read(4), "<i4")[0])
+    suffix, dtype = _suffix_dtype(p, VECS_DTYPES)
+    size, (d,) = _header(p, 1)
     if not 0 < d <= MAX_DIM:
         raise UserError(
             f"first row declares dimension {d}; not a {suffix} file or corrupt", where=where
@@ -176,8 +169,7 @@ def open_vecs(path: str | os.PathLike[str], limit: int | None = None) -> np.ndar
             where=where,
         )
     n = size // row
-    if limit is not None:
-        n = min(n, limit)
+    n = n if limit is None else min(n, limit)
     if n == 0:
         return np.empty((0, d), dtype)
     raw = np.memmap(p, dtype=np.uint8, mode="r", shape=(n, row))
@@ -217,15 +209,8 @@ def open_bin(path: str | os.PathLike[str], limit: int | None = None) -> np.ndarr
     n x d must match the file size exactly."""
     p = Path(path)
     where = str(p)
-    suffix = p.suffix.lower()
-    if suffix not in BIN_DTYPES:
-        raise UserError(f"not a .fbin/.u8bin/.i8bin/.ibin file (suffix {suffix!r})", where=where)
-    dtype = BIN_DTYPES[suffix]
-    size = _size(p)
-    if size < 8:
-        raise UserError(f"file too short for a header ({_bytes(size)})", where=where)
-    with open(p, "rb") as f:
-        n, d = (int(v) for v in np.frombuffer(f.read(8), "<i4"))
+    suffix, dtype = _suffix_dtype(p, BIN_DTYPES)
+    size, (n, d) = _header(p, 2)
     if n < 0 or not 0 < d <= MAX_DIM:
         raise UserError(f"header declares {n} x {d}; not a {suffix} file or corrupt", where=where)
     want = 8 + n * d * dtype.itemsize
@@ -235,8 +220,7 @@ def open_bin(path: str | os.PathLike[str], limit: int | None = None) -> np.ndarr
             f"({'truncated' if size < want else 'trailing data'})",
             where=where,
         )
-    if limit is not None:
-        n = min(n, limit)
+    n = n if limit is None else min(n, limit)
     if n == 0:
         return np.empty((0, d), dtype)
     return np.memmap(p, dtype=dtype, mode="r", offset=8, shape=(n, d))
@@ -246,11 +230,7 @@ def read_bin_truth(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray
     """big-ann ground truth: (ids (n, k) int64, distances (n, k) float32)."""
     p = Path(path)
     where = str(p)
-    size = _size(p)
-    if size < 8:
-        raise UserError(f"file too short for a header ({_bytes(size)})", where=where)
-    with open(p, "rb") as f:
-        n, k = (int(v) for v in np.frombuffer(f.read(8), "<i4"))
+    size, (n, k) = _header(p, 2)
     want = 8 + n * k * 8
     if n < 0 or k <= 0 or size != want:
         raise UserError(
@@ -334,6 +314,22 @@ def _size(p: Path) -> int:
         return p.stat().st_size
     except FileNotFoundError:
         raise UserError("file not found", where=str(p)) from None
+
+
+def _header(p: Path, words: int) -> tuple[int, list[int]]:
+    """The file's size and its first ``words`` little-endian int32s."""
+    size = _size(p)
+    if size < 4 * words:
+        raise UserError(f"file too short for a header ({_bytes(size)})", where=str(p))
+    with open(p, "rb") as f:
+        return size, [int(v) for v in np.frombuffer(f.read(4 * words), "<i4")]
+
+
+def _suffix_dtype(p: Path, dtypes: dict[str, np.dtype[Any]]) -> tuple[str, np.dtype[Any]]:
+    suffix = p.suffix.lower()
+    if suffix not in dtypes:
+        raise UserError(f"not a {'/'.join(dtypes)} file (suffix {suffix!r})", where=str(p))
+    return suffix, dtypes[suffix]
 
 
 # --- a whole source: base, queries, provided truth, fields ---------------------

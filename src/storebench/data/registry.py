@@ -16,7 +16,7 @@ seed, as ann-benchmarks split the sets it publishes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from storebench.data.batch import Metric
 
@@ -81,7 +81,7 @@ class Entry:
         return (self.n + nq) * self.dim * item + nq * (self.truth_k or 0) * 8
 
 
-def _ann(name: str, dim: int, metric: Metric, n: int, nq: int, notes: str = "") -> Entry:
+def _ann(name: str, dim: int, metric: Metric, n: int, nq: int | None, notes: str = "") -> Entry:
     return Entry(
         name=name,
         dim=dim,
@@ -121,6 +121,15 @@ def _bigann(n_m: int, gt: str) -> Entry:
     )
 
 
+def _dbpedia(cut: str, n: int, notes: str) -> Entry:
+    return replace(
+        _ann(f"dbpedia-openai-{cut}-1536-angular", 1536, "cosine", n, None, notes),
+        format="compound-tgz",
+        files=(RemoteFile("archive", f"{QDRANT}dbpedia_openai_{cut}.tgz"),),
+        source="qdrant vector-db-benchmark",
+    )
+
+
 ENTRIES: tuple[Entry, ...] = (
     _ann("sift-128-euclidean", 128, "l2", 1_000_000, 10_000, "SIFT-1M (TEXMEX)"),
     _ann("gist-960-euclidean", 960, "l2", 1_000_000, 1_000, "GIST-1M (TEXMEX)"),
@@ -132,28 +141,12 @@ ENTRIES: tuple[Entry, ...] = (
     _ann("fashion-mnist-784-euclidean", 784, "l2", 60_000, 10_000),
     _ann("mnist-784-euclidean", 784, "l2", 60_000, 10_000),
     _ann("nytimes-256-angular", 256, "cosine", 290_000, 10_000),
-    Entry(
-        name="dbpedia-openai-1M-1536-angular",
-        dim=1536,
-        metric="cosine",
-        n=1_000_000,
-        nq=None,
-        format="compound-tgz",
-        files=(RemoteFile("archive", f"{QDRANT}dbpedia_openai_1M.tgz"),),
-        source="qdrant vector-db-benchmark",
-        notes="OpenAI ada-002 embeddings of DBpedia entities; query count read from the archive",
+    _dbpedia(
+        "1M",
+        1_000_000,
+        "OpenAI ada-002 embeddings of DBpedia entities; query count read from the archive",
     ),
-    Entry(
-        name="dbpedia-openai-100K-1536-angular",
-        dim=1536,
-        metric="cosine",
-        n=100_000,
-        nq=None,
-        format="compound-tgz",
-        files=(RemoteFile("archive", f"{QDRANT}dbpedia_openai_100K.tgz"),),
-        source="qdrant vector-db-benchmark",
-        notes="the 100K cut of the above",
-    ),
+    _dbpedia("100K", 100_000, "the 100K cut of the above"),
     Entry(
         name="glove-6b-50-angular",
         source="GloVe 6B (Wikipedia + Gigaword), from PyPI",

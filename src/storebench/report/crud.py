@@ -9,6 +9,7 @@ other parameter that varies among the runs. With repeats, a row is one run
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from storebench.report.data import (
     Config,
@@ -127,29 +128,23 @@ def _tables(v: ViewInput, kind: str) -> list[Block]:
     return blocks
 
 
-@register("crud", "crud_latency", "Latency per operation (the DocArray table)")
-def crud_latency(v: ViewInput) -> list[Block]:
-    blocks = _tables(v, "latency")
-    if blocks:
-        blocks.insert(
-            0,
-            Text(
-                "Median latency of one operation; create: wall time to insert all "
-                "documents. n/s: the store does not support the task. " + aggregation_note(v.how)
-            ),
-        )
-    return blocks
+def _noted(v: ViewInput, kind: str, note: str) -> list[Block]:
+    blocks = _tables(v, kind)
+    return [Text(note + aggregation_note(v.how)), *blocks] if blocks else blocks
 
 
-@register("crud", "crud_rates", "Throughput (the DocArray QPS / DPS table)")
-def crud_rates(v: ViewInput) -> list[Block]:
-    blocks = _tables(v, "rates")
-    if blocks:
-        blocks.insert(
-            0,
-            Text(
-                "Counted operations (QPS) or documents (DPS) per second of wall time, "
-                "first client's start to last client's end. " + aggregation_note(v.how)
-            ),
-        )
-    return blocks
+for _kind, _title, _note in (
+    (
+        "latency",
+        "Latency per operation (the DocArray table)",
+        "Median latency of one operation; create: wall time to insert all "
+        "documents. n/s: the store does not support the task. ",
+    ),
+    (
+        "rates",
+        "Throughput (the DocArray QPS / DPS table)",
+        "Counted operations (QPS) or documents (DPS) per second of wall time, "
+        "first client's start to last client's end. ",
+    ),
+):
+    register("crud", f"crud_{_kind}", _title)(partial(_noted, kind=_kind, note=_note))

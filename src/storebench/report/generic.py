@@ -17,7 +17,7 @@ from storebench.report.data import (
     histogram,
     percentiles,
 )
-from storebench.report.terminal import fmt_ns, fmt_rate
+from storebench.report.terminal import RUN_COLUMNS, fmt_ns, fmt_rate
 from storebench.report.views import ALL, Block, Table, Text, ViewInput, distinct, register
 from storebench.results import scores as catalogue
 from storebench.results.records import TaskRecord
@@ -83,21 +83,7 @@ def task_row(ts: TaskSummary, t: TaskRecord | None, run: str = "") -> list[str]:
     ]
 
 
-TASK_COLUMNS = [
-    "task",
-    "clients",
-    "ops",
-    "ops/s",
-    "docs/s",
-    "mean",
-    "p50",
-    "p95",
-    "p99",
-    "max",
-    "runs",
-    "note",
-    "run",
-]
+TASK_COLUMNS = [*RUN_COLUMNS[:10], "runs", "note", "run"]
 
 
 @register(ALL, "recall_qps", "Recall vs throughput", needs_plots=True)
@@ -139,22 +125,7 @@ def recall_vs_qps(v: ViewInput) -> list[Block]:
                     rows[-1].append("" if drawn else "not drawn")
             if not pts or not drawn:
                 continue
-            st = plots.style(store)
-            ax.scatter(
-                [p[0] for p in pts], [p[1] for p in pts], color=st["color"], marker=st["marker"]
-            )
-            plots.error_bars(ax, [p[0] for p in pts], [p[1] for p in pts], spans, st["color"])
-            front = plots.pareto_front(pts)
-            ax.plot(
-                [p[0] for p in front],
-                [p[1] for p in front],
-                drawstyle="steps-post",
-                color=st["color"],
-                marker=st["marker"],
-                ls=st["linestyle"],
-                label=plots.plain(store),
-            )
-            plots.label_points(ax, [(x, y, names.get((x, y), "")) for x, y in front], st["color"])
+            plots.pareto_series(ax, pts, spans, names, store, marker=plots.style(store)["marker"])
         if not rows:
             continue
         ax.set_xlabel(plots.plain(catalogue.title(rkey)))

@@ -344,6 +344,33 @@ def legend(ax: Any, n: int) -> None:
         )
 
 
+def pareto_series(
+    ax: Any,
+    pts: list[tuple[float, float]],
+    spans: Sequence[Any],
+    names: dict,
+    series: str,
+    **scatter: Any,
+) -> None:
+    """One series' points (``scatter``: their marker options) with their
+    min-max bars, its Pareto front as a staircase and the front's points
+    labelled (``names``: point -> text)."""
+    st = style(series)
+    ax.scatter([x for x, _ in pts], [y for _, y in pts], color=st["color"], **scatter)
+    error_bars(ax, [x for x, _ in pts], [y for _, y in pts], spans, st["color"])
+    front = pareto_front(pts)
+    ax.plot(
+        [x for x, _ in front],
+        [y for _, y in front],
+        drawstyle="steps-post",
+        color=st["color"],
+        marker=st["marker"],
+        ls=st["linestyle"],
+        label=plain(series),
+    )
+    label_points(ax, [(x, y, names.get((x, y), "")) for x, y in front], st["color"])
+
+
 def pareto_front(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     """Points no other point beats on both axes (higher x and higher y are
     better), by ascending x: the upper-right staircase."""

@@ -371,20 +371,7 @@ def recall_qps(v: ViewInput) -> list[Block]:
             if not xy:
                 continue
             recalls += [x for x, _ in xy]
-            st = plots.style(store)
-            ax.scatter([x for x, _ in xy], [y for _, y in xy], color=st["color"], s=14)
-            plots.error_bars(ax, [x for x, _ in xy], [y for _, y in xy], spans, st["color"])
-            front = plots.pareto_front(xy)
-            ax.plot(
-                [x for x, _ in front],
-                [y for _, y in front],
-                drawstyle="steps-post",
-                color=st["color"],
-                marker=st["marker"],
-                ls=st["linestyle"],
-                label=plots.plain(store),
-            )
-            plots.label_points(ax, [(x, y, names.get((x, y), "")) for x, y in front], st["color"])
+            plots.pareto_series(ax, xy, spans, names, store, s=14)
         ax.set_title(f"{n} client{'s' if n > 1 else ''}", fontsize="medium")
         ax.set_xlabel(plots.plain(catalogue.title(rkey)))
         ax.set_ylabel("queries per second")

@@ -18,7 +18,9 @@ read (``upgrade``); a record from a newer storebench is refused in one line.
 Here too is the one answer to "which runs are repeats of one configuration"
 (``config_identity``), used by the reports, ``compare``, ``export`` and
 ``--resume`` alike, and how a sweep's run splits into one configuration per
-search setting (``RunRecord.per_setting``).
+search setting (``RunRecord.per_setting``). One module (~530 lines) on
+purpose: the models, their identity and the upgrade of older records change
+together with the record's shape.
 """
 
 from __future__ import annotations
