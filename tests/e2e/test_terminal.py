@@ -15,8 +15,8 @@ import pytest
 from rich.console import Console
 
 import storebench
-from storebench.results import records
 from storebench.report import terminal
+from storebench.results import records
 
 CLI = [sys.executable, "-m", "storebench"]
 NUMBER = re.compile(r"\d")
@@ -42,7 +42,7 @@ def sweep(tmp_path_factory):
     storebench.run(
         "search",
         stores=["memory", "hnswlib"],
-        set={"n": 800, "queries": 20, "repeats": 1, "warmup": 2},
+        set={"n": 800, "queries": 20, "repeats": 1, "warmup": 2, "min_window_s": 0},
         results_dir=out,
     )
     return out

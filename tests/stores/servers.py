@@ -130,11 +130,14 @@ def shared_url(engine: str) -> str:
 
 
 def stop_all() -> None:
+    """Stops the shared servers side by side: each waits for its own clean shutdown."""
+    from concurrent.futures import ThreadPoolExecutor
+
     with _lock:
         servers = list(_servers.values())
         _servers.clear()
-    for s in servers:
-        s.stop()
+    with ThreadPoolExecutor(max(len(servers), 1)) as pool:
+        list(pool.map(Server.stop, servers))
 
 
 # --- helpers for the engine tests (test_pgvector.py, test_redis.py, ...) ------

@@ -158,7 +158,8 @@ def test_foreign_collections_survive_a_full_run(engine, tmp_path):
 
     before = snapshot()
     try:
-        rec = S.crud_run(f"{engine}={url}", tmp_path)
+        # few ops: a get by id waits ~0.2 s for the real Milvus's time tick
+        rec = S.crud_run(f"{engine}={url}", tmp_path, ops=20)
         assert rec["status"] == "ok", rec["error"]
         assert snapshot() == before
     finally:
@@ -171,7 +172,7 @@ def test_foreign_collections_survive_a_full_run(engine, tmp_path):
 def test_tune_across_two_releases_records_each(tmp_path):
     import storebench
 
-    sets = {"n": 2000, "dim": 16, "queries": 50, "max_clients": 2, "duration_s": 0.5}
+    sets = {"n": 2000, "dim": 16, "queries": 50, "max_clients": 1, "duration_s": 0.5}
     sets |= {"warmup_s": 0.1, "grid.store.version": [OTHER_RELEASE, M.DEFAULT_VERSION]}
     recs = storebench.run("tune", stores=["milvus"], set=sets, results_dir=tmp_path)
     assert [r["status"] for r in recs] == ["ok", "ok"], [r["error"] for r in recs]

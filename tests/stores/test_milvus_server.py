@@ -61,28 +61,20 @@ def test_the_default_release_is_installed():
     assert M.binary(M.DEFAULT_VERSION).is_file()
 
 
-def test_the_real_server_serves_pymilvus_on_loopback_only_and_stops_clean():
-    server = M.MilvusServer().start()
-    try:
-        assert server.engine_version == f"Milvus v{M.DEFAULT_VERSION}-lite"  # the standalone binary
-        assert server.started_s is not None and server.started_s > 0
-        assert listening_ips(server) == {"127.0.0.1"}
-        assert server.processes()[0].name() == "milvus"
-        hnsw_round_trip(server.url)
-    finally:
-        stop_leaves_nothing(server)
-
-
-def test_two_releases_run_side_by_side():
+def test_two_releases_serve_pymilvus_side_by_side_on_loopback_only_and_stop_clean():
     # the wheel's own launcher cannot start a second server on a machine
     M.install(OTHER_RELEASE)
     a = M.MilvusServer().start()
     try:
+        assert a.engine_version == f"Milvus v{M.DEFAULT_VERSION}-lite"  # the standalone binary
         b = M.MilvusServer(version=OTHER_RELEASE).start()
         try:
             assert b.engine_version == f"Milvus v{OTHER_RELEASE}-lite"
-            hnsw_round_trip(a.url)
-            hnsw_round_trip(b.url)
+            for server in (a, b):
+                assert server.started_s is not None and server.started_s > 0
+                assert listening_ips(server) == {"127.0.0.1"}
+                assert server.processes()[0].name() == "milvus"
+                hnsw_round_trip(server.url)
         finally:
             stop_leaves_nothing(b)
     finally:

@@ -139,7 +139,10 @@ class MilvusServer(Server):
 
     name = "milvus"
     start_timeout_s: ClassVar[float] = 120.0
-    stop_timeout_s: ClassVar[float] = 30.0
+    # an idle server stops at once; one that has served a collection never ends
+    # its graceful stop (its proxy retries the coordinators stopped first; the
+    # config's gracefulStopTimeout does not end it): a longer wait only delays the kill
+    stop_timeout_s: ClassVar[float] = 10.0
 
     def __init__(
         self,
