@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from storebench.run.runner import run_scenario
 from storebench.plan.scenario import Scenario
+from storebench.run.runner import run_scenario
 
 
 def run(

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 import storebench
-from storebench.plan import memory
 from storebench.errors import UserError
+from storebench.plan import memory
 from storebench.plan.scenario import Scenario
 from storebench.stores.base import StoreSpec
 

@@ -149,7 +149,7 @@ def test_think_time_is_not_latency_and_offsets_shift_clients(coll):
     stats, _ = Driver().run(
         Task("think", Items(), ops=20, clients=2, think_s=0.01, client_offset_s=0.05), coll
     )
-    assert stats.latency.percentile(99) < 1_000_000
+    assert stats.latency.percentile(99) < 5_000_000  # half the think time: none of it counted
     assert stats.elapsed_ns >= 0.05e9 + 9 * 0.01e9
 
 

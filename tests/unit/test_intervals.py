@@ -14,8 +14,8 @@ from storebench.data.batch import Schema
 from storebench.driver import Driver, FnOp, Task
 from storebench.driver import loops as loops_mod
 from storebench.measure.metrics import BUCKETS, HIGHEST_NS, Histogram, Series, bucket_top
-from storebench.results.records import RunRecord, TaskRecord
 from storebench.report.export import hdr_intervals, write_hdr
+from storebench.results.records import RunRecord, TaskRecord
 from storebench.stores.base import StoreSpec
 
 MS = 1_000_000

@@ -3,8 +3,8 @@ terminal tables (``report.terminal.fit_columns``), on fixed inputs."""
 
 import pytest
 
-from storebench.run.progress import PRIOR_RUN_S, Sweep, fmt_duration, run_size
 from storebench.report.terminal import BORDER_EDGE, BORDER_PER_COLUMN, fit_columns
+from storebench.run.progress import PRIOR_RUN_S, Sweep, fmt_duration, run_size
 
 
 def test_run_size_counts_documents_operations_variants_and_settings():

@@ -59,9 +59,9 @@ def report(paths: tuple[str, ...], out_dir: str, title: str, recall_axis: str, h
     import contextlib
 
     from storebench.plan.outputs import check_dir
-    from storebench.run.progress import make_progress
     from storebench.report import build, plots
     from storebench.report.data import load_nonempty
+    from storebench.run.progress import make_progress
 
     check_dir(out_dir, f"--out {out_dir}")
     plots.require()

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storebench.results import records
 from storebench.report.data import (
     DEFAULT_AGGREGATION,
     Record,
@@ -26,6 +25,7 @@ from storebench.report.data import (
     varying_keys,
 )
 from storebench.report.views import Figure, Section, Table, Text, ViewInput, distinct, run_views
+from storebench.results import records
 from storebench.results.files import now_iso, storebench_version
 
 

@@ -17,12 +17,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from storebench.results import records
-from storebench.results.records import RunRecord, TaskRecord
 from storebench.report import plots
 from storebench.report.data import ok_runs, short_run, store_label
 from storebench.report.terminal import fmt_ns, fmt_rate
 from storebench.report.views import ALL, Block, Table, ViewInput, register
+from storebench.results import records
+from storebench.results.records import RunRecord, TaskRecord
 
 MAX_RUNS = 8  # charts per report section: the configurations' chosen runs, in order
 SPARK = "▁▂▃▄▅▆▇█"

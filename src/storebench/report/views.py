@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from storebench.results import records
 from storebench.report.data import (
     DEFAULT_AGGREGATION,
     Config,
@@ -37,6 +36,7 @@ from storebench.report.data import (
     group,
     ok_runs,
 )
+from storebench.results import records
 
 log = logging.getLogger("storebench")
 

@@ -27,8 +27,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from storebench.errors import UserError
 from storebench.common.redaction import redact, remember
+from storebench.errors import UserError
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
 

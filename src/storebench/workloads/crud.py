@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from storebench.data import synthetic
 from storebench.data.batch import DocBatch
 from storebench.data.filters import Cmp
 from storebench.driver import FnOp, Op, Task
