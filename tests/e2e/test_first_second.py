@@ -43,8 +43,8 @@ def test_an_early_ctrl_c_ends_with_one_line_and_status_130(tmp_path, delay):
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
-    if proc.returncode == 0:  # the dry run was over before the signal
-        assert "dry run: nothing started" in out
+    if "dry run: nothing started" in out:  # over before the signal: it met the exit
+        assert proc.returncode in (0, 130, -signal.SIGINT), err
         return
     assert (proc.returncode, err.strip().splitlines()[-1:]) == (130, ["storebench: interrupted"]), (
         err
