@@ -4,16 +4,18 @@ and that nothing outlives it however storebench ends."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import psutil
 
 from storebench.servers.base import Server
-from tests.stores.servers import gone
+from tests.stores.servers import gone, shm_files
 
 
 def listening_ips(server: Server) -> set[str]:
@@ -64,11 +66,18 @@ def no_orphan_after_sigkill(module: str, cls: str, args: str = "") -> None:
         assert line.strip(), f"the server did not start: {p.stderr.read()}"  # type: ignore[union-attr]
         pids = [int(x) for x in line.split()]
         assert len(pids) >= 1
+        shm = shm_files(pids)
     finally:
         p.send_signal(signal.SIGKILL)
         p.wait(30)
     try:
         assert all(gone(pid, within=30) for pid in pids), "a server process outlived its parent"
+        assert not [f for f in shm if os.path.exists(f)], "its shared memory outlived it"
+        assert not [
+            r
+            for r in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+            if int(r.split()[4]) in pids
+        ], "its System V shared memory outlived it"
     finally:  # a SIGKILLed parent cannot remove the directory: the test does
         if datadir:
             shutil.rmtree(datadir, ignore_errors=True)

@@ -143,6 +143,22 @@ def stop_all() -> None:
 # --- helpers for the engine tests (test_pgvector.py, test_redis.py, ...) ------
 
 
+def shm_files(pids: list[int]) -> set[str]:
+    """The POSIX shared memory files (``/dev/shm``) these processes map."""
+    out = set()
+    for pid in pids:
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            continue
+        out.update(
+            line.split(None, 5)[5]
+            for line in maps.splitlines()
+            if line.count(" ") >= 5 and " /dev/shm/" in line
+        )
+    return {f.removesuffix(" (deleted)").strip() for f in out}
+
+
 def gone(pid: int, within: float = 15.0) -> bool:
     """The process has exited (or is a zombie nobody reaped yet)."""
     import time
@@ -270,13 +286,16 @@ def kill_during_run(engine: str, results: Path, monkeypatch: Any) -> tuple[dict[
                 measuring.set()
 
     killed_at: list[float] = []
+    mapped: set[str] = set()
 
     finished = threading.Event()
 
     def killer() -> None:
         while not finished.is_set():
             if measuring.wait(0.05) and started:
-                os.kill(started[-1].proc.pid, signal.SIGKILL)  # type: ignore[union-attr]
+                pid = started[-1].proc.pid  # type: ignore[union-attr]
+                mapped.update(shm_files([pid, *(p.pid for p in started[-1].processes())]))
+                os.kill(pid, signal.SIGKILL)
                 killed_at.append(time.monotonic())
                 return
 
@@ -294,6 +313,8 @@ def kill_during_run(engine: str, results: Path, monkeypatch: Any) -> tuple[dict[
         log.removeHandler(handler)
         log.setLevel(level)
     t.join(5)
+    for f in mapped:  # what a SIGKILLed engine leaves that nothing can tie to it later
+        Path(f).unlink(missing_ok=True)
     assert killed_at, f"the read task never started measuring: {rec['status']}: {rec['error']}"
     assert started and all(not s.alive() for s in started)
     assert gone(started[-1].proc.pid)  # type: ignore[union-attr]

@@ -20,6 +20,7 @@ from storebench.stores.params import HnswSearch
 from storebench.stores.sql.pgvector import copy_binary
 from tests.conftest import make_docs
 from tests.stores import servers as S
+from tests.stores.server_checks import no_orphan_after_sigkill
 
 pytestmark = pytest.mark.skipif(S.skipped("pgvector"), reason="STOREBENCH_SKIP_ENGINES")
 
@@ -215,6 +216,12 @@ def test_a_killed_server_fails_the_run_quickly_with_its_log(tmp_path, monkeypatc
     assert names[:2] == ["create", "build_index"]
     assert "postgres server died (exit code -9)" in rec["error"]
     assert "ready to accept connections" in rec["error"]  # the log's tail
+
+
+def test_a_sigkilled_storebench_takes_the_server_and_its_shared_memory():
+    # the parent-death signal is the immediate shutdown (SIGQUIT): a SIGKILL
+    # would leave the dynamic shared memory (up to maintenance_work_mem) in /dev/shm
+    no_orphan_after_sigkill("storebench.servers.postgres", "PostgresServer")
 
 
 def test_foreign_data_survives_a_full_run(tmp_path):

@@ -309,14 +309,15 @@ def blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def die_with_parent() -> None:
-    """This process gets SIGKILL when its parent dies (Linux; elsewhere
+def die_with_parent(sig: signal.Signals = signal.SIGKILL) -> None:
+    """This process gets ``sig`` (SIGKILL unless it has a shutdown of its own
+    that is quick and releases more) when its parent dies (Linux; elsewhere
     nothing). The signal follows the parent's *thread* that started the
     process, so start children from a thread that outlives them (the
     main thread)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(_PR_SET_PDEATHSIG, sig)
     except (OSError, AttributeError):
         pass
 

@@ -65,7 +65,7 @@ def _alive(owner: str) -> bool:
         return False
 
 
-def _release_shared_memory(server_pids: set[int]) -> None:
+def release_shared_memory(server_pids: set[int]) -> None:
     """System V segments a gone server made that no process holds (Linux)."""
     try:
         rows = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
@@ -101,7 +101,7 @@ def remove() -> list[Path]:
                 with contextlib.suppress(psutil.Error):
                     proc.kill()
                     proc.wait(5)
-        _release_shared_memory(pids)
+        release_shared_memory(pids)
         remove_dir(path)
         removed.append(path)
     if removed:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import logging
 import os
 import pwd
@@ -214,7 +215,8 @@ class Server:
                     env=self.env(),
                     user=self.user,
                     start_new_session=True,  # its own process group: we kill the group
-                    preexec_fn=interrupts.die_with_parent,
+                    # a SIGKILLed storebench ends it as a second signal would
+                    preexec_fn=functools.partial(interrupts.die_with_parent, self.kill_signal),
                 )
             finally:
                 log.close()
@@ -307,6 +309,9 @@ class Server:
         if proc is not None:
             # stragglers in the group (forked workers) go too
             self._signal_group(proc.pid, signal.SIGKILL)
+            # a server that died by SIGKILL (the OOM killer) leaves its
+            # System V segment; nothing else would ever remove it
+            leftovers.release_shared_memory({proc.pid})
         if self._own_dir and not self.keep:
             leftovers.remove_dir(self.dir)
         with _live_lock:  # only now: a second signal meanwhile still removes it
@@ -326,6 +331,7 @@ class Server:
             self._signal_group(proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(10)
+            leftovers.release_shared_memory({proc.pid})
         with _live_lock:
             _live.discard(self)
         if self._own_dir and not self.keep:
