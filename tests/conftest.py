@@ -1,3 +1,4 @@
+import contextlib
 import os
 import signal
 
@@ -99,8 +100,6 @@ class Burners:
 @pytest.fixture
 def burners():
     """``Burners``; every one started is killed by its id after the test."""
-    import contextlib
-
     start = Burners()
     yield start
     for pid in start.pids:
@@ -138,3 +137,57 @@ def _xdist_group(item: pytest.Item) -> str:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
+
+
+# --- shared memory the suite leaves ---------------------------------------------
+# The machine running the suite is reused: a segment in /dev/shm that no live
+# process holds is RAM lost until reboot (a SIGKILLed PostgreSQL leaves up to
+# its maintenance_work_mem there). The controlling process (not an xdist
+# worker) lists /dev/shm before the suite; after it, every new entry nothing
+# maps or holds open is removed and fails the suite by name.
+_SHM = "/dev/shm"
+
+
+def _shm_entries() -> set[str]:
+    try:
+        return set(os.listdir(_SHM))
+    except OSError:
+        return set()
+
+
+def _shm_in_use() -> set[str]:
+    used: set[str] = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                used.update(
+                    line.rsplit(f"{_SHM}/", 1)[1].split()[0] for line in f if f" {_SHM}/" in line
+                )
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith(f"{_SHM}/"):
+                    used.add(target[len(_SHM) + 1 :].split()[0])
+        except OSError:
+            continue
+    return used
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):
+        session.config.stash[_shm_key] = _shm_entries()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    before = session.config.stash.get(_shm_key, None)
+    if before is None:
+        return
+    leaked = sorted(_shm_entries() - before - _shm_in_use())
+    for name in leaked:
+        with contextlib.suppress(OSError):
+            os.unlink(f"{_SHM}/{name}")
+    if leaked:
+        print(f"\nthe suite left shared memory no process holds (removed): {', '.join(leaked)}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_shm_key = pytest.StashKey[set[str]]()
