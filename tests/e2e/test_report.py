@@ -447,7 +447,13 @@ def test_compare_two_stores_metric_by_metric(results):
     comp = json.loads(r.stdout)
     assert comp["differ"] == {"store.engine": ["memory", "sqlite"]}
     metrics = {row["metric"] for row in comp["rows"]}
-    assert metrics == {"ops/s", "p50", "p95", "p99", "recall@10", "precision@10"}
+    scores = {
+        "recall@10",
+        "precision@10",
+        "recall@10 (ann-benchmarks)",
+        "recall@10 (VectorDBBench)",
+    }
+    assert metrics == {"ops/s", "p50", "p95", "p99"} | scores
     assert {row["verdict"] for row in comp["rows"]} <= {"better", "worse", "noise", "same"}
 
 

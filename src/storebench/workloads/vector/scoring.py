@@ -1,7 +1,8 @@
 """The scores of what the search clients found, against exact ground truth
-(ties at the k-th place count): one computation per score of the catalogue
-(``results/scores.py``), in ``COMPUTATIONS`` under its name; and
-a search setting's own scores from its scored tasks.
+(ties at the k-th place count; the peers' recall by their own rules): one
+computation per score of the catalogue (``results/scores.py``), in
+``COMPUTATIONS`` under its name; and a search setting's own scores from its
+scored tasks.
 """
 
 from __future__ import annotations
@@ -35,10 +36,39 @@ def precision(found: np.ndarray, truth: GroundTruth, k: int, fd: np.ndarray | No
     return float(hits.sum() / returned) if returned else 0.0
 
 
+def recall_ann_benchmarks(
+    found: np.ndarray, truth: GroundTruth, k: int, fd: np.ndarray | None
+) -> float:
+    """ann-benchmarks' k-nn recall: a returned point counts when its true
+    distance is at most the k-th true distance + 1e-3 (absolute), each
+    time it is returned; hits over k."""
+    if fd is None:  # the truth's own distances of the ids it lists
+        listed = found[:, :, None] == truth.ids[:, None, :]
+        at = np.take_along_axis(truth.distances, listed.argmax(axis=2), axis=1)
+        fd = np.where(listed.any(axis=2), at, np.inf)
+    threshold = truth.distances[:, k - 1, None].astype(np.float64) + 1e-3
+    within = (np.asarray(fd, np.float64) <= threshold) & np.isfinite(fd) & (found >= 0)
+    return float((within.sum(axis=1) / k).mean())
+
+
+def recall_vectordbbench(
+    found: np.ndarray, truth: GroundTruth, k: int, fd: np.ndarray | None
+) -> float:
+    """VectorDBBench's recall: returned ids among the first k true ids (no
+    tie handling), each time it is returned; hits over k."""
+    listed = (found[:, :, None] == truth.ids[:, None, :k]).any(axis=2) & (found >= 0)
+    return float((listed.sum(axis=1) / k).mean())
+
+
 # each score's computation, by its catalogue name: (found ids (q, k), the
 # truth of those queries, k, the found ids' true distances or None) -> score
 Computation = Callable[[np.ndarray, GroundTruth, int, "np.ndarray | None"], float]
-COMPUTATIONS: dict[str, Computation] = {"recall": recall, "precision": precision}
+COMPUTATIONS: dict[str, Computation] = {
+    "recall": recall,
+    "precision": precision,
+    "recall (ann-benchmarks)": recall_ann_benchmarks,
+    "recall (VectorDBBench)": recall_vectordbbench,
+}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,262 @@
+"""The adapter's floor: each embedded engine's library called directly
+against storebench's timed search op, on the same built index.
+
+For every embedded engine with a search that is installed (hnswlib, faiss,
+usearch, qdrant-edge, lancedb, chroma, sqlite-vec, duckdb, memory) it builds
+one index (m=16, ef_construct=128 where the engine takes them), then per ef
+(where the engine has one) times, one query per call, the library's own
+search and the op the driver times in a search task (``SearchFactory``'s,
+which calls the collection's ``search``). The two alternate in blocks
+(A B, then B A, ...) so a change in the machine's load meets both; each
+figure is the median over blocks of the time per query: CPU of the calling
+thread (``time.thread_time``), CPU of the process (``time.process_time``:
+lancedb, duckdb and chroma search partly on threads of their own) and wall.
+Printed per engine and ef: each figure for both, storebench's over the
+library's, and the load average before and after.
+
+Qdrant scans a segment below its full-scan threshold (10 MB of vectors)
+instead of walking its graph, so ef changes nothing for qdrant-edge below
+that size. The memory store's library is numpy: the same BLAS distances and
+partial sort it calls.
+
+    nice python benchmarks/adapter_floor.py [--n 100000 --dim 50 --metric cosine]
+        [--ef 16 64 256] [--blocks 10 --block 200] [--engines hnswlib faiss ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from storebench.data import synthetic
+from storebench.data.batch import DocBatch, Schema
+from storebench.data.shared import Shared
+from storebench.data.truth import distances, top_k
+from storebench.errors import UserError
+from storebench.stores.base import Capability, Collection, StoreSpec
+from storebench.workloads.vector.ops import SearchFactory
+
+ENGINES = (
+    "hnswlib",
+    "faiss",
+    "usearch",
+    "qdrant-edge",
+    "lancedb",
+    "chroma",
+    "sqlite-vec",
+    "duckdb",
+    "memory",
+)
+BUILD = {"m": 16, "ef_construct": 128}
+
+# one query (a (1, d) float32 row) -> the library's answer, as the library
+# gives it; made after the collection's ef is set
+Direct = Callable[[np.ndarray], Any]
+
+
+def _hnswlib(coll: Any, k: int, ef: int | None) -> Direct:
+    ix = coll._ix  # the adapter's ef is set on it
+    return lambda q: ix.knn_query(q, k=k)
+
+
+def _faiss(coll: Any, k: int, ef: int | None) -> Direct:
+    import faiss
+
+    ix = coll._ix  # hnsw.efSearch is the adapter's ef
+    if coll.schema.metric != "cosine":
+        return lambda q: ix.search(q, k)
+
+    def cosine(q: np.ndarray) -> Any:
+        q = q.copy()
+        faiss.normalize_L2(q)  # the index holds unit vectors under inner product
+        return ix.search(q, k)
+
+    return cosine
+
+
+def _usearch(coll: Any, k: int, ef: int | None) -> Direct:
+    ix = coll._ix  # expansion_search is the adapter's ef
+    return lambda q: ix.search(q[0], k)
+
+
+def _qdrant_edge(coll: Any, k: int, ef: int | None) -> Direct:
+    import qdrant_edge as qe
+
+    shard, params = coll._shard, qe.SearchParams(hnsw_ef=ef)
+
+    def query(q: np.ndarray) -> Any:
+        nearest = qe.Query.Nearest(q[0].tolist())
+        req = qe.QueryRequest(
+            limit=k, query=nearest, params=params, with_payload=False, with_vector=False
+        )
+        return shard.query(req)
+
+    return query
+
+
+def _lancedb(coll: Any, k: int, ef: int | None) -> Direct:
+    from storebench.stores.vector import lancedb
+
+    table, metric = coll._t, coll._metric
+    columns = [lancedb._ID, "_distance"]  # what the adapter reads, not the vectors too
+
+    def query(q: np.ndarray) -> Any:
+        search = table.search(q[0]).distance_type(metric).limit(k)
+        return (search if ef is None else search.ef(ef)).select(columns).to_arrow()
+
+    return query
+
+
+def _chroma(coll: Any, k: int, ef: int | None) -> Direct:
+    c = coll._c  # reopened by the adapter with its ef
+    return lambda q: c.query(query_embeddings=q, n_results=k, include=["distances"])
+
+
+def _sqlite_vec(coll: Any, k: int, ef: int | None) -> Direct:
+    db = coll._db
+    sql = f"SELECT rowid, distance FROM {coll._v} WHERE embedding MATCH ? AND k = ?"
+    sql += " ORDER BY distance"
+    return lambda q: db.execute(sql, [q.tobytes(), k]).fetchall()
+
+
+def _duckdb(coll: Any, k: int, ef: int | None) -> Direct:
+    from storebench.stores.sql.sqlite import quote
+
+    db = coll._db  # this thread's connection, hnsw_ef_search set on it
+    d = f"{coll._dist}(vec, ?::{coll._qtype})"
+    sql = f"SELECT id, {d} AS d FROM {quote(coll.name)} ORDER BY d LIMIT {k}"
+    return lambda q: db.execute(sql, [q[0].tolist()]).fetchall()
+
+
+def _memory(coll: Any, k: int, ef: int | None) -> Direct:
+    c, metric = coll._c, coll.schema.metric  # numpy: BLAS distances, a partial sort
+    return lambda q: top_k(distances(q, c.vecs[: c.n], metric, c.sq[: c.n]), k)
+
+
+DIRECT: dict[str, Callable[[Any, int, int | None], Direct]] = {
+    "hnswlib": _hnswlib,
+    "faiss": _faiss,
+    "usearch": _usearch,
+    "qdrant-edge": _qdrant_edge,
+    "lancedb": _lancedb,
+    "chroma": _chroma,
+    "sqlite-vec": _sqlite_vec,
+    "duckdb": _duckdb,
+    "memory": _memory,
+}
+
+
+# what each figure reads: the calling thread's CPU, the process's (an
+# engine's own threads too), the wall clock
+CLOCKS = {
+    "thread cpu": time.thread_time_ns,
+    "process cpu": time.process_time_ns,
+    "wall": time.perf_counter_ns,
+}
+
+
+def per_query(calls: Callable[[int], Any], start: int, count: int) -> list[float]:
+    """Microseconds per call of ``calls(i)`` for i in [start, start + count),
+    by each of ``CLOCKS``."""
+    before = [clock() for clock in CLOCKS.values()]
+    for i in range(start, start + count):
+        calls(i)
+    after = [clock() for clock in CLOCKS.values()]
+    return [(b - a) / count / 1e3 for a, b in zip(before, after, strict=True)]
+
+
+def alternated(
+    sides: dict[str, Callable[[int], Any]], blocks: int, block: int
+) -> dict[str, list[float]]:
+    """The median per call of each side by each clock, timed in alternating
+    blocks of ``block`` calls (the order reversed every other block), after
+    one untimed block each."""
+    got: dict[str, list[list[float]]] = {name: [] for name in sides}
+    names = list(sides)
+    for name in names:
+        per_query(sides[name], 0, block)
+    for b in range(blocks):
+        for name in names if b % 2 == 0 else names[::-1]:
+            got[name].append(per_query(sides[name], b * block, block))
+    return {
+        name: [statistics.median(col) for col in zip(*t, strict=True)] for name, t in got.items()
+    }
+
+
+def build(engine: str, data: np.ndarray, metric: str) -> tuple[Any, Collection]:
+    store = StoreSpec(engine).open()
+    index = store.Index(**BUILD) if set(BUILD) <= set(store.Index.model_fields) else store.Index()
+    coll = store.create_collection("floor", Schema(dim=int(data.shape[1]), metric=metric), index)
+    for s in range(0, len(data), 10_000):
+        rows = data[s : s + 10_000]
+        coll.insert(DocBatch(np.arange(s, s + len(rows), dtype=np.int64), {}, rows))
+    if Capability.INDEX in store.capabilities:
+        coll.build_index(index)
+    return store, coll
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=100_000, help="documents")
+    ap.add_argument("--dim", type=int, default=50)
+    ap.add_argument("--metric", default="cosine", choices=("l2", "ip", "cosine"))
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--ef", type=int, nargs="+", default=[16, 64, 256])
+    ap.add_argument("--blocks", type=int, default=10, help="timed blocks per side")
+    ap.add_argument("--block", type=int, default=200, help="queries per block")
+    ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
+    args = ap.parse_args()
+
+    data = synthetic.vectors(args.n, args.dim)
+    queries = synthetic.queries(args.blocks * args.block, args.dim)
+    print(
+        f"adapter floor: {args.n:,} x {args.dim} {args.metric}, k={args.k}, "
+        f"{args.blocks} blocks of {args.block} queries per side, one client thread, us per query"
+    )
+    print("per figure: library, storebench, storebench / library")
+    print(
+        f"{'engine':12} {'ef':>4}" + "".join(f"  {c:>22}" for c in CLOCKS) + "  load before/after"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        shared = Shared(queries, Path(tmp) / "queries.npy")
+        for engine in args.engines:
+            try:
+                store, coll = build(engine, data, args.metric)
+            except UserError as exc:  # its library is not installed
+                print(f"{engine:12} {exc}")
+                continue
+            try:
+                efs = args.ef if Capability.SEARCH_PARAMS in store.capabilities else [None]
+                for ef in efs:
+                    if ef is not None:
+                        coll.set_search_params(store.Search.model_validate({"ef": ef}))
+                    direct = DIRECT[engine](coll, args.k, ef)
+                    op = SearchFactory(shared, args.k)(coll, 0, 1)
+                    load = os.getloadavg()[0]
+                    t = alternated(
+                        {"library": lambda i, f=direct: f(queries[i : i + 1]), "storebench": op},
+                        args.blocks,
+                        args.block,
+                    )
+                    figures = "".join(
+                        f"  {lib:8,.1f} {ours:8,.1f} {ours / lib:4.2f}"
+                        for lib, ours in zip(t["library"], t["storebench"], strict=True)
+                    )
+                    after = os.getloadavg()[0]
+                    print(
+                        f"{engine:12} {ef or '-':>4}{figures}  {load:.1f}/{after:.1f}", flush=True
+                    )
+            finally:
+                store.close()
+
+
+if __name__ == "__main__":
+    main()
