@@ -7,6 +7,7 @@ upload batches copies nothing; no Python object exists per document.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -90,7 +91,7 @@ class DocBatch:
         """Rows start..stop as views (no copy)."""
         return self.take(slice(start, stop))
 
-    def take(self, rows: np.ndarray | slice) -> DocBatch:
+    def take(self, rows: np.ndarray | builtins.slice) -> DocBatch:
         """Rows by position (a copy, as numpy fancy indexing is; views for a slice)."""
         return DocBatch(
             self.ids[rows],

@@ -106,8 +106,7 @@ def download(
     if part.exists():
         have = _hash_file(part, h, byte_limit)
         if byte_limit is not None and part.stat().st_size > byte_limit:
-            with open(part, "r+b") as f:
-                f.truncate(byte_limit)
+            os.truncate(part, byte_limit)
     resumed_from = have
     attempt = 0
     total = want
