@@ -19,7 +19,7 @@ A dataset is written into a hidden temporary directory and renamed into
 place only when complete, so a failed or interrupted import leaves nothing
 behind under its name.
 
-One module (~900 lines) on purpose: import, make and load all write or
+One module (~800 lines) on purpose: import, make and load all write or
 read the one on-disk layout above (``Meta``, ``_Writer``, the truth cache);
 fetching the registered sets (downloads, checksums, splits) is
 ``data/fetch.py``, which imports through here.
@@ -56,7 +56,7 @@ log = logging.getLogger("storebench.data")
 FORMAT_VERSION = 1
 HASH_SAMPLE_ROWS = 1024  # rows of each array read for the content hash
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-Where = Any  # a storebench.data.filters.Filter, its dict form, or a boolean mask
+Where = Any  # a storebench.data.filters.Filter, its dict form, a boolean mask; None: all rows
 
 
 def data_dir() -> Path:
@@ -212,7 +212,7 @@ class Dataset:
         return DocBatch(self.ids, dict(self.fields), self.vectors)
 
     # --- filters and truth
-    def mask(self, where: Where | None) -> np.ndarray | None:
+    def mask(self, where: Where) -> np.ndarray | None:
         """A boolean row mask for a filter (a Filter, its dict form, or a mask)."""
         if where is None:
             return None
@@ -253,11 +253,7 @@ class Dataset:
                 yield p, int(m.group(1)), m.group(2), m.group(3), int(m.group(4))
 
     def cached_truth(
-        self,
-        k: int,
-        where: Where | None = None,
-        metric: Metric | None = None,
-        nq: int | None = None,
+        self, k: int, where: Where = None, metric: Metric | None = None, nq: int | None = None
     ) -> GroundTruth | None:
         """The truth from disk if some cached or provided file covers the request."""
         metric = metric or self.metric
@@ -283,7 +279,7 @@ class Dataset:
     def truth(
         self,
         k: int = 100,
-        where: Where | None = None,
+        where: Where = None,
         *,
         metric: Metric | None = None,
         nq: int | None = None,

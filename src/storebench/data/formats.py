@@ -21,7 +21,7 @@ yielding float32 blocks, each checked for NaN and inf. Every problem is a
 ``UserError`` whose ``where`` is the file, so the message is one line that
 names the file and the problem.
 
-One module (~950 lines) on purpose: every reader returns the same
+One module (~900 lines) on purpose: every reader returns the same
 ``VectorSource`` with the same checks, and callers reach them only through
 ``open_source``; each format is one section, the cut into a package of
 readers if another format joins.
@@ -251,11 +251,9 @@ def read_truth_file(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
         return np.asarray(open_vecs(path), dtype=np.int64), None
     if suffix == ".npy":
         return np.asarray(open_npy(path, "iu"), dtype=np.int64), None
-    size = _size(path)
-    if size >= 8:
-        with open(path, "rb") as f:
-            n, k = (int(v) for v in np.frombuffer(f.read(8), "<i4"))
-        if suffix == ".ibin" and n >= 0 and k > 0 and size == 8 + n * k * 4:
+    if suffix == ".ibin" and _size(path) >= 8:
+        size, (n, k) = _header(path, 2)
+        if n >= 0 and k > 0 and size == 8 + n * k * 4:
             return np.asarray(open_bin(path), dtype=np.int64), None
     return read_bin_truth(path)
 
@@ -550,10 +548,14 @@ def list_column_to_matrix(col: Any, where: str, first_row: int, dim: int | None)
     if col.null_count:
         bad = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
         raise UserError(f"row {first_row + bad}: vector is null", where=where)
-    if pa.types.is_fixed_size_list(col.type):
-        d = col.type.list_size
-        values = col.flatten()
-    elif pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+    t = col.type
+    if not (
+        pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+    ) or not (pa.types.is_integer(t.value_type) or pa.types.is_floating(t.value_type)):
+        raise UserError(f"vector column has type {t}, expected a list of numbers", where=where)
+    if pa.types.is_fixed_size_list(t):
+        d = t.list_size
+    else:
         lengths = pc.list_value_length(col).to_numpy(zero_copy_only=False)
         d = int(lengths[0]) if n else (dim or 0)
         wrong = np.flatnonzero(lengths != (dim if dim is not None else d))
@@ -564,17 +566,9 @@ def list_column_to_matrix(col: Any, where: str, first_row: int, dim: int | None)
                 f"expected {dim if dim is not None else d}",
                 where=where,
             )
-        values = col.flatten()
-    else:
-        raise UserError(
-            f"vector column has type {col.type}, expected a list of numbers", where=where
-        )
     if dim is not None and d != dim:
         raise UserError(f"rows from {first_row}: dimension {d}, expected {dim}", where=where)
-    if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
-        raise UserError(
-            f"vector column has type {col.type}, expected a list of numbers", where=where
-        )
+    values = col.flatten()
     if values.null_count:
         raise UserError(f"rows from {first_row}: a vector holds a null value", where=where)
     return values.to_numpy(zero_copy_only=False).reshape(n, d)
