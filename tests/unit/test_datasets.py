@@ -5,7 +5,7 @@ import pickle
 import numpy as np
 import pytest
 
-from storebench.data import datasets, synthetic
+from storebench.data import datasets, synthetic, truth
 from storebench.data.datasets import Dataset, SyntheticSpec
 from storebench.data.filters import Cmp
 from storebench.data.shared import Shared
@@ -124,7 +124,7 @@ def test_truth_is_computed_once_cached_and_served_for_smaller_requests(root, mon
     def boom(*a, **k):
         raise AssertionError("recomputed")
 
-    monkeypatch.setattr(datasets, "exact_knn", boom)
+    monkeypatch.setattr(truth, "exact_knn", boom)
     small = ds.truth(10, nq=5)  # served from the k=20 file
     assert (small.ids == gt.ids[:5, :10]).all()
     with pytest.raises(AssertionError, match="recomputed"):

@@ -186,15 +186,15 @@ def secrets_in(text: str | None) -> set[str]:
 def remember(*texts: str | None) -> None:
     """Note the secrets in these store URLs or option values, so that
     ``redact`` removes them wherever they appear later in this process."""
-    found = set().union(*(secrets_in(t) for t in texts))
-    if found - _remembered:
-        with _lock:
-            _remembered.update(found)
+    _note(set().union(*(secrets_in(t) for t in texts)))
 
 
 def remember_value(value: str) -> None:
     """Note ``value`` as a secret as it is (an option whose key says it is one)."""
-    found = _variants(value)
+    _note(_variants(value))
+
+
+def _note(found: set[str]) -> None:
     if found - _remembered:
         with _lock:
             _remembered.update(found)

@@ -7,6 +7,7 @@ upload batches copies nothing; no Python object exists per document.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -16,15 +17,9 @@ import numpy as np
 Metric = Literal["l2", "ip", "cosine"]
 FieldKind = Literal["int", "float", "bool", "str"]
 
-_KIND_OF_DTYPE = {
-    "i": "int",
-    "u": "int",
-    "f": "float",
-    "b": "bool",
-    "U": "str",
-    "T": "str",
-    "O": "str",
-}
+_KIND_OF_DTYPE = (
+    dict.fromkeys("iu", "int") | {"f": "float", "b": "bool"} | dict.fromkeys("UTO", "str")
+)
 
 
 def field_kind(values: np.ndarray) -> FieldKind:
@@ -94,14 +89,10 @@ class DocBatch:
 
     def slice(self, start: int, stop: int) -> DocBatch:
         """Rows start..stop as views (no copy)."""
-        return DocBatch(
-            self.ids[start:stop],
-            {k: v[start:stop] for k, v in self.fields.items()},
-            None if self.vectors is None else self.vectors[start:stop],
-        )
+        return self.take(slice(start, stop))
 
-    def take(self, rows: np.ndarray) -> DocBatch:
-        """Rows by position (a copy, as numpy fancy indexing is)."""
+    def take(self, rows: np.ndarray | builtins.slice) -> DocBatch:
+        """Rows by position (a copy, as numpy fancy indexing is; views for a slice)."""
         return DocBatch(
             self.ids[rows],
             {k: v[rows] for k, v in self.fields.items()},

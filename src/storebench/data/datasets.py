@@ -19,7 +19,7 @@ A dataset is written into a hidden temporary directory and renamed into
 place only when complete, so a failed or interrupted import leaves nothing
 behind under its name.
 
-One module (~900 lines) on purpose: import, make and load all write or
+One module (~800 lines) on purpose: import, make and load all write or
 read the one on-disk layout above (``Meta``, ``_Writer``, the truth cache);
 fetching the registered sets (downloads, checksums, splits) is
 ``data/fetch.py``, which imports through here.
@@ -47,8 +47,8 @@ from typing import Any
 import numpy as np
 
 from storebench.data import formats, registry, synthetic
-from storebench.data.batch import DocBatch, Metric
-from storebench.data.truth import GroundTruth, exact_knn, pair_distances
+from storebench.data.batch import DocBatch, Metric, field_kind
+from storebench.data.truth import GroundTruth, pair_distances
 from storebench.errors import UserError
 
 log = logging.getLogger("storebench.data")
@@ -56,7 +56,7 @@ log = logging.getLogger("storebench.data")
 FORMAT_VERSION = 1
 HASH_SAMPLE_ROWS = 1024  # rows of each array read for the content hash
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-Where = Any  # a storebench.data.filters.Filter, its dict form, or a boolean mask
+Where = Any  # a storebench.data.filters.Filter, its dict form, a boolean mask; None: all rows
 
 
 def data_dir() -> Path:
@@ -126,16 +126,6 @@ class Meta:
                 raise UserError(f"corrupt meta.json (field {name!r} of kind {kind!r})", where=where)
 
 
-def _npy(path: Path) -> np.ndarray:
-    try:
-        return np.load(path, mmap_mode="r", allow_pickle=False)
-    except FileNotFoundError:
-        raise UserError("dataset file missing", where=str(path)) from None
-    except Exception as exc:  # a corrupt header: ValueError, EOFError, SyntaxError, ...
-        msg = formats.first_line(exc)
-        raise UserError(f"corrupt dataset file ({msg})", where=str(path)) from None
-
-
 def is_dataset_dir(path: Path) -> bool:
     """A storebench dataset directory: its ``meta.json`` is ours (it has
     ``format_version``). A ``meta.json`` another tool left beside its files
@@ -167,85 +157,54 @@ class Dataset:
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
-        self.meta = Meta.read(self.path)
+        self.meta = m = Meta.read(self.path)
+        self.name, self.dim, self.metric, self.n, self.nq = m.name, m.dim, m.metric, m.n, m.nq
 
     def __repr__(self) -> str:
-        m = self.meta
-        return f"Dataset({m.name!r}, n={m.n}, dim={m.dim}, metric={m.metric!r}, nq={m.nq})"
-
-    # --- facts
-    @property
-    def name(self) -> str:
-        return self.meta.name
-
-    @property
-    def dim(self) -> int:
-        return self.meta.dim
-
-    @property
-    def metric(self) -> Metric:
-        return self.meta.metric
-
-    @property
-    def n(self) -> int:
-        return self.meta.n
-
-    @property
-    def nq(self) -> int:
-        return self.meta.nq
+        return f"Dataset({self.name!r}, n={self.n}, dim={self.dim}, metric={self.metric!r}, nq={self.nq})"
 
     def __len__(self) -> int:
-        return self.meta.n
+        return self.n
 
     # --- arrays
-    @cached_property
-    def vectors(self) -> np.ndarray:
-        v = _npy(self.path / "vectors.npy")
-        if v.shape != (self.n, self.dim) or v.dtype != np.float32:
+    def _array(self, rel: str, shape: tuple[int, ...], want: str) -> np.ndarray:
+        """``rel`` memory-mapped, refused unless of ``shape`` and of ``want``:
+        a dtype's name, or a field's kind."""
+        path = self.path / rel
+        with formats.reading(str(path), "corrupt dataset file", "dataset file missing"):
+            a = np.load(path, mmap_mode="r", allow_pickle=False)
+        got: str | None
+        try:
+            got = field_kind(a) if rel.startswith("fields/") else str(a.dtype)
+        except TypeError:  # a field of a dtype no kind has
+            got = None
+        if a.shape != shape or got != want:
             raise UserError(
-                f"vectors.npy holds {v.shape} {v.dtype}, meta.json says ({self.n}, {self.dim}) float32",
+                f"{rel} holds {a.shape} {a.dtype}, meta.json says {shape} {want}",
                 where=str(self.path),
             )
-        return v
+        return a
+
+    @cached_property
+    def vectors(self) -> np.ndarray:
+        return self._array("vectors.npy", (self.n, self.dim), "float32")
 
     @cached_property
     def ids(self) -> np.ndarray:
-        ids = _npy(self.path / "ids.npy")
-        if ids.shape != (self.n,) or ids.dtype != np.int64:
-            raise UserError(f"ids.npy holds {ids.shape} {ids.dtype}", where=str(self.path))
-        return ids
+        return self._array("ids.npy", (self.n,), "int64")
 
     @cached_property
     def queries(self) -> np.ndarray:
         """(nq, dim) float32; an empty matrix when the dataset has none."""
         if self.nq == 0:
             return np.empty((0, self.dim), np.float32)
-        q = _npy(self.path / "queries.npy")
-        if q.shape != (self.nq, self.dim) or q.dtype != np.float32:
-            raise UserError(
-                f"queries.npy holds {q.shape} {q.dtype}, meta.json says ({self.nq}, {self.dim}) float32",
-                where=str(self.path),
-            )
-        return q
+        return self._array("queries.npy", (self.nq, self.dim), "float32")
 
     @cached_property
     def fields(self) -> dict[str, np.ndarray]:
-        from storebench.data.batch import field_kind
-
-        out = {}
-        for f, kind in self.meta.fields.items():
-            col = _npy(self.path / "fields" / f"{f}.npy")
-            try:
-                got = field_kind(col)
-            except TypeError:
-                got = str(col.dtype)
-            if col.shape != (self.n,) or got != kind:
-                raise UserError(
-                    f"fields/{f}.npy holds {col.shape} {col.dtype}, meta.json says ({self.n},) {kind}",
-                    where=str(self.path),
-                )
-            out[f] = col
-        return out
+        return {
+            f: self._array(f"fields/{f}.npy", (self.n,), k) for f, k in self.meta.fields.items()
+        }
 
     @property
     def docs(self) -> DocBatch:
@@ -253,7 +212,7 @@ class Dataset:
         return DocBatch(self.ids, dict(self.fields), self.vectors)
 
     # --- filters and truth
-    def mask(self, where: Where | None) -> np.ndarray | None:
+    def mask(self, where: Where) -> np.ndarray | None:
         """A boolean row mask for a filter (a Filter, its dict form, or a mask)."""
         if where is None:
             return None
@@ -294,11 +253,7 @@ class Dataset:
                 yield p, int(m.group(1)), m.group(2), m.group(3), int(m.group(4))
 
     def cached_truth(
-        self,
-        k: int,
-        where: Where | None = None,
-        metric: Metric | None = None,
-        nq: int | None = None,
+        self, k: int, where: Where = None, metric: Metric | None = None, nq: int | None = None
     ) -> GroundTruth | None:
         """The truth from disk if some cached or provided file covers the request."""
         metric = metric or self.metric
@@ -324,7 +279,7 @@ class Dataset:
     def truth(
         self,
         k: int = 100,
-        where: Where | None = None,
+        where: Where = None,
         *,
         metric: Metric | None = None,
         nq: int | None = None,
@@ -353,24 +308,13 @@ class Dataset:
             if hit is not None:
                 return hit
         t0 = time.perf_counter()
-        pos, dist = exact_knn(
-            self.vectors,
-            self.queries[:nq],
-            k,
-            metric,
-            rows=mask,
-            threads=threads,
-            progress=progress,
+        gt = GroundTruth.compute(
+            self.ids, self.vectors, self.queries[:nq], k, metric, mask, threads, progress
         )
-        ids = np.where(pos >= 0, self.ids[np.maximum(pos, 0)], -1).astype(np.int64)
-        gt = GroundTruth(ids, dist)
+        rows = "all rows" if mask is None else f"{int(mask.sum())} filtered rows"
+        took = time.perf_counter() - t0
         log.info(
-            "ground truth for %s: k=%d, %d queries, %s in %.1f s",
-            self.name,
-            k,
-            nq,
-            "all rows" if mask is None else f"{int(mask.sum())} filtered rows",
-            time.perf_counter() - t0,
+            "ground truth for %s: k=%d, %d queries, %s in %.1f s", self.name, k, nq, rows, took
         )
         out = self.path / "truth" / f"k{k}-{metric}-{_mask_key(mask)}-q{nq}.npz"
         with contextlib.suppress(OSError):  # a read-only data dir still answers
@@ -610,8 +554,6 @@ def import_source(
             raise UserError("the source's ids are not unique", where=base.where)
         w.save("ids.npy", ids.astype(np.int64))
         kinds: dict[str, str] = {}
-        from storebench.data.batch import field_kind
-
         for fname, col in src.fields.items():
             col = np.asarray(col)[:n_src]
             if skip is not None:
@@ -638,22 +580,13 @@ def import_source(
             _write_truth(w.dir / "truth" / "provided.npz", GroundTruth(nb_ids, dist))
             provided_k = int(nb.shape[1])
             del vec, qv
-        info: dict[str, Any] = {"kind": src.kind, "files": src.files}
-        info.update(source_info or {})
+        info: dict[str, Any] = {"kind": src.kind, "files": src.files, **(source_info or {})}
         if limit is not None:
             info["limit"] = limit
-        if holdout and held is not None:
-            info["holdout"] = holdout
-            info["seed"] = seed
+        if held is not None:
+            info |= {"holdout": holdout, "seed": seed}
         meta = Meta(
-            name=name,
-            dim=dim,
-            metric=metric,
-            n=n,
-            nq=nq,
-            fields=kinds,
-            source=info,
-            provided_truth_k=provided_k,
+            name, dim, metric, n, nq, fields=kinds, source=info, provided_truth_k=provided_k
         )
         return w.commit(meta)
 
@@ -747,69 +680,42 @@ def make_synthetic(
     per_row = spec.dim * 4 + 8 + 8 + len(spec.labels) * 40 + spec.strings * spec.string_size * 4
     check_space(root, spec.n * per_row + spec.nq * spec.dim * 4)
     with _Writer(root, name, replace) as w:
-        vec = w.array("vectors.npy", (spec.n, spec.dim), np.float32)
-        pos = 0
-        for part in synthetic.vector_chunks(spec.n, spec.dim, spec.kind, spec.seed, spec.clusters):
-            vec[pos : pos + len(part)] = part
-            pos += len(part)
-            if progress is not None:
-                progress(len(part))
-        vec.flush()
-        del vec
+        parts = synthetic.vector_chunks(spec.n, spec.dim, spec.kind, spec.seed, spec.clusters)
+        synthetic.fill(w.array("vectors.npy", (spec.n, spec.dim), np.float32), parts, progress)
         if spec.nq:
-            w.save(
-                "queries.npy",
-                synthetic.queries(spec.nq, spec.dim, spec.kind, spec.seed, spec.clusters),
-            )
+            queries = synthetic.queries(spec.nq, spec.dim, spec.kind, spec.seed, spec.clusters)
+            w.save("queries.npy", queries)
         w.save("ids.npy", np.arange(spec.n, dtype=np.int64))
         kinds: dict[str, str] = {}
         tag_values = spec.n if spec.tag_values is None else spec.tag_values
         if tag_values:
-            col = w.array("fields/tags.i.npy", (spec.n,), np.int64)
-            pos = 0
-            for part in synthetic.uniform_int_chunks(spec.n, 0, tag_values, spec.seed):
-                col[pos : pos + len(part)] = part
-                pos += len(part)
-            col.flush()
+            tags = synthetic.uniform_int_chunks(spec.n, 0, tag_values, spec.seed)
+            synthetic.fill(w.array("fields/tags.i.npy", (spec.n,), np.int64), tags)
             kinds["tags.i"] = "int"
         for s in spec.labels:
             lname = synthetic.label_name(s)
-            width = max(len(lname), 5)
-            col = w.array(f"fields/{lname}.npy", (spec.n,), f"<U{width}")
-            pos = 0
-            for part in synthetic.label_chunks(spec.n, s, spec.seed):
-                col[pos : pos + len(part)] = part
-                pos += len(part)
-            col.flush()
+            col = w.array(f"fields/{lname}.npy", (spec.n,), f"<U{max(len(lname), 5)}")
+            synthetic.fill(col, synthetic.label_chunks(spec.n, s, spec.seed))
             kinds[lname] = "str"
         if spec.strings:
+            size = spec.string_size
             cols = {
-                f"test{a + 1}": w.array(
-                    f"fields/test{a + 1}.npy", (spec.n,), f"<U{spec.string_size}"
-                )
+                f"test{a + 1}": w.array(f"fields/test{a + 1}.npy", (spec.n,), f"<U{size}")
                 for a in range(spec.strings)
             }
             pos = 0
-            for parts in synthetic.string_chunks(spec.n, spec.strings, spec.string_size, spec.seed):
-                rows = 0
-                for k, v in parts.items():
+            for chunk in synthetic.string_chunks(spec.n, spec.strings, size, spec.seed):
+                for k, v in chunk.items():
                     cols[k][pos : pos + len(v)] = v
-                    rows = len(v)
-                pos += rows
+                pos += len(v)
             for k, c in cols.items():
                 c.flush()
                 kinds[k] = "str"
             del cols
-        meta = Meta(
-            name=name,
-            dim=spec.dim,
-            metric=spec.metric,
-            n=spec.n,
-            nq=spec.nq,
-            fields=kinds,
-            source={"kind": "synthetic", "spec": asdict(spec)},
+        source = {"kind": "synthetic", "spec": asdict(spec)}
+        return w.commit(
+            Meta(name, spec.dim, spec.metric, spec.n, spec.nq, fields=kinds, source=source)
         )
-        return w.commit(meta)
 
 
 # --- finding datasets --------------------------------------------------------------
@@ -902,14 +808,9 @@ def peek(
         m = src.metric or metric
         if m is None:
             raise no_metric(src.files[0] if src.files else str(p), "--set metric=l2, ip or cosine")
-        return Meta(
-            name=name,
-            dim=src.base.dim,
-            metric=m,
-            n=len(src.base),
-            nq=0 if src.queries is None else len(src.queries),
-            fields={f: "" for f in src.fields},
-            source={"path": str(p.resolve()), "kind": src.kind},
-        )
+        nq = 0 if src.queries is None else len(src.queries)
+        fields = {f: "" for f in src.fields}
+        source = {"path": str(p.resolve()), "kind": src.kind}
+        return Meta(name, src.base.dim, m, len(src.base), nq, fields=fields, source=source)
     finally:
         src.close()

@@ -106,11 +106,20 @@ def download(
     if part.exists():
         have = _hash_file(part, h, byte_limit)
         if byte_limit is not None and part.stat().st_size > byte_limit:
-            with open(part, "r+b") as f:
-                f.truncate(byte_limit)
+            os.truncate(part, byte_limit)
     resumed_from = have
     attempt = 0
     total = want
+
+    def again(msg: str, pause: bool = True) -> None:
+        """A failed attempt: error ``msg`` once ``retries`` are spent, else a doubling pause."""
+        nonlocal attempt
+        attempt += 1
+        if attempt > retries:
+            raise UserError(msg, where=url) from None
+        if pause:
+            time.sleep(min(0.1 * 2**attempt, 5.0))
+
     with _progress(progress, label or dest.name) as bar:
         task = bar.add_task(label or dest.name, total=total, completed=have)
         while True:
@@ -136,11 +145,7 @@ def download(
                     f"download failed: HTTP {exc.code} {exc.reason}", where=url
                 ) from None
             except (urllib.error.URLError, OSError) as exc:
-                attempt += 1
-                if attempt > retries:
-                    reason = getattr(exc, "reason", exc)
-                    raise UserError(f"download failed: {reason}", where=url) from None
-                time.sleep(min(0.1 * 2**attempt, 5.0))
+                again(f"download failed: {getattr(exc, 'reason', exc)}")
                 continue
             with resp:
                 status = resp.status
@@ -184,23 +189,17 @@ def download(
                             have += len(buf)
                             bar.update(task, completed=have)
                 except (TimeoutError, OSError, http.client.HTTPException) as exc:
-                    attempt += 1
-                    if attempt > retries:
-                        raise UserError(
-                            f"download failed after {retries} retries: {exc}; "
-                            f"{have:,} bytes kept in {part} for a later resume",
-                            where=url,
-                        ) from None
-                    time.sleep(min(0.1 * 2**attempt, 5.0))
-                    continue
-            if total is not None and have < total:
-                attempt += 1  # the connection closed early: resume
-                if attempt > retries:
-                    raise UserError(
-                        f"download failed: connection closed at {have:,} of {total:,} bytes "
-                        f"after {retries} retries; the part is kept for a later resume",
-                        where=url,
+                    again(
+                        f"download failed after {retries} retries: {exc}; "
+                        f"{have:,} bytes kept in {part} for a later resume"
                     )
+                    continue
+            if total is not None and have < total:  # the connection closed early: resume
+                again(
+                    f"download failed: connection closed at {have:,} of {total:,} bytes "
+                    f"after {retries} retries; the part is kept for a later resume",
+                    pause=False,
+                )
                 continue
             break
     if byte_limit is not None and have < byte_limit:

@@ -28,12 +28,8 @@ from storebench.errors import UserError
 log = logging.getLogger("storebench.data")
 
 
-def _checksums_file(root: Path) -> Path:
-    return root / "checksums.json"
-
-
 def recorded_checksums(root: Path | None = None) -> dict[str, str]:
-    p = _checksums_file(root or data_dir())
+    p = (root or data_dir()) / "checksums.json"
     try:
         return dict(json.loads(p.read_text()))
     except FileNotFoundError:
@@ -43,7 +39,7 @@ def recorded_checksums(root: Path | None = None) -> dict[str, str]:
 
 
 def _record_checksum(root: Path, key: str, digest: str) -> None:
-    p = _checksums_file(root)
+    p = root / "checksums.json"
     sums = recorded_checksums(root)
     sums[key] = digest
     tmp = p.with_name(f".{p.name}.{uuid.uuid4().hex[:8]}.tmp")
@@ -109,14 +105,9 @@ def fetch(
         if dest.exists():
             got[f.role] = dest
             continue
+        url, label = _mirrored(f.url, mirror), f"{entry.name}: {f.filename}"
         res = download(
-            _mirrored(f.url, mirror),
-            dest,
-            known,
-            size=f.size,
-            byte_limit=f.byte_limit,
-            progress=progress,
-            label=f"{entry.name}: {f.filename}",
+            url, dest, known, size=f.size, byte_limit=f.byte_limit, progress=progress, label=label
         )
         if known is None:
             _record_checksum(root, key, res.sha256)
@@ -189,14 +180,9 @@ def _split(archive: Path, entry: registry.Entry, limit: int | None) -> formats.S
     where = f"{archive}:{entry.package.member}"
     order = np.random.default_rng(0).permutation(len(rows))[:limit]
     nq = min(entry.nq or 0, len(order) // 10)
-    return formats.SourceSet(
-        base=formats.ArraySource(rows[order[nq:]], where),
-        queries=formats.ArraySource(rows[order[:nq]], where),
-        metric=entry.metric,
-        ids=order[nq:].astype(np.int64),
-        kind="npy",
-        files=[where],
-    )
+    base, queries = (formats.ArraySource(rows[part], where) for part in (order[nq:], order[:nq]))
+    ids = order[nq:].astype(np.int64)
+    return formats.SourceSet(base, queries, metric=entry.metric, ids=ids, kind="npy", files=[where])
 
 
 def _patch_bin_header(path: Path, n: int, dim: int) -> None:

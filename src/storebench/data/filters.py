@@ -16,6 +16,8 @@ The YAML/dict form, for scenario files::
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -175,16 +177,9 @@ def evaluate(f: Filter, columns: Mapping[str, np.ndarray]) -> np.ndarray:
         return (col >= f.lo) & (col <= f.hi)
     if isinstance(f, In):
         return np.isin(columns[f.field], np.asarray(f.values))
-    if isinstance(f, And):
-        mask = evaluate(f.parts[0], columns)
-        for p in f.parts[1:]:
-            mask = mask & evaluate(p, columns)
-        return mask
-    if isinstance(f, Or):
-        mask = evaluate(f.parts[0], columns)
-        for p in f.parts[1:]:
-            mask = mask | evaluate(p, columns)
-        return mask
+    if isinstance(f, And | Or):
+        glue = operator.and_ if isinstance(f, And) else operator.or_
+        return functools.reduce(glue, (evaluate(p, columns) for p in f.parts))
     if isinstance(f, Not):
         return ~evaluate(f.part, columns)
     raise TypeError(f"not a filter: {f!r}")

@@ -21,7 +21,7 @@ yielding float32 blocks, each checked for NaN and inf. Every problem is a
 ``UserError`` whose ``where`` is the file, so the message is one line that
 names the file and the problem.
 
-One module (~950 lines) on purpose: every reader returns the same
+One module (~900 lines) on purpose: every reader returns the same
 ``VectorSource`` with the same checks, and callers reach them only through
 ``open_source``; each format is one section, the cut into a package of
 readers if another format joins.
@@ -29,6 +29,7 @@ readers if another format joins.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -249,15 +250,10 @@ def read_truth_file(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
     if suffix == ".ivecs":
         return np.asarray(open_vecs(path), dtype=np.int64), None
     if suffix == ".npy":
-        arr = open_npy(path, "iu")
-        if arr.ndim != 2:
-            raise UserError(f"expected a 2-d array, found shape {arr.shape}", where=str(path))
-        return np.asarray(arr, dtype=np.int64), None
-    size = _size(path)
-    if size >= 8:
-        with open(path, "rb") as f:
-            n, k = (int(v) for v in np.frombuffer(f.read(8), "<i4"))
-        if suffix == ".ibin" and n >= 0 and k > 0 and size == 8 + n * k * 4:
+        return np.asarray(open_npy(path, "iu"), dtype=np.int64), None
+    if suffix == ".ibin" and _size(path) >= 8:
+        size, (n, k) = _header(path, 2)
+        if n >= 0 and k > 0 and size == 8 + n * k * 4:
             return np.asarray(open_bin(path), dtype=np.int64), None
     return read_bin_truth(path)
 
@@ -271,10 +267,7 @@ def open_vectors(path: str | os.PathLike[str], limit: int | None = None) -> np.n
     if suffix in BIN_DTYPES:
         return open_bin(p, limit)
     if suffix == ".npy":
-        arr = open_npy(p)
-        if arr.ndim != 2:
-            raise UserError(f"expected a 2-d array, found shape {arr.shape}", where=str(p))
-        return arr if limit is None else arr[:limit]
+        return open_npy(p)[:limit]
     raise UserError(f"unknown vector file type {suffix!r}", where=str(p))
 
 
@@ -284,20 +277,37 @@ def first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def open_npy(path: Path, kinds: str = "biuf") -> np.ndarray:
-    """A .npy array, memory-mapped, whose dtype is of one of ``kinds``
-    (numpy's letters: numbers and booleans by default)."""
+@contextlib.contextmanager
+def reading(where: str, what: str, missing: str = "file not found") -> Iterator[None]:
+    """What a library raises while reading a file, as a UserError that names
+    it: ``missing``, or ``what (the library's first line)``."""
     try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        yield
+    except UserError:
+        raise
     except FileNotFoundError:
-        raise UserError("file not found", where=str(path)) from None
-    except Exception as exc:  # a corrupt header: ValueError, EOFError, SyntaxError, ...
-        raise UserError(f"not a readable .npy file ({first_line(exc)})", where=str(path)) from None
+        raise UserError(missing, where=where) from None
+    except Exception as exc:  # numpy, h5py, pyarrow: ValueError, OSError, ArrowInvalid, ...
+        raise UserError(f"{what} ({first_line(exc)})", where=where) from None
+
+
+def check_kind(dtype: np.dtype[Any], kinds: str, where: str, what: str = "") -> None:
+    """``dtype`` is of one of ``kinds`` (numpy's letters)."""
+    if dtype.kind not in kinds:
+        want = "integers" if kinds == "iu" else "numbers"
+        raise UserError(f"{what}holds {dtype} values, expected {want}", where=where)
+
+
+def open_npy(path: Path, kinds: str = "biuf") -> np.ndarray:
+    """A 2-d .npy array, memory-mapped, whose dtype is of one of ``kinds``
+    (numpy's letters: numbers and booleans by default)."""
+    with reading(str(path), "not a readable .npy file"):
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
     if not isinstance(arr, np.ndarray):  # an .npz archive under a .npy name
         raise UserError("not a .npy file (an .npz archive?)", where=str(path))
-    if arr.dtype.kind not in kinds:
-        want = "integers" if kinds == "iu" else "numbers"
-        raise UserError(f"holds {arr.dtype} values, expected {want}", where=str(path))
+    check_kind(arr.dtype, kinds, str(path))
+    if arr.ndim != 2:
+        raise UserError(f"expected a 2-d array, found shape {arr.shape}", where=str(path))
     return arr
 
 
@@ -374,11 +384,8 @@ class H5Source:
 
     def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[np.ndarray]:
         for s in range(0, len(self), rows):
-            try:
+            with reading(self.where, f"rows {s}..: unreadable"):
                 block = np.asarray(self.dataset[s : s + rows], dtype=np.float32)
-            except (OSError, ValueError, KeyError, RuntimeError) as exc:
-                msg = f"rows {s}..: unreadable ({first_line(exc)})"
-                raise UserError(msg, where=self.where) from None
             check_finite(block, s, self.where)
             yield block
 
@@ -417,9 +424,7 @@ def _h5_member(f: Any, name: str, kinds: str, where: str) -> Any:
     d = f[name]
     if not isinstance(d, h5py.Dataset):
         raise UserError(f"{name!r} is a {type(d).__name__.lower()}, not a dataset", where=where)
-    if d.dtype.kind not in kinds:
-        want = "integers" if kinds == "iu" else "numbers"
-        raise UserError(f"{name!r} holds {d.dtype} values, expected {want}", where=where)
+    check_kind(d.dtype, kinds, where, f"{name!r} ")
     if d.ndim != 2:
         raise UserError(f"{name!r} has shape {d.shape}, expected 2-d", where=where)
     return d
@@ -465,15 +470,9 @@ def _hdf5_source(f: Any, where: str) -> SourceSet:
                     f"'distances' has shape {distances.shape}, 'neighbors' {neighbors.shape}",
                     where=where,
                 )
+    base = H5Source(train, f"{where}:train")
     return SourceSet(
-        base=H5Source(train, f"{where}:train"),
-        queries=queries,
-        neighbors=neighbors,
-        distances=distances,
-        metric=metric,
-        kind="hdf5",
-        files=[where],
-        closers=[f],
+        base, queries, neighbors, distances, metric, kind="hdf5", files=[where], closers=[f]
     )
 
 
@@ -489,24 +488,19 @@ class ParquetSource:
         self.files = list(files)
         self.column = column
         self.where = str(self.files[0]) if len(self.files) == 1 else str(self.files[0].parent)
-        self._pf = []
+        self.parquet_files = []
         n = 0
         for p in self.files:
-            try:
+            with reading(str(p), "not a readable Parquet file"):
                 pf = pq.ParquetFile(p, memory_map=True)
-            except FileNotFoundError:
-                raise UserError("file not found", where=str(p)) from None
-            except Exception as exc:  # pyarrow raises ArrowInvalid, OSError...
-                msg = f"not a readable Parquet file ({first_line(exc)})"
-                raise UserError(msg, where=str(p)) from None
             names = pf.schema_arrow.names
             if column not in names:
                 raise UserError(f"no column {column!r} (columns: {', '.join(names)})", where=str(p))
-            self._pf.append(pf)
+            self.parquet_files.append(pf)
             n += pf.metadata.num_rows
         self._n = n
         self._dim: int | None = None
-        for pf, p in zip(self._pf, self.files, strict=True):
+        for pf, p in zip(self.parquet_files, self.files, strict=True):
             first = next(self._batches(pf, str(p), 0, 1), None)
             if first is not None:
                 self._dim = first.shape[1]
@@ -525,11 +519,8 @@ class ParquetSource:
         row = first
         batches = pf.iter_batches(batch_size=rows, columns=[self.column])
         while True:
-            try:
+            with reading(where, f"rows from {row}: unreadable"):  # a damaged page
                 batch = next(batches, None)
-            except Exception as exc:  # a damaged page: OSError, ArrowInvalid, ...
-                msg = f"rows from {row}: unreadable ({first_line(exc)})"
-                raise UserError(msg, where=where) from None
             if batch is None:
                 return
             arr = list_column_to_matrix(batch.column(0), where, row, self._dim)
@@ -538,7 +529,7 @@ class ParquetSource:
 
     def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[np.ndarray]:
         row = 0
-        for pf, p in zip(self._pf, self.files, strict=True):
+        for pf, p in zip(self.parquet_files, self.files, strict=True):
             for block in self._batches(pf, str(p), row, rows):
                 block = block.astype(np.float32, copy=False)
                 check_finite(block, row, str(p))
@@ -557,10 +548,14 @@ def list_column_to_matrix(col: Any, where: str, first_row: int, dim: int | None)
     if col.null_count:
         bad = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
         raise UserError(f"row {first_row + bad}: vector is null", where=where)
-    if pa.types.is_fixed_size_list(col.type):
-        d = col.type.list_size
-        values = col.flatten()
-    elif pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+    t = col.type
+    if not (
+        pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+    ) or not (pa.types.is_integer(t.value_type) or pa.types.is_floating(t.value_type)):
+        raise UserError(f"vector column has type {t}, expected a list of numbers", where=where)
+    if pa.types.is_fixed_size_list(t):
+        d = t.list_size
+    else:
         lengths = pc.list_value_length(col).to_numpy(zero_copy_only=False)
         d = int(lengths[0]) if n else (dim or 0)
         wrong = np.flatnonzero(lengths != (dim if dim is not None else d))
@@ -571,17 +566,9 @@ def list_column_to_matrix(col: Any, where: str, first_row: int, dim: int | None)
                 f"expected {dim if dim is not None else d}",
                 where=where,
             )
-        values = col.flatten()
-    else:
-        raise UserError(
-            f"vector column has type {col.type}, expected a list of numbers", where=where
-        )
     if dim is not None and d != dim:
         raise UserError(f"rows from {first_row}: dimension {d}, expected {dim}", where=where)
-    if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
-        raise UserError(
-            f"vector column has type {col.type}, expected a list of numbers", where=where
-        )
+    values = col.flatten()
     if values.null_count:
         raise UserError(f"rows from {first_row}: a vector holds a null value", where=where)
     return values.to_numpy(zero_copy_only=False).reshape(n, d)
@@ -590,11 +577,8 @@ def list_column_to_matrix(col: Any, where: str, first_row: int, dim: int | None)
 def _read_parquet_column(path: Path, column: str) -> Any:
     import pyarrow.parquet as pq
 
-    try:
+    with reading(str(path), f"cannot read column {column!r}"):
         return pq.read_table(path, columns=[column]).column(0)
-    except Exception as exc:
-        msg = f"cannot read column {column!r} ({first_line(exc)})"
-        raise UserError(msg, where=str(path)) from None
 
 
 def _scalar_column(col: Any, name: str, where: str) -> np.ndarray:
@@ -621,7 +605,7 @@ def _scalar_column(col: Any, name: str, where: str) -> np.ndarray:
 def open_parquet(path: Path, metric: Metric | None = None) -> SourceSet:
     """A VectorDBBench dataset directory, or a single Parquet file of base vectors."""
     try:
-        import pyarrow  # noqa: F401
+        import pyarrow.parquet as pq
     except ImportError:
         raise UserError(
             "reading Parquet needs pyarrow: pip install 'storebench[parquet]'", where=str(path)
@@ -640,20 +624,13 @@ def open_parquet(path: Path, metric: Metric | None = None) -> SourceSet:
         train, test, nbr, labels = [path], None, None, None
     base = ParquetSource(train, "emb")
     files = [str(p) for p in train]
-    ids = None
     id_parts = []
-    for p in train:
-        import pyarrow.parquet as pq
-
-        if "id" in pq.ParquetFile(p).schema_arrow.names:
+    for p, pf in zip(train, base.parquet_files, strict=True):
+        if "id" in pf.schema_arrow.names:
             part = _scalar_column(_read_parquet_column(p, "id"), "id", str(p))
-            if part.dtype.kind not in "iu":
-                raise UserError(
-                    f"column 'id' holds {part.dtype} values, expected integers", where=str(p)
-                )
+            check_kind(part.dtype, "iu", str(p), "column 'id' ")
             id_parts.append(part.astype(np.int64))
-    if id_parts and len(id_parts) == len(train):
-        ids = np.concatenate(id_parts)
+    ids = np.concatenate(id_parts) if id_parts and len(id_parts) == len(train) else None
     queries = None
     neighbors = None
     if test is not None and test.exists():
@@ -675,13 +652,8 @@ def open_parquet(path: Path, metric: Metric | None = None) -> SourceSet:
     fields: dict[str, np.ndarray] = {}
     if labels is not None and labels.exists():
         files.append(str(labels))
-        import pyarrow.parquet as pq
-
-        try:
+        with reading(str(labels), "not a readable Parquet file"):
             tbl = pq.read_table(labels)
-        except Exception as exc:
-            msg = f"not a readable Parquet file ({first_line(exc)})"
-            raise UserError(msg, where=str(labels)) from None
         for name in tbl.column_names:
             if name == "id":
                 continue
@@ -693,14 +665,7 @@ def open_parquet(path: Path, metric: Metric | None = None) -> SourceSet:
                 )
             fields[name] = col
     return SourceSet(
-        base=base,
-        queries=queries,
-        neighbors=neighbors,
-        metric=metric,
-        ids=ids,
-        fields=fields,
-        kind="parquet",
-        files=files,
+        base, queries, neighbors, metric=metric, ids=ids, fields=fields, kind="parquet", files=files
     )
 
 
@@ -812,8 +777,6 @@ def _test_line(
 def open_compound(path: Path, metric: Metric | None = None) -> SourceSet:
     vec = path / "vectors.npy"
     base_arr = open_npy(vec)
-    if base_arr.ndim != 2:
-        raise UserError(f"expected a 2-d array, found shape {base_arr.shape}", where=str(vec))
     files = [str(vec)]
     queries = None
     neighbors = None
@@ -836,14 +799,8 @@ def open_compound(path: Path, metric: Metric | None = None) -> SourceSet:
             for i, x in enumerate(nbs):
                 nb[i, : len(x)] = x
             neighbors = ids_to_positions(nb, None, len(base_arr), str(tests))
-    return SourceSet(
-        base=ArraySource(base_arr, str(vec)),
-        queries=queries,
-        neighbors=neighbors,
-        metric=metric,
-        kind="compound",
-        files=files,
-    )
+    base = ArraySource(base_arr, str(vec))
+    return SourceSet(base, queries, neighbors, metric=metric, kind="compound", files=files)
 
 
 # --- dispatch -------------------------------------------------------------------

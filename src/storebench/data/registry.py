@@ -82,16 +82,9 @@ class Entry:
 
 
 def _ann(name: str, dim: int, metric: Metric, n: int, nq: int | None, notes: str = "") -> Entry:
+    files = (RemoteFile("archive", f"{ANN}{name}.hdf5"),)
     return Entry(
-        name=name,
-        dim=dim,
-        metric=metric,
-        n=n,
-        nq=nq,
-        format="hdf5",
-        files=(RemoteFile("archive", f"{ANN}{name}.hdf5"),),
-        source="ann-benchmarks",
-        notes=notes,
+        name, dim, metric, n, nq, format="hdf5", files=files, source="ann-benchmarks", notes=notes
     )
 
 

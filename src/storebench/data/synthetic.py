@@ -19,7 +19,7 @@ of a given size).
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Literal
 
 import numpy as np
@@ -97,15 +97,27 @@ def vector_chunks(
         yield np.concatenate(pending)
 
 
-def vectors(
-    n: int, dim: int, kind: Kind = "embedding", seed: int = 0, clusters: int = 64
+def fill(
+    out: np.ndarray, parts: Iterable[np.ndarray], progress: Callable[[int], None] | None = None
 ) -> np.ndarray:
-    out = np.empty((n, dim), np.float32)
+    """``out`` (an array or a memmap, flushed) filled row-wise with ``parts``
+    in order; ``progress`` is told each part's rows."""
     pos = 0
-    for part in vector_chunks(n, dim, kind, seed, clusters):
+    for part in parts:
         out[pos : pos + len(part)] = part
         pos += len(part)
+        if progress is not None:
+            progress(len(part))
+    if isinstance(out, np.memmap):
+        out.flush()
     return out
+
+
+def vectors(
+    n: int, dim: int, kind: Kind = "embedding", seed: int = 0, clusters: int = 64, stream: int = 0
+) -> np.ndarray:
+    parts = vector_chunks(n, dim, kind, seed, clusters, stream=stream)
+    return fill(np.empty((n, dim), np.float32), parts)
 
 
 def queries(
@@ -114,12 +126,7 @@ def queries(
     """Query vectors from the *same* distribution as ``vectors(.., seed)``
     (same cluster centres or rotation), but a separate random stream: new points, not
     copies of documents."""
-    out = np.empty((n, dim), np.float32)
-    pos = 0
-    for part in vector_chunks(n, dim, kind, seed, clusters, stream=_QUERY_STREAM):
-        out[pos : pos + len(part)] = part
-        pos += len(part)
-    return out
+    return vectors(n, dim, kind, seed, clusters, _QUERY_STREAM)
 
 
 def uniform_ints(n: int, low: int, high: int, seed: int = 0) -> np.ndarray:

@@ -454,10 +454,11 @@ class GroundTruth:
         metric: Metric,
         where: np.ndarray | None = None,
         threads: int | None = None,
+        progress: Progress | None = None,
     ) -> GroundTruth:
         """Exact k nearest documents per query; ``where`` (a boolean mask
         or row positions over ``data``) restricts them: filtered truth."""
-        pos, d = exact_knn(data, queries, k, metric, rows=where, threads=threads)
+        pos, d = exact_knn(data, queries, k, metric, rows=where, threads=threads, progress=progress)
         ids = np.where(pos >= 0, np.asarray(doc_ids)[np.maximum(pos, 0)], -1)
         return GroundTruth(ids.astype(np.int64), d)
 

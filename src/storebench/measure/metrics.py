@@ -78,22 +78,15 @@ class Histogram:
         self.clamped = 0
 
     # --- recording -------------------------------------------------------------
-    def _index(self, values: np.ndarray) -> np.ndarray:
-        return bucket_index(values)
-
     def record(self, values: np.ndarray) -> None:
         """Add many values (ns) at once."""
         v = np.asarray(values, dtype=np.int64)
         if v.size == 0:
             return
-        over = v > HIGHEST_NS
-        if over.any():
-            self.clamped += int(over.sum())
-            v = np.minimum(v, HIGHEST_NS)
-        v = np.maximum(v, LOWEST_NS)
-        self._counts += np.bincount(self._index(v), minlength=len(self._counts)).astype(
-            self._counts.dtype
-        )
+        v, over = _clamp(v)
+        self.clamped += over
+        counts = np.bincount(bucket_index(v), minlength=len(self._counts))
+        self._counts += counts.astype(self._counts.dtype)
         h = self.hdr
         h.total_count += int(v.size)
         h.min_value = min(h.min_value, int(v.min()))

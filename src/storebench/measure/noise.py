@@ -11,10 +11,10 @@ sampled wall time. Steal time (a VM's CPU taken by other guests) is kept
 beside it.
 
 A task ran on a **busy** machine when other processes and steal took more
-than ``BUSY_OTHER_CORES`` cores over it (``busy``: the one place the
-threshold lives; reports and compare call it on records). The load average
-is recorded for context but does not decide: it counts this run's own
-clients and server too, and remembers the previous minute. Over less than
+than ``BUSY_OTHER_CORES`` cores over it (``rates``, the one place the
+threshold lives; reports and compare call ``busy`` on records). The load
+average is recorded for context but does not decide: it counts this run's
+own clients and server too, and remembers the previous minute. Over less than
 ``MIN_SPAN_S`` the clock-tick accounting (10 ms) is too coarse to judge: a
 task's rates and ``busy`` are then None (its seconds are kept), and a run
 is judged over all its tasks together (``summary``).
@@ -144,12 +144,12 @@ def rates(load: Mapping[str, Any]) -> dict[str, Any]:
     span = float(load.get("sampled_s") or 0.0)
     if span < MIN_SPAN_S:
         return {"other_cpu_cores": None, "steal_cores": None, "busy": None}
-    other = float(load.get("other_cpu_s") or 0.0) / span
-    steal = float(load.get("steal_s") or 0.0) / span
+    other = float(load.get("other_cpu_s") or 0.0)
+    steal = float(load.get("steal_s") or 0.0)
     return {
-        "other_cpu_cores": round(other, 3),
-        "steal_cores": round(steal, 3),
-        "busy": busy(load),
+        "other_cpu_cores": round(other / span, 3),
+        "steal_cores": round(steal / span, 3),
+        "busy": (other + steal) / span > BUSY_OTHER_CORES,
     }
 
 
@@ -157,13 +157,7 @@ def busy(load: Mapping[str, Any] | None) -> bool | None:
     """Whether a task (its record's ``machine_load``) or a run (``summary``)
     ran on a busy machine: other processes and steal above
     ``BUSY_OTHER_CORES`` cores; None when not measured or too short to say."""
-    if not load:
-        return None
-    span = float(load.get("sampled_s") or 0.0)
-    if span < MIN_SPAN_S:
-        return None
-    used = float(load.get("other_cpu_s") or 0.0) + float(load.get("steal_s") or 0.0)
-    return used / span > BUSY_OTHER_CORES
+    return rates(load)["busy"] if load else None
 
 
 def summary(tasks: Iterable[tuple[str, Mapping[str, Any] | None]]) -> dict[str, Any] | None:

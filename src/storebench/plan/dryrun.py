@@ -4,7 +4,6 @@ is started, connected to or written."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -46,21 +45,10 @@ def history(scenario: Scenario, results_dir: Path) -> list[RunRecord]:
         return []
 
 
-def plan_memory(runs: Sequence[Run]) -> tuple[int, str] | None:
-    """The largest run's memory estimate and which store it is on."""
-    shared_in_ram = memory._tmpfs(tempfile.gettempdir())
-    worst: tuple[int, str] | None = None
-    for run in runs:
-        est = memory.estimate(run, shared_in_ram)
-        if est is not None and (worst is None or sum(est[0].values()) > worst[0]):
-            worst = (sum(est[0].values()), run.spec.engine)
-    return worst
-
-
 def summary(scenario: Scenario, runs: Sequence[Run], results_dir: Path) -> dict[str, Any]:
     """The plan as data (``--dry-run --json``), with its estimates."""
     sweep = Sweep.of(list(runs), history(scenario, results_dir))
-    need = plan_memory(runs)
+    need = memory.largest(runs)
     common = runs[0].params.model_dump() if runs else {}
     return {
         "scenario": scenario.file.name,

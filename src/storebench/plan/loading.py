@@ -22,6 +22,7 @@ BUILTIN_PACKAGE = "storebench.scenarios"
 
 
 MAX_NODES = 100_000  # a scenario is a page of YAML; more is an alias bomb
+Lines = dict[tuple[Any, ...], int]  # a key's path (("stores", 0, "url"), say) -> its line
 
 
 def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
@@ -40,11 +41,8 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
 
 
 def _line_map(
-    node: yaml.Node,
-    source: Path,
-    path: tuple[Any, ...] = (),
-    out: dict[tuple[Any, ...], int] | None = None,
-) -> dict[tuple[Any, ...], int]:
+    node: yaml.Node, source: Path, path: tuple[Any, ...] = (), out: Lines | None = None
+) -> Lines:
     """Each key's line; a key given twice in a mapping is an error at its
     second line (YAML would keep the last one silently)."""
     out = {} if out is None else out
@@ -83,7 +81,7 @@ def _compose(text: str, source: Path) -> tuple[Any, yaml.Node | None]:
         loader.dispose()
 
 
-def _line_for(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int | None:
+def _line_for(lines: Lines, loc: tuple[Any, ...]) -> int | None:
     for end in range(len(loc), -1, -1):
         if loc[:end] in lines:
             return lines[loc[:end]]
@@ -221,7 +219,7 @@ def read(
     values: dict[str, Any] | None,
     store_options: list[str],
     top: set[str],
-) -> tuple[Path, dict[str, Any], dict[tuple[Any, ...], int], dict[str, str], frozenset[str]]:
+) -> tuple[Path, dict[str, Any], Lines, dict[str, str], frozenset[str]]:
     """The scenario's file with the overrides applied (``Scenario.load``
     says what each is; ``top``: the file's top-level keys, a key set
     without one is a workload parameter): its path, the raw mapping, each
@@ -280,11 +278,7 @@ def read(
 
 
 def error(
-    path: Path,
-    lines: dict[tuple[Any, ...], int],
-    overrides: dict[str, str],
-    loc: tuple[Any, ...],
-    msg: str,
+    path: Path, lines: Lines, overrides: dict[str, str], loc: tuple[Any, ...], msg: str
 ) -> UserError:
     """An error at key ``loc``, pointing at the flag that set it (which names
     the key already), else at the key's line."""
@@ -292,12 +286,7 @@ def error(
     return UserError(msg if at.startswith("--") or not loc else f"{dotted(loc)}: {msg}", where=at)
 
 
-def where(
-    path: Path,
-    lines: dict[tuple[Any, ...], int],
-    overrides: dict[str, str],
-    loc: tuple[Any, ...],
-) -> str:
+def where(path: Path, lines: Lines, overrides: dict[str, str], loc: tuple[Any, ...]) -> str:
     """What an error at key ``loc`` points at: the flag that set it, else its line."""
     key = dotted(loc)
     for set_key, flag in overrides.items():

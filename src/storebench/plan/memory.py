@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -138,9 +139,9 @@ def estimate(run: Run, shared_in_ram: bool) -> tuple[dict[str, int], tuple[str, 
     return parts, need.keys
 
 
-def check(scenario: Scenario, runs: list[Run]) -> None:
-    """Refuse the plan if its largest run needs more memory than this
-    machine has available, naming the parameter that sets the size."""
+def largest(runs: Sequence[Run]) -> tuple[int, Run, dict[str, int], tuple[str, ...]] | None:
+    """The run that needs the most memory: its need, the run, its parts and
+    the parameters that set it (None: no workload here estimates it)."""
     shared_in_ram = _tmpfs(tempfile.gettempdir())
     worst: tuple[int, Run, dict[str, int], tuple[str, ...]] | None = None
     seen: set[tuple[Any, ...]] = set()
@@ -152,6 +153,13 @@ def check(scenario: Scenario, runs: list[Run]) -> None:
         est = estimate(run, shared_in_ram)
         if est is not None and (worst is None or sum(est[0].values()) > worst[0]):
             worst = (sum(est[0].values()), run, *est)
+    return worst
+
+
+def check(scenario: Scenario, runs: list[Run]) -> None:
+    """Refuse the plan if its largest run needs more memory than this
+    machine has available, naming the parameter that sets the size."""
+    worst = largest(runs)
     if worst is None:
         return
     need, run, parts, keys = worst

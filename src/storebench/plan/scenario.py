@@ -21,13 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from storebench.driver.choice import choose_executor, executor_class
 from storebench.errors import UserError
@@ -164,16 +158,16 @@ class Scenario:
     def __init__(
         self,
         source: Path,
-        data: ScenarioFile,
-        lines: dict[tuple[Any, ...], int],
+        raw: dict[str, Any],
+        lines: loading.Lines,
         overrides: dict[str, str],
         file_keys: frozenset[str] = frozenset(),
     ):
         self.source = source
-        self.file = data
         self.lines = lines
         self.overrides = overrides  # dotted key -> "--set key" for error messages
         self.file_keys = file_keys  # workload parameters the file itself states
+        self.file = self._validate(raw)
         self._runs: list[Run] | None = None  # the plan, made once
 
     @classmethod
@@ -190,38 +184,22 @@ class Scenario:
         (from Python: not parsed again); ``store_options`` are
         ``ENGINE.KEY[.SUB]=VALUE`` texts (``--store-option``), set in the
         options of every store of that engine."""
-        path, raw, lines, overrides, file_keys = loading.read(
-            name_or_path, sets, stores, values, store_options, set(ScenarioFile.model_fields)
-        )
-        scenario = cls(
-            path, cls._validate(path, raw, lines, overrides), lines, overrides, file_keys
-        )
+        top = set(ScenarioFile.model_fields)
+        scenario = cls(*loading.read(name_or_path, sets, stores, values, store_options, top))
         scenario.plan()  # checks workload params, stores and grid before anything runs
         return scenario
 
-    @classmethod
-    def _validate(
-        cls,
-        path: Path,
-        raw: dict[str, Any],
-        lines: dict[tuple[Any, ...], int],
-        overrides: dict[str, str],
-    ) -> ScenarioFile:
+    def _validate(self, raw: dict[str, Any]) -> ScenarioFile:
         try:
             data = ScenarioFile.model_validate(raw)
         except ValidationError as exc:
-            raise loading.error(path, lines, overrides, *loading.first_error(exc)) from exc
+            raise self.error(*loading.first_error(exc)) from exc
         # the plan's size, blamed on its largest factor
         factors = {("repeats",): data.repeats, ("stores",): len(data.stores)}
         factors |= {("grid", k): len(v) for k, v in data.grid.items()}
         if math.prod(factors.values()) > MAX_RUNS:
-            raise loading.error(
-                path,
-                lines,
-                overrides,
-                max(factors, key=factors.__getitem__),
-                f"repeats x stores x grid values make more than {MAX_RUNS:,} runs",
-            )
+            msg = f"repeats x stores x grid values make more than {MAX_RUNS:,} runs"
+            raise self.error(max(factors, key=factors.__getitem__), msg)
         return data
 
     def error(self, loc: tuple[Any, ...], msg: str) -> UserError:

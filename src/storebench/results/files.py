@@ -169,8 +169,7 @@ def _keep_elsewhere(path: Path, data: bytes) -> Path | None:
 def read(path: Path) -> Iterator[dict[str, Any]]:
     """Records (redacted) of a JSON-lines file (or of every *.jsonl under a
     directory), as the JSON holds them (typed: ``records.read``)."""
-    for _, rec in read_lines(path):
-        yield rec
+    yield from (rec for _, rec in read_lines(path))
 
 
 def read_lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
