@@ -206,13 +206,11 @@ def run(
         interrupts.exit_interrupted(exc, f"; measurements so far are in {results_dir}/")
     finally:
         bar.close()
-    from storebench.report.terminal import print_study_tables, tables_json, wants_study_tables
+    from storebench.report.terminal import print_study_tables, tables_json
 
-    study = wants_study_tables(records)
     if not verbose() and records and not as_json:
         console.print()
-    if study:
-        print_study_tables(records, console)  # the study's own table shapes, last
+    print_study_tables(records, console)  # the study's own table shapes, last
     not_ok = Counter(r.status for r in records if not r.ok)
     detail = f" ({', '.join(f'{n} {s}' for s, n in not_ok.items())})" if not_ok else ""
     results_file = Path(results_dir) / (sc.file.name + ".jsonl")
@@ -220,7 +218,7 @@ def run(
         print_json(
             {
                 "runs": [run_summary(r) for r in records],
-                "tables": tables_json(records) if study else [],
+                "tables": tables_json(records),
                 "not_ok": dict(not_ok),
                 "results": str(results_file),
             }
@@ -321,28 +319,20 @@ def show(paths: tuple[str, ...], last: int | None, over_time: bool, as_json: boo
         print_study_tables,
         run_summary,
         tables_json,
-        wants_study_tables,
     )
     from storebench.results import records as rec
 
     records = rec.load(paths)
     if last is not None:
         records = records[-last:]
-    study = wants_study_tables(records)
     if as_json:
-        print_json(
-            {
-                "runs": [run_summary(r) for r in records],
-                "tables": tables_json(records) if study else [],
-            }
-        )
+        print_json({"runs": [run_summary(r) for r in records], "tables": tables_json(records)})
         return
     console = make_console(quiet=quiet(), columns_env=True)
     print_records(records, console, full=verbose())
-    if study:
-        if not verbose():
-            console.print()
-        print_study_tables(records, console)
+    if records and not verbose():
+        console.print()
+    print_study_tables(records, console)
     if over_time:
         from storebench.report.timeline import print_sparklines
 

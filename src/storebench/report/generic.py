@@ -17,7 +17,7 @@ from storebench.report.data import (
     histogram,
     percentiles,
 )
-from storebench.report.terminal import RUN_COLUMNS, fmt_ns, fmt_rate
+from storebench.report.terminal import RUN_COLUMNS, fmt_mean, fmt_ns, fmt_rate
 from storebench.report.views import ALL, Block, Table, Text, ViewInput, distinct, register
 from storebench.results import scores as catalogue
 from storebench.results.records import TaskRecord
@@ -72,7 +72,7 @@ def task_row(ts: TaskSummary, t: TaskRecord | None, run: str = "") -> list[str]:
         f"{t.ops:,}",
         fmt_rate(t.ops_per_s),
         "" if same else fmt_rate(t.items_per_s),
-        lat("mean"),
+        fmt_mean(t.latency_ns),
         lat("p50"),
         lat("p95"),
         lat("p99"),
@@ -220,13 +220,18 @@ def percentile_view(v: ViewInput) -> list[Block]:
                     markevery=[len(xs) - 1],
                     label=plots.short([c.label])[0],
                 )
+            # as the record's own percentiles: inside the exact min and max
+            # it keeps (a bucket's top can pass them), so every table agrees
+            t = pk.run.task(name)
+            lat = t.latency_ns if t is not None else {}
+            lo, hi = lat.get("min", 0), lat.get("max", h.hdr.max_value)
             rows.append(
                 [
                     name,
                     c.label,
                     f"{h.count:,}",
-                    *(fmt_ns(v) for v in percentiles(h, (50, 90, 99, 99.9))),
-                    fmt_ns(h.hdr.max_value),
+                    *(fmt_ns(min(max(v, lo), hi)) for v in percentiles(h, (50, 90, 99, 99.9))),
+                    fmt_ns(hi),
                     pk.run_short,
                     "" if (c, pk, h) in drawn else "not drawn",
                 ]
@@ -417,6 +422,10 @@ def _fmt_metric(key: str, v: Any) -> str:
         return catalogue.text(key, v)
     if "bytes" in key:
         return f"{v:,.0f}"
+    if key.endswith("_per_s"):  # a rate, a time: as every table prints them
+        return fmt_rate(v)
+    if key.endswith("_s"):
+        return fmt_ns(v * 1e9)
     if float(v).is_integer() and abs(v) >= 1:
         return f"{v:,.0f}"
     return f"{v:.4g}"

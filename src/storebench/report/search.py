@@ -47,7 +47,7 @@ from storebench.report.footprint import (
     footprint_cells,
 )
 from storebench.report.terminal import fmt_ns, fmt_rate
-from storebench.report.views import Block, Table, Text, ViewInput, distinct, register
+from storebench.report.views import Block, Table, Text, ViewInput, distinct, register, stalls
 from storebench.results import scores as catalogue
 from storebench.results.records import TaskRecord
 from storebench.results.scores import RECALL, Score
@@ -178,7 +178,9 @@ def qps(p: Point) -> str:
 
 
 def lat(p: Point, key: str = "mean") -> str:
-    return shown(p, f"lat_{key}", fmt_ns)
+    mean, p95 = (p.number(f"latency_ns.{k}") for k in ("mean", "p95"))
+    mark = stalls(mean, p95) if key == "mean" else ""
+    return shown(p, f"lat_{key}", lambda v: fmt_ns(v) + mark)
 
 
 def ratio(p: Point, key: str | None) -> str:

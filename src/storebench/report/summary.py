@@ -43,7 +43,7 @@ from storebench.report.footprint import (
     footprint,
     footprint_cells,
 )
-from storebench.report.terminal import fmt_ns, fmt_rate
+from storebench.report.terminal import docs_per_s, fmt_mean, fmt_ns, fmt_rate
 from storebench.report.views import Block, Figure, Section, Table, Text, distinct
 from storebench.results import scores as catalogue
 from storebench.results.records import TaskRecord
@@ -174,10 +174,8 @@ def entries(workload: str, recs: list[Record], how: str) -> list[Entry]:
         t = _headline(pk.run)
         value = t.number(rate) if t is not None else None
         spread = c.task(t.name).spread(rate) if t is not None else None
-        if workload == "ingest" and _num(pk.run.metrics.get("docs_per_s")) is not None:
-            # the run's own documents/s: to the last acknowledgment or, by
-            # default, until the engine holds every document (``counted``)
-            value, spread = float(pk.run.metrics["docs_per_s"]), c.metric("docs_per_s")
+        if workload == "ingest" and (docs := docs_per_s(pk.run)) is not None:
+            value, spread = docs, c.metric("docs_per_s")
         e = Entry(c, pk, value, spread, cautions=cautions(c))
         if workload in VECTOR_WORKLOADS:
             e.recall = _recall_of(pk.run)
@@ -189,7 +187,9 @@ def entries(workload: str, recs: list[Record], how: str) -> list[Entry]:
 
 
 def _lat(t: TaskRecord | None, key: str) -> str:
-    return fmt_ns(t.number(f"latency_ns.{key}")) if t is not None else "-"
+    if t is None:
+        return "-"
+    return fmt_mean(t.latency_ns) if key == "mean" else fmt_ns(t.number(f"latency_ns.{key}"))
 
 
 def _one_client(run: Record) -> TaskRecord | None:

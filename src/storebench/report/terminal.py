@@ -5,7 +5,8 @@ word (numbers are words), headers wrap at spaces or are abbreviated, and
 when the columns still do not fit, the least important ones are left out
 (the caption names them). A run prints as one line by default
 (``run_line``), as a full table with ``-v`` (``run_table``); the study's own
-tables (``study_tables``) come last, for ``run`` and ``show`` alike.
+tables (``study_tables``) come last, for ``run`` and ``show`` alike, for
+one run as for many.
 
 One module (~500 lines) on purpose: the run line, the run table and the
 study tables are written for the one fitting step (``fitted_table``) and
@@ -30,15 +31,25 @@ from storebench.results.scores import RECALL
 
 
 def fmt_ns(ns: float | None) -> str:
+    """A latency to 3 significant figures (the HDR histograms' resolution),
+    in the largest unit that keeps it at least 1: one rule, so a value
+    shows the same in every table whatever its source's last digits."""
     if ns is None:
         return "-"
-    if ns < 1_000:
-        return f"{ns:.0f}ns"
-    if ns < 1_000_000:
-        return f"{ns / 1e3:.1f}µs"
-    if ns < 1_000_000_000:
-        return f"{ns / 1e6:.2f}ms"
-    return f"{ns / 1e9:.2f}s"
+    r = float(f"{ns:.3g}")
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if r >= scale:
+            x = r / scale
+            return f"{x:,.{2 if x < 10 else 1 if x < 100 else 0}f}{unit}"
+    return f"{r:.0f}ns"
+
+
+def fmt_mean(latency_ns: dict[str, Any] | None) -> str:
+    """The mean latency, marked where it is above the p95 (``views.stalls``)."""
+    from storebench.report.views import stalls
+
+    lat = latency_ns or {}
+    return fmt_ns(lat.get("mean")) + stalls(lat.get("mean"), lat.get("p95"))
 
 
 def fmt_rate(x: float | None) -> str:
@@ -143,12 +154,44 @@ def _abbreviate(header: str, width: int) -> str:
 @dataclass
 class Fit:
     """Which columns a table keeps at a width, how wide each is, and the
-    headers as shown."""
+    headers as shown; those left out (``hidden``), and of them the ones
+    that hold one value in every row (``same``: header -> value)."""
 
     kept: list[int]
     widths: list[int]
     headers: list[str]
     hidden: list[str]
+    same: dict[str, str]
+
+
+EMPTY_CELLS = ("", "-")
+
+
+def telling_columns(cells: Sequence[Sequence[str]], among: Sequence[int]) -> list[int]:
+    """The columns (of ``among``) that tell the rows apart: the first, then
+    left to right each that splits rows not told apart yet (a blank cell
+    repeats the one above it: a row that continues its group), until every
+    row is apart. Rows that no columns tell apart: the first column only."""
+    filled: dict[int, list[str]] = {}
+    for i in among:
+        last, filled[i] = "", []
+        for c in cells[i]:
+            last = c if c.strip() else last
+            filled[i].append(last)
+    nrows = len(cells[among[0]]) if among else 0
+
+    def groups(cols: list[int]) -> int:
+        return len({tuple(filled[i][r] for i in cols) for r in range(nrows)})
+
+    keys = list(among[:1])
+    apart = groups(keys)
+    for i in among[1:]:
+        if apart == nrows:
+            break
+        if (more := groups([*keys, i])) > apart:
+            keys.append(i)
+            apart = more
+    return keys if apart == nrows else keys[:1]
 
 
 def fit_columns(
@@ -158,28 +201,43 @@ def fit_columns(
     priorities: Sequence[int] | None = None,
 ) -> Fit:
     """Columns that fit ``width`` (borders included) with no word of a cell
-    cut: each column at least its longest word wide; while they do not fit,
-    the column of the highest priority number (the rightmost among equals)
-    is left out; the room left widens the columns toward their full
-    width, the narrowest need first. Header words stay whole unless
-    shortening them keeps a column of the first priorities (recall,
-    throughput, p50/p99) that whole words would leave out."""
+    cut, each column at least its longest word wide. A column that holds
+    nothing (every cell "-" or blank) is left out; the columns that tell
+    the rows apart (``telling_columns``) always stay. While the rest do not
+    fit, one goes: first those with the same value in every row (the
+    caption says it once), then the highest priority number (the least
+    important: ``column_priority``), the rightmost among equals. The room
+    left widens the columns toward their full width, the narrowest need
+    first. Header words stay whole unless shortening them keeps a column of
+    the first priorities (recall, throughput, p50/p99) that whole words
+    would leave out."""
+    n = len(headers)
+    cells = [[_plain(r[i]) if i < len(r) else "" for r in rows] for i in range(n)]
     prio = list(priorities or [column_priority(h, i) for i, h in enumerate(headers)])
-    whole = _fit(headers, rows, width, prio, whole_headers=True)
-    short = _fit(headers, rows, width, prio, whole_headers=False)
+    start = [i for i in range(n) if not rows or any(c not in EMPTY_CELLS for c in cells[i])]
+    start = start or [0]
+    keys = telling_columns(cells, start)
+    for i in keys:  # what a row is stays
+        prio[i] = 0
+    same = {i for i in start if len(rows) > 1 and i not in keys and len(set(cells[i])) == 1}
+
+    def fit(whole_headers: bool) -> Fit:
+        return _fit(headers, cells, width, prio, start, same, whole_headers)
+
+    whole, short = fit(True), fit(False)
     wanted = {i for i in short.kept if prio[i] <= KEEP_WHOLE_HEADERS_UP_TO}
     return whole if wanted <= set(whole.kept) else short
 
 
 def _fit(
     headers: Sequence[str],
-    rows: Sequence[Sequence[str | Text]],
+    cells: list[list[str]],
     width: int,
     prio: Sequence[int],
+    start: list[int],
+    same: set[int],
     whole_headers: bool,
 ) -> Fit:
-    n = len(headers)
-    cells = [[_plain(r[i]) if i < len(r) else "" for r in rows] for i in range(n)]
     # a column's narrowest: its longest word (numbers whole), a header word
     # of 4 at least; the columns that say what a row is, whole up to a quarter
     least, full, words = [], [], []
@@ -192,7 +250,7 @@ def _fit(
         label = min(longest, max(12, width // 4)) if prio[i] == 0 else 0
         words.append(max(cell_min, head_min, 1))
         least.append(max(words[-1], label))
-    kept = list(range(n))
+    kept = list(start)
 
     def needed(cols: list[int]) -> int:
         return sum(least[i] for i in cols) + BORDER_PER_COLUMN * len(cols) + BORDER_EDGE
@@ -202,18 +260,20 @@ def _fit(
         if not droppable:
             least = words  # the labels wrap too, at their words
             break
-        kept.remove(max(droppable, key=lambda i: (prio[i], i)))
+        kept.remove(max(droppable, key=lambda i: (i in same, prio[i], i)))
     widths = {i: least[i] for i in kept}
     room = width - needed(kept)
     for i in sorted(kept, key=lambda i: (prio[i] > 0, full[i] - least[i])):
         grow = min(room, full[i] - widths[i])
         widths[i] += grow
         room -= grow
+    hidden = [i for i in start if i not in kept]
     return Fit(
         kept,
         [widths[i] for i in kept],
         [_abbreviate(headers[i], widths[i]) for i in kept],
-        [headers[i] for i in range(n) if i not in kept],
+        [headers[i] for i in hidden],
+        {headers[i]: cells[i][0] for i in hidden if i in same},
     )
 
 
@@ -228,7 +288,8 @@ def fitted_table(
 ) -> Table:
     """A rich table of ``rows`` that fits ``width`` (``fit_columns``):
     cells wrap at spaces, a word longer than its column (text only: numbers
-    set the column's width) folds; the caption names the columns left out."""
+    set the column's width) folds; the caption names the columns left out,
+    and the value of those that hold one value in every row."""
     aligns = list(aligns or ["l"] + ["r"] * (len(headers) - 1))
     fit = fit_columns(headers, rows, width, priorities)
     t = Table(title=title, title_justify="left")
@@ -240,8 +301,10 @@ def fitted_table(
     notes: list[str | Text] = []
     if caption:
         notes.append(caption)
-    if fit.hidden:
-        notes.append(f"not shown at {width} columns: {', '.join(fit.hidden)}")
+    if fit.same:
+        notes.append("in every row: " + ", ".join(f"{h}={v}" for h, v in fit.same.items()))
+    if others := [h for h in fit.hidden if h not in fit.same]:
+        notes.append(f"not shown at {width} columns: {', '.join(others)}")
     if notes:
         t.caption = Text("\n").join(n if isinstance(n, Text) else Text(n) for n in notes)
         t.caption_justify = "left"
@@ -319,7 +382,7 @@ def run_rows(rec: RunRecord) -> list[list[str | Text]]:
                 f"{task.ops:,}",
                 fmt_rate(task.ops_per_s),
                 fmt_rate(task.items_per_s) if task.items != task.ops else "",
-                fmt_ns(lat.get("mean")),
+                fmt_mean(lat),
                 fmt_ns(lat.get("p50")),
                 fmt_ns(lat.get("p95")),
                 fmt_ns(lat.get("p99")),
@@ -343,15 +406,27 @@ def run_table(rec: RunRecord | dict[str, Any], width: int = 160) -> Table:
         for i, col in enumerate(RUN_COLUMNS)
         if col not in ("docs/s", "recall", "note") or any(_plain(r[i]) for r in rows)
     ]
-    caption = Text(f"error: {rec.error}", "red") if rec.error else None
+    from storebench.report.views import stalls_note
+
+    notes = [Text(n) for n in [stalls_note(rows)] if n]
+    if rec.error:
+        notes.append(Text(f"error: {rec.error}", "red"))
     return fitted_table(
         [RUN_COLUMNS[i] for i in used],
         [[r[i] for i in used] for r in rows],
         width,
         ["l" if RUN_COLUMNS[i] in ("task", "note") else "r" for i in used],
         title=run_title(rec),
-        caption=caption,
+        caption=Text("\n").join(notes) if notes else None,
     )
+
+
+def docs_per_s(rec: RunRecord) -> float | None:
+    """The run's own documents per second, where it counts them (ingest:
+    to the last acknowledgment or until the engine holds every document):
+    what ranks runs whose batches differ."""
+    x = rec.metrics.get("docs_per_s")
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
 
 
 def run_summary(rec: RunRecord | dict[str, Any]) -> dict[str, Any]:
@@ -381,6 +456,8 @@ def run_summary(rec: RunRecord | dict[str, Any]) -> dict[str, Any]:
         "error": rec.error,
         "headline": head.name if head else None,
         "ops_per_s": head.ops_per_s if head else None,
+        # documents per second where the run counts them (ingest: batches differ)
+        "docs_per_s": docs_per_s(rec),
         "p50_ns": head.latency_ns.get("p50") if head else None,
         "p99_ns": head.latency_ns.get("p99") if head else None,
         "recall_key": next((k for t in rec.tasks for k in t.score_keys(RECALL)), None),
@@ -405,8 +482,8 @@ def run_line(rec: RunRecord | dict[str, Any], width: int = 160, prefix: str = ""
     parts.append((0, Text(s["status"], STATUS_STYLE.get(s["status"], ""))))
     parts.append((0, Text(config, "bold")))
     if s["headline"]:
-        parts.append((3, Text(f"{s['headline']}:")))
-        parts.append((1, Text(f"{fmt_rate(s['ops_per_s'])} ops/s")))
+        rate = (s["docs_per_s"], "docs/s") if s["docs_per_s"] else (s["ops_per_s"], "ops/s")
+        parts.append((1, Text(f"{s['headline']}: {fmt_rate(rate[0])} {rate[1]}")))
         parts.append((2, Text(f"p50 {fmt_ns(s['p50_ns'])}")))
         parts.append((2, Text(f"p99 {fmt_ns(s['p99_ns'])}")))
     if s["recall_min"] is not None:
@@ -473,16 +550,11 @@ def print_records(
             console.print(run_line(rec, console.width))
 
 
-def wants_study_tables(recs: Sequence[RunRecord | dict[str, Any]]) -> bool:
-    """A study has more than one run, or sweeps search settings in one, or
-    measures stages inside one (streaming: its table is the run's result)."""
-    runs = [records.parse(r) for r in recs]
-    return len(runs) > 1 or any(r.search_sweep or r.metrics.get("stages") for r in runs)
-
-
 def study_tables(recs: Sequence[RunRecord | dict[str, Any]]) -> list[Any]:
     """Each workload's own report tables (the studies' shapes, as the
-    Markdown report shows them): ``views.Table`` blocks."""
+    Markdown report shows them), for one run as for many; a workload with
+    no table of its own gets the shared ones (each task per configuration,
+    the run metrics): ``views.Table`` blocks."""
     from storebench.report.views import ALL, ViewInput, views_for
     from storebench.report.views import Table as ViewTable
 
@@ -492,9 +564,9 @@ def study_tables(recs: Sequence[RunRecord | dict[str, Any]]) -> list[Any]:
     out = []
     for workload, mine in by_workload.items():
         v = ViewInput(workload, mine)
-        for view in views_for(workload):
-            if view.workload == ALL or view.needs_plots:
-                continue
+        tables = [view for view in views_for(workload) if not view.needs_plots]
+        own = [view for view in tables if view.workload != ALL]
+        for view in own or tables:
             out += [b for b in view.fn(v) if isinstance(b, ViewTable)]
     return out
 

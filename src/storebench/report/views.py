@@ -55,6 +55,22 @@ BUILTIN_VIEW_MODULES: tuple[str, ...] = (
 
 # --- blocks ------------------------------------------------------------------------
 
+# a mean above its p95 (a few long stalls carry it): its mark, and the note
+# every table holding the mark carries
+STALLS = "†"
+STALLS_NOTE = f"{STALLS} mean above p95: a few long stalls."
+
+
+def stalls(mean: float | None, p95: float | None) -> str:
+    """``STALLS`` where the mean is above the p95, else nothing."""
+    return STALLS if mean is not None and p95 is not None and mean > p95 else ""
+
+
+def stalls_note(rows: list[list[Any]]) -> str:
+    """``STALLS_NOTE`` where a cell of ``rows`` carries the mark."""
+    marked = any(str(c).endswith(STALLS) for row in rows for c in row)
+    return STALLS_NOTE if marked else ""
+
 
 @dataclass
 class Table:
@@ -65,6 +81,11 @@ class Table:
     # "l" or "r" per column; default: first column left, the rest right
     align: list[str] | None = None
     row_classes: list[str] | None = None  # per row, for HTML styling (e.g. a status)
+
+    def __post_init__(self) -> None:
+        # a marked mean (above its p95) says what the mark means, in every table
+        if (why := stalls_note(self.rows)) and why not in self.note:
+            self.note = f"{self.note.rstrip('.')}. {why}" if self.note else why
 
     def aligns(self) -> list[str]:
         return self.align or ["l"] + ["r"] * (len(self.columns) - 1)
