@@ -610,6 +610,13 @@ def test_the_recall_front_holds_every_point_and_label_inside_its_frame():
     assert "1" in [t.get_text() for t in labels]
     boxes = sorted((t.get_window_extent(r) for t in labels), key=lambda b: b.x0)
     assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:], strict=False))
+    # every point at 1.0 (an easy data set): still an axis to read, 1.0 inside it
+    with plots.report_scope():
+        fig = plots.new_figure()
+        plots.recall_axis(fig.axes[0], [1.0, 1.0])
+    lo, hi = fig.axes[0].get_xlim()
+    assert lo <= 0.999 and hi > 1.0
+    assert list(fig.axes[0].get_xticks()) == [0.999, 0.9999, 1.0]
 
 
 def test_panels_share_a_y_range_unless_it_would_flatten_one():

@@ -376,7 +376,8 @@ def recall_axis(ax: Any, values: Sequence[float], axis: str = "x") -> None:
     getattr(ax, f"set_{axis}scale")("function", functions=(_logit, _unlogit))
     lo_t, hi_t = float(_logit(min(vals))), float(_logit(max(vals)))
     pad = max(0.15, (hi_t - lo_t) * 0.08)
-    lo_t, hi_t = max(0.0, lo_t - pad), hi_t + pad
+    hi_t += pad  # at least 1.7 decades: recall 1.0 everywhere still has 0.999 inside
+    lo_t = max(0.0, min(lo_t - pad, hi_t - 1.7))
     getattr(ax, f"set_{axis}lim")(float(_unlogit(lo_t)), float(_unlogit(hi_t)))
     ticks: list[float] = []
     gap = (hi_t - lo_t) / MAX_RECALL_TICKS
