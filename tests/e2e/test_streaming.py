@@ -65,7 +65,8 @@ def check_stages(rec, exact: bool):
             assert t[name]["ops"] > 0 and t[name]["latency_ns"]["p99"] > 0
         for name in s["inserts"]:
             assert t[name]["target_rate"] == RATE and t[name]["latency_ns"]["p50"] > 0
-        rt = t[f"recall {label}"]
+        rt = t[f"queries at {label}"]  # not "recall 80%": no recall of 80%
+        assert s["recall_task"] == f"queries at {label}"
         assert rt["n"] == s["visible"] and rt["queries_scored"] == 50
         assert s["recall"] == rt["scores"]["recall@10"]
         assert s["lag_visible"] is True and s["lag_s"] >= 0

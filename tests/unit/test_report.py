@@ -568,3 +568,130 @@ def test_ingest_summary_has_arangobs_matrix_and_the_footprint(tmp_path):
     assert all(x.endswith(("KiB", "MiB", " B")) for x in sizes), sizes
     fp = summary.footprint(recs[0])
     assert fp.data_bytes == recs[0].metrics["size_bytes"] and fp.vectors is None
+
+
+# --- the charts: every point and label inside, ranges that read, names as files --------
+
+
+def _inside(inner, outer, margin=0.0):
+    return (
+        inner.x0 >= outer.x0 + margin
+        and inner.x1 <= outer.x1 - margin
+        and inner.y0 >= outer.y0 + margin
+        and inner.y1 <= outer.y1 - margin
+    )
+
+
+def test_the_recall_front_holds_every_point_and_label_inside_its_frame():
+    """Recall 1.0 (every query's neighbours found) is inside the frame with
+    its marker whole and its label in the axes; the ticks do not overlap."""
+    from storebench.report import plots
+
+    pts = [(0.77, 20000.0), (0.95, 9000.0), (0.998, 4000.0), (0.9998, 2500.0), (1.0, 300.0)]
+    names = {p: f"ef={2**i}" for i, p in enumerate(pts)}
+    with plots.report_scope():
+        fig = plots.new_figure()
+        ax = fig.axes[0]
+        plots.pareto_series(ax, pts, [None] * len(pts), names, "hnswlib", marker="o")
+        plots.rate_axis(ax, "y")
+        plots.recall_axis(ax, [x for x, _ in pts], "x")
+        plots.render(fig, "front", "front")
+        fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(r)
+    for x, y in pts:
+        px, py = ax.transData.transform((x, y))
+        assert frame.x0 + 5 < px < frame.x1 - 5 and frame.y0 < py < frame.y1, (x, px, frame)
+    assert len(ax.texts) == len(plots.pareto_front(pts))
+    for t in ax.texts:
+        assert _inside(t.get_window_extent(r), frame), t.get_text()
+    labels = [t for t in ax.get_xticklabels() if t.get_text()]
+    assert 3 <= len(labels) <= plots.MAX_RECALL_TICKS
+    assert "1" in [t.get_text() for t in labels]
+    boxes = sorted((t.get_window_extent(r) for t in labels), key=lambda b: b.x0)
+    assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:], strict=False))
+    # every point at 1.0 (an easy data set): still an axis to read, 1.0 inside it
+    with plots.report_scope():
+        fig = plots.new_figure()
+        plots.recall_axis(fig.axes[0], [1.0, 1.0])
+    lo, hi = fig.axes[0].get_xlim()
+    assert lo <= 0.999 and hi > 1.0
+    assert list(fig.axes[0].get_xticks()) == [0.999, 0.9999, 1.0]
+
+
+def test_panels_share_a_y_range_unless_it_would_flatten_one():
+    """Upload batches of a second beside searches of microseconds: the
+    searches share one range, the upload panel keeps its own and the
+    caption says so."""
+    from storebench.report import plots
+
+    fig = plots.new_figure(9, 3, 1, 3, sharey=True)
+    for ax, (lo, hi), title in zip(
+        fig.axes,
+        ((2e4, 3e6), (5e4, 9e6), (2e8, 1e9)),
+        ("search", "filtered", "upload"),
+        strict=True,
+    ):
+        ax.plot([0, 1, 2], [lo, (lo * hi) ** 0.5, hi])
+        plots.fmt_ns_axis(ax, "y")
+        ax.set_title(title)
+    chart = plots.render(fig, "percentiles", "percentiles", "Latency.")
+    search, filtered, upload = fig.axes
+    assert search.get_ylim() == filtered.get_ylim()
+    assert search.get_ylim()[1] < 1e8 and upload.get_ylim()[0] > 1e7
+    assert chart.caption.endswith("Own y range (values far from the other panels'): upload.")
+
+
+def test_chart_files_and_their_markdown_links_hold_no_space():
+    from storebench.report import markdown, plots
+
+    fig = plots.new_figure()
+    fig.axes[0].plot([0, 1], [0, 1])
+    chart = plots.render(fig, "streaming-recall-qps-recall 100%", "recall 100%")
+    assert chart.name == "streaming-recall-qps-recall-100"
+    link = markdown.figure(chart).split("\n", 1)[0]
+    assert link == "![recall 100%](plots/streaming-recall-qps-recall-100.png)"
+    assert plots.slug("a/b (c)") == "a-b-c" and plots.slug("%%") == "x"
+
+
+def test_the_timeline_names_runs_as_the_report_does_and_its_legend_covers_nothing(recs):
+    from storebench.report import plots, timeline
+
+    with plots.report_scope():
+        v = views.ViewInput("crud", recs)
+        blocks = timeline.timeline_view(v)
+    labels = {c.label for c in data.group(data.ok_runs(recs))}
+    shown = [label for label, _ in timeline.chosen_runs(v)]
+    assert len(shown) > 1 and set(shown) <= labels, (shown, labels)
+    # tasks of one interval (these all are: 60 operations) have no steadiness to list
+    assert isinstance(blocks[1], views.Text) and "of one interval left out" in blocks[1].text
+    # one legend for the whole figure (below its panels), none over a panel's data
+    assert blocks[0].svg.count('<g id="legend_') == 1
+
+
+def test_the_recall_front_is_on_the_first_screen(recs):
+    """The front moves into the workload's summary, after its sentences,
+    out of the folded details (where a note points to it)."""
+    with plots_scope():
+        secs = build.sections(recs)
+    (summary,) = [s for s in secs if s.id == "summary-crud"]
+    kinds = [b.kind if isinstance(b, views.Text) else type(b).__name__ for b in summary.blocks]
+    at = next(i for i, b in enumerate(summary.blocks) if isinstance(b, views.Figure))
+    assert summary.blocks[at].name == "crud-recall-qps-find_by_vector"
+    assert kinds[:at] == ["lead"] * at and at > 0
+    folded = [b for s in secs[secs.index(summary) + 1 :] for b in s.blocks]
+    assert not [b for b in folded if isinstance(b, views.Figure) and "recall-qps" in b.name]
+    assert any(isinstance(b, views.Text) and "under Summary: crud" in b.text for b in folded)
+
+
+def plots_scope():
+    from storebench.report import plots
+
+    return plots.report_scope()
+
+
+def test_column_names_may_wrap_at_underscores_and_slashes():
+    from storebench.report import html
+
+    page = html.table(views.Table("t", ["write_comments mean", "bytes/vector"], [["1", "2"]]), "v")
+    assert ">write_<wbr>comments mean</th>" in page and ">bytes/<wbr>vector</th>" in page

@@ -24,6 +24,7 @@ from storebench.report.data import (
     store_label,
     varying_keys,
 )
+from storebench.report.plots import slug
 from storebench.report.views import Figure, Section, Table, Text, ViewInput, distinct, run_views
 from storebench.results import records
 from storebench.results.files import now_iso, storebench_version
@@ -265,7 +266,9 @@ def sections(
             )
         head.folded = True
         out.append(head)
-        out += run_views(ViewInput(wl, mine, prefix=_slug(wl), how=how), plots, step)
+        views = run_views(ViewInput(wl, mine, prefix=slug(wl), how=how), plots, step)
+        lift_front(wl, out, views)
+        out += views
     say("runs and machines")
     for s in metadata_sections(recs):
         s.folded = True
@@ -273,8 +276,25 @@ def sections(
     return out
 
 
-def _slug(s: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in s) or "x"
+FRONT = "recall-qps"  # the recall/QPS front's figure name: {workload}-recall-qps[-task]
+
+
+def lift_front(workload: str, summaries: list[Section], views: list[Section]) -> None:
+    """The workload's first recall/QPS front moves from its (folded) view
+    to the first screen: into the workload's summary, after its sentences
+    (what tells settings apart, seen without opening anything)."""
+    target = next((s for s in summaries if s.id == f"summary-{slug(workload)}"), None)
+    for view in views if target is not None else []:
+        for i, b in enumerate(view.blocks):
+            if isinstance(b, Figure) and b.name.startswith(f"{slug(workload)}-{FRONT}"):
+                view.blocks[i] = Text(f"{b.title}: the chart is under Summary: {workload}.")
+                leads = [
+                    k
+                    for k, x in enumerate(target.blocks)
+                    if isinstance(x, Text) and x.kind == "lead"
+                ]
+                target.blocks.insert(max(leads, default=-1) + 1, b)
+                return
 
 
 def summary(recs: list[Record]) -> tuple[list[str], list[tuple[str, str]]]:

@@ -57,10 +57,17 @@ def e(s: object) -> str:
     return escape(str(s), quote=True)
 
 
+def breakable(s: object) -> str:
+    """Escaped text that may wrap after ``_`` and ``/`` too (column names
+    like ``write_comments mean``): a wide table fits the page's width."""
+    return e(s).replace("_", "_<wbr>").replace("/", "/<wbr>")
+
+
 def table(t: Table, view: str) -> str:
     al = t.aligns()
     head = "".join(
-        f'<th class="{a}" scope="col">{e(c)}</th>' for c, a in zip(t.columns, al, strict=False)
+        f'<th class="{a}" scope="col">{breakable(c)}</th>'
+        for c, a in zip(t.columns, al, strict=False)
     )
     body = []
     classes = t.row_classes or []

@@ -13,6 +13,7 @@ import contextvars
 import io
 import math
 import re
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -45,6 +46,9 @@ def require() -> Any:
     return matplotlib
 
 
+_SHARE_Y: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
 def new_figure(
     width: float = 7.0,
     height: float = 4.2,
@@ -53,15 +57,56 @@ def new_figure(
     sharey: bool = False,
 ) -> Any:
     """A figure of ``nrows`` x ``ncols`` panels; ``sharey``: one y range for
-    all of them (panels of one figure are read side by side)."""
+    the panels whose values lie together (panels of one figure are read
+    side by side), set when it is rendered (:func:`_share_y`)."""
     require()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure as MplFigure
 
     fig = MplFigure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
-    fig.subplots(nrows, ncols, squeeze=False, sharey=sharey)
+    fig.subplots(nrows, ncols, squeeze=False)
+    if sharey:
+        _SHARE_Y.add(fig)
     return fig
+
+
+SHARED_STRETCH = 2.0  # decades (log axes) a shared range may add to a panel's own
+
+
+def _share_y(fig: Any) -> str:
+    """One y range for a figure's panels, but for those it would stretch by
+    more than SHARED_STRETCH (on a log axis, one panel of seconds would
+    flatten the others' microseconds): from the panel farthest from the
+    others' middle, each such panel keeps its own range (all do when fewer
+    than half would share). Returns what the caption says of it."""
+    import numpy as np
+
+    axs = [ax for ax in fig.axes if ax.get_visible() and ax.has_data()]
+    if len(axs) < 2:
+        return ""
+    log = all(ax.get_yscale() == "log" for ax in axs)
+    f = np.log10 if log else (lambda v: v)
+    own = {ax: tuple(float(f(v)) for v in ax.get_ylim()) for ax in axs}
+    if not log:  # a linear range: stretch measured against the widest panel's span
+        widest = max(hi - lo for lo, hi in own.values()) or 1.0
+        own = {ax: (lo / widest, hi / widest) for ax, (lo, hi) in own.items()}
+    group = list(axs)
+    while len(group) > 1:
+        lo, hi = min(own[a][0] for a in group), max(own[a][1] for a in group)
+        if all((hi - lo) - (own[a][1] - own[a][0]) <= SHARED_STRETCH for a in group):
+            break
+        middle = float(np.median([sum(own[a]) / 2 for a in group]))
+        group.remove(max(group, key=lambda a: abs(sum(own[a]) / 2 - middle)))
+    if 2 * len(group) < len(axs):
+        return " Each panel has its own y range (one range would flatten some)."
+    limits = (min(a.get_ylim()[0] for a in group), max(a.get_ylim()[1] for a in group))
+    for ax in group:
+        ax.set_ylim(*limits)
+    apart = [ax.get_title() or f"panel {i + 1}" for i, ax in enumerate(axs) if ax not in group]
+    if not apart:
+        return ""
+    return f" Own y range (values far from the other panels'): {', '.join(apart)}."
 
 
 def plain(text: Any) -> str:
@@ -69,14 +114,25 @@ def plain(text: Any) -> str:
     return str(text).replace("\\", "\\\\").replace("$", r"\$")
 
 
+def slug(text: str) -> str:
+    """``text`` as a file name and a Markdown link target: letters, digits,
+    ``-`` and ``_``; every other run of characters one ``-``."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
+
+
 _PROLOG = re.compile(r"^\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?", re.S)
 
 
 def render(fig: Any, name: str, title: str, caption: str = "") -> Figure:
-    """SVG and PNG of ``fig``; the SVG is ready to inline in HTML: no XML
-    prolog, no DOCTYPE, no metadata, ids salted per figure."""
+    """SVG and PNG of ``fig``, named ``slug(name)`` (its files' names); the
+    SVG is ready to inline in HTML: no XML prolog, no DOCTYPE, no metadata,
+    ids salted per figure."""
     import matplotlib
 
+    name = slug(name)
+    _labels_inwards(fig)
+    if fig in _SHARE_Y:
+        caption += _share_y(fig)
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
         svg_buf = io.StringIO()
         fig.savefig(
@@ -231,58 +287,106 @@ def error_bars(
     ax.errorbar(xs, ys, fmt="none", ecolor=color, elinewidth=0.8, capsize=2, alpha=0.8, **kw)
 
 
+_POINT_LABELS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
 def label_points(ax: Any, pts: Sequence[tuple[float, float, str]], color: str) -> None:
-    """Direct labels beside points (a front's settings), in the series' colour."""
+    """Direct labels beside points (a front's settings), in the series'
+    colour; turned inwards near the frame's right and top edges when the
+    chart is rendered (its limits final): every label inside the axes."""
     for x, y, text in pts:
-        ax.annotate(
-            plain(text),
-            (x, y),
-            textcoords="offset points",
-            xytext=(4, 4),
-            fontsize=6.5,
-            color=color,
+        _POINT_LABELS.add(
+            ax.annotate(
+                plain(text),
+                (x, y),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=6.5,
+                color=color,
+            )
         )
 
 
-RECALL_FLOOR = 1e-4  # 1 - recall below this is drawn at it: recall 1.0 has a place
+def _labels_inwards(fig: Any) -> None:
+    for ax in fig.axes:
+        ax.get_xlim(), ax.get_ylim()  # settles autoscaled limits
+        to_axes = ax.transData + ax.transAxes.inverted()
+        for t in ax.texts:
+            if t not in _POINT_LABELS:
+                continue
+            fx, fy = to_axes.transform(t.xy)
+            dx, dy = t.xyann
+            if fx > 0.75:
+                t.set_horizontalalignment("right")
+                dx = -abs(dx)
+            if fy > 0.9:
+                t.set_verticalalignment("top")
+                dy = -abs(dy)
+            t.xyann = (dx, dy)
+
+
+RECALL_FLOOR = 1e-4  # 1 - recall below this goes on linearly: recall 1.0 has a place
 
 
 def recall_axis_note() -> str:
     """How the recall axis is drawn, for captions."""
     if _RECALL_AXIS.get() == "linear":
         return "linear"
-    return "logit-style (0.9, 0.99, 0.999 evenly apart; 1.0 drawn at 0.9999)"
+    return "logit-style (0.9, 0.99, 0.999 evenly apart; 1.0 just past 0.9999)"
 
 
-_RECALL_TICKS = (0.0, 0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 0.9999)
+# recall ticks, the most telling first: each is drawn if far enough from those before it
+_RECALL_TICKS = (1.0, 0.9, 0.99, 0.999, 0.5, 0.95, 0.995, 0.0, 0.8, 0.98, 0.9999)
+MAX_RECALL_TICKS = 7  # more and their labels run into each other
+
+
+def _logit(r: Any) -> Any:
+    """-log10(1 - recall) (ann-benchmarks), going on linearly (same slope)
+    past 1 - RECALL_FLOOR so that 1.0 and the axis end beyond it have a place."""
+    import numpy as np
+
+    gap = 1.0 - np.asarray(r, dtype=float)
+    top = -math.log10(RECALL_FLOOR)
+    linear = top + (RECALL_FLOOR - gap) / (RECALL_FLOOR * math.log(10))
+    return np.where(gap >= RECALL_FLOOR, -np.log10(np.maximum(gap, RECALL_FLOOR)), linear)
+
+
+def _unlogit(y: Any) -> Any:
+    import numpy as np
+
+    y = np.asarray(y, dtype=float)
+    top = -math.log10(RECALL_FLOOR)
+    linear = 1.0 - RECALL_FLOOR + (y - top) * RECALL_FLOOR * math.log(10)
+    return np.where(y <= top, 1.0 - 10.0 ** -np.minimum(y, top), linear)
 
 
 def recall_axis(ax: Any, values: Sequence[float], axis: str = "x") -> None:
     """Recall axis: logit-style (ann-benchmarks: -log10(1 - recall), so 0.9,
     0.99, 0.999 are evenly apart and the top does not pile up), or linear
-    (``report --recall-axis linear``); limits from ``values``."""
+    (``report --recall-axis linear``). Limits from ``values`` with a margin
+    on both sides (a point at recall 1.0 is inside the frame, not on it);
+    at most MAX_RECALL_TICKS ticks, evenly enough apart to be read."""
     vals = [v for v in values if v is not None and not math.isnan(v)] or [0.0, 1.0]
     if _RECALL_AXIS.get() == "linear":
         left = max(0.0, min(vals) - max(0.02, (1.0 - min(vals)) * 0.1))
         getattr(ax, f"set_{axis}lim")(left, 1.0 + (1.0 - left) * 0.04)
         return
-    import numpy as np
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-    def fwd(r: Any) -> Any:
-        return -np.log10(np.clip(1.0 - np.asarray(r, dtype=float), RECALL_FLOOR, None))
-
-    def inv(y: Any) -> Any:
-        return 1.0 - 10.0 ** -np.asarray(y, dtype=float)
-
-    getattr(ax, f"set_{axis}scale")("function", functions=(fwd, inv))
-    lo_t, hi_t = float(fwd(min(vals))), float(fwd(max(vals)))
+    getattr(ax, f"set_{axis}scale")("function", functions=(_logit, _unlogit))
+    lo_t, hi_t = float(_logit(min(vals))), float(_logit(max(vals)))
     pad = max(0.15, (hi_t - lo_t) * 0.08)
-    lo_t, hi_t = max(0.0, lo_t - pad), min(float(fwd(1.0)), hi_t + pad)
-    getattr(ax, f"set_{axis}lim")(float(inv(lo_t)), float(inv(hi_t)))
-    ticks = [t for t in _RECALL_TICKS if lo_t - 1e-9 <= float(fwd(t)) <= hi_t + 1e-9]
+    hi_t += pad  # at least 1.7 decades: recall 1.0 everywhere still has 0.999 inside
+    lo_t = max(0.0, min(lo_t - pad, hi_t - 1.7))
+    getattr(ax, f"set_{axis}lim")(float(_unlogit(lo_t)), float(_unlogit(hi_t)))
+    ticks: list[float] = []
+    gap = (hi_t - lo_t) / MAX_RECALL_TICKS
+    for t in _RECALL_TICKS:
+        at = float(_logit(t))
+        if lo_t <= at <= hi_t and all(abs(at - float(_logit(k))) >= gap for k in ticks):
+            ticks.append(t)
     a = getattr(ax, f"{axis}axis")
-    a.set_major_locator(FixedLocator(ticks or [float(inv(lo_t)), float(inv(hi_t))]))
+    a.set_major_locator(FixedLocator(sorted(ticks) or [float(_unlogit(lo_t))]))
     a.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     a.set_minor_locator(NullLocator())
 

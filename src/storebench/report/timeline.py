@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from storebench.report import plots
-from storebench.report.data import ok_runs, short_run, store_label
+from storebench.report.data import group, ok_runs, short_run, store_label
 from storebench.report.terminal import fmt_ns, fmt_rate
-from storebench.report.views import ALL, Block, Table, ViewInput, register
+from storebench.report.views import ALL, Block, Table, Text, ViewInput, register
 from storebench.results import records
 from storebench.results.records import RunRecord, TaskRecord
 
@@ -81,25 +81,22 @@ def points(span: Span, key: str, of: str = "latency_ns") -> tuple[list[float], l
     return xs, ys
 
 
-def run_label(run: RunRecord) -> str:
-    """The store and the run's grid point, its swept search settings left
-    out: they are tasks on the run's time line."""
-    point = [f"{k}={v}" for k, v in run.grid_point.items() if not k.startswith("search.")]
-    return " ".join([store_label(run), *point])
-
-
 def chosen_runs(v: ViewInput) -> list[tuple[str, RunRecord]]:
     """(label, whole run) of each configuration's chosen run, each run once
-    (a sweep's settings are one run on one clock)."""
-    full = {r.run_id: r for r in ok_runs(v.records)}
+    (a sweep's settings are one run on one clock), labelled as the report
+    labels configurations (``data.group``) of whole runs: its swept search
+    settings are tasks on the run's time line."""
+    whole = group(ok_runs(v.records))
+    full = {r.run_id: (c.label, r) for c in whole for r in c.runs}
     out: list[tuple[str, RunRecord]] = []
     seen: set[str] = set()
     for c in v.configs():
-        run = full.get(v.pick(c).run.run_id)
-        if run is None or run.run_id in seen or not any(s.timed for s in layout(run)):
+        run_id = v.pick(c).run.run_id
+        if run_id not in full or run_id in seen:
             continue
-        seen.add(run.run_id)
-        out.append((run_label(run), run))
+        seen.add(run_id)
+        if any(s.timed for s in layout(full[run_id][1])):
+            out.append(full[run_id])
     return out
 
 
@@ -109,7 +106,7 @@ def timeline_view(v: ViewInput) -> list[Block]:
     if not runs:
         return []
     shown = runs[:MAX_RUNS]
-    fig = plots.new_figure(9.0, 3.6 * len(shown) + 0.4, 2 * len(shown), 1)
+    fig = plots.new_figure(9.0, 3.0 * len(shown) + 1.4, 2 * len(shown), 1)
     axs = plots.axes(fig)
     rows = []
     for i, (label, run) in enumerate(shown):
@@ -119,6 +116,7 @@ def timeline_view(v: ViewInput) -> list[Block]:
             plots.plain(f"{label}  (run {short_run(run.run_id)})"), fontsize="medium", loc="left"
         )
         rows.extend(_rows(label, run))
+    plots.figure_legend(fig, axs)
     fig.suptitle(plots.plain(f"{v.workload}: throughput and latency over time"))
     caption = (
         f"Per interval of each task (the {v.how} run of each configuration, each run once), "
@@ -128,8 +126,18 @@ def timeline_view(v: ViewInput) -> list[Block]:
     )
     if len(runs) > MAX_RUNS:
         caption += f" The first {MAX_RUNS} of {len(runs)} runs are shown."
+    single = sum(len(s.task.series["ops"]) < 2 for _, run in shown for s in layout(run) if s.timed)
+    note = (
+        f"{single} task(s) of one interval left out: their numbers are the whole task's, "
+        "in the tables above."
+        if single
+        else ""
+    )
+    chart = plots.render(fig, v.name("timeline"), "Throughput and latency over time", caption)
+    if not rows:
+        return [chart, Text(note)]
     return [
-        plots.render(fig, v.name("timeline"), "Throughput and latency over time", caption),
+        chart,
         Table(
             "Intervals per task: steadiness and the worst interval",
             [
@@ -147,6 +155,7 @@ def timeline_view(v: ViewInput) -> list[Block]:
             ],
             rows,
             align=["l", "l"] + ["r"] * 9,
+            note=note,
         ),
     ]
 
@@ -155,7 +164,7 @@ def _draw(run: RunRecord, rate_ax: Any, lat_ax: Any) -> None:
     from matplotlib.ticker import LogLocator
 
     spans = layout(run)
-    for k, span in enumerate(spans):
+    for span in spans:
         if not span.timed:
             for ax in (rate_ax, lat_ax):
                 ax.axvspan(span.start, span.end, color="0.85", lw=0)
@@ -169,14 +178,15 @@ def _draw(run: RunRecord, rate_ax: Any, lat_ax: Any) -> None:
                 rotation=90,
             )
             continue
-        color = plots.style(k)["color"]
+        st = plots.style(span.task.name)  # a task looks the same in every run's panels
+        color, marker = st["color"], st["marker"]
         xs, ys = points(span, "ops_per_s")
         rate_ax.plot(
             [x for x, y in zip(xs, ys, strict=True) if y > 0],
             [y for y in ys if y > 0],
             color=color,
             lw=1.2,
-            marker=".",
+            marker=marker,
             ms=3,
             label=plots.plain(span.task.name),
         )
@@ -192,7 +202,7 @@ def _draw(run: RunRecord, rate_ax: Any, lat_ax: Any) -> None:
                 clip_on=False,
             )
         xs, ys = points(span, "p99")
-        lat_ax.plot(xs, ys, color=color, lw=1.2, marker=".", ms=3)
+        lat_ax.plot(xs, ys, color=color, lw=1.2, marker=marker, ms=3)
         xs, ys = points(span, "p50")
         lat_ax.plot(xs, ys, color=color, lw=0.9, ls="--", marker=".", ms=2)
         xs, ys = points(span, "p99", "service_ns")
@@ -218,8 +228,6 @@ def _draw(run: RunRecord, rate_ax: Any, lat_ax: Any) -> None:
     lat_ax.set_xlabel("seconds from the run's first task")
     for ax in (rate_ax, lat_ax):
         ax.grid(True, alpha=0.3)
-    if rate_ax.get_legend_handles_labels()[0]:
-        rate_ax.legend(fontsize="x-small", loc="lower right")
 
 
 def _median(xs: Sequence[float]) -> float:
@@ -230,10 +238,10 @@ def _median(xs: Sequence[float]) -> float:
 def _rows(label: str, run: RunRecord) -> list[list[str]]:
     rows = []
     for span in layout(run):
-        if not span.timed:
-            continue
         s = span.task.series or {}
         ops = s.get("ops") or []
+        if not span.timed or len(ops) < 2:  # one interval: no steadiness to show
+            continue
         rates = [float(r) for r in s.get("ops_per_s") or []] or [0.0]
         p99 = (s.get("latency_ns") or {}).get("p99") or []
         busy = [(x, k) for k, x in enumerate(p99) if ops[k]]

@@ -233,12 +233,14 @@ class StreamingWorkload(VectorWorkload):
         r.count_check(target, f"stage {label}")
         r.size(stage)
         r.reset_truth()  # the truth of what is visible now
-        rec = r.measure(f"recall {label}", setting=setting, clients=1, stage=fraction, n=target)
+        # named for what it runs: "recall 80%" would read as a recall of 80%
+        scored = f"queries at {label}"
+        rec = r.measure(scored, setting=setting, clients=1, stage=fraction, n=target)
         stage |= {
             "lag_s": lag_s,
             "lag_visible": lag["visible"],
             "recall": rec.scores.get(RECALL.key(p.k)) if rec is not None else None,
-            "recall_task": f"recall {label}",
+            "recall_task": scored,
             "inserts": [t.name for t in inserts],
             "searches": [t.name for t in searches],
         }
