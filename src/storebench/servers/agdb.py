@@ -345,8 +345,6 @@ class AgdbServer(Server):
 
     def __init__(
         self,
-        datadir: str | os.PathLike[str] | None = None,
-        keep: bool = False,
         log_level: str = "warn",
         sync_mode: str | None = None,
         request_body_limit: int = 1 << 30,
@@ -361,7 +359,7 @@ class AgdbServer(Server):
                 f"unknown sync_mode {sync_mode!r} (use none or commit)", where="store agdb"
             )
         self.binary = require_binary()  # before the directory exists: nothing to clean up
-        super().__init__(datadir, keep)
+        super().__init__()
         self.log_level = log_level
         self.sync_mode = sync_mode
         self.request_body_limit = request_body_limit
@@ -371,9 +369,6 @@ class AgdbServer(Server):
         self._admin_password = secrets.token_urlsafe(24)
         self.password = secrets.token_urlsafe(24)
         self.config_path = self.dir / "agdb_server.yaml"
-
-    def __repr__(self) -> str:
-        return f"AgdbServer(127.0.0.1:{self.port}, {self.dir})"
 
     def prepare(self) -> None:
         settings = {

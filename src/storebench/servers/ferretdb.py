@@ -19,7 +19,6 @@ protocol (pymongo).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import ClassVar
@@ -52,22 +51,14 @@ class FerretDBServer(Server):
     name = "ferretdb"
     start_timeout_s: ClassVar[float] = 60.0
 
-    def __init__(
-        self,
-        datadir: str | os.PathLike[str] | None = None,
-        keep: bool = False,
-        log_level: str = "warn",
-    ):
+    def __init__(self, log_level: str = "warn"):
         if log_level not in LOG_LEVELS:
             raise ServerError(
                 f"ferretdb: unknown log_level {log_level!r} (use {', '.join(LOG_LEVELS)})"
             )
         self.binary = BUILT.require()  # before the directory exists: nothing to clean up
-        super().__init__(datadir, keep)
+        super().__init__()
         self.log_level = log_level
-
-    def __repr__(self) -> str:
-        return f"FerretDBServer(127.0.0.1:{self.port}, {self.dir})"
 
     def prepare(self) -> None:
         (self.dir / "data").mkdir(exist_ok=True)

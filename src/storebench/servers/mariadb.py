@@ -106,14 +106,8 @@ class MariaDBServer(Server):
     refuses_root = True
     start_timeout_s: ClassVar[float] = 90.0
 
-    def __init__(
-        self,
-        datadir: str | os.PathLike[str] | None = None,
-        keep: bool = False,
-        settings: dict[str, str] | None = None,
-        tuning: Tuning = "machine",
-    ):
-        super().__init__(datadir, keep)
+    def __init__(self, settings: dict[str, str] | None = None, tuning: Tuning = "machine"):
+        super().__init__()
         self.install_db, self.mariadbd = mariadb_binaries()
         self.data = self.dir / "data"
         self.password = secrets.token_urlsafe(18)

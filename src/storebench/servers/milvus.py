@@ -16,8 +16,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 from importlib import metadata
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from storebench.servers.base import Server, ServerError, port_open
 
@@ -29,6 +30,18 @@ from storebench.servers.base import Server, ServerError, port_open
 # server", seen in full test runs after a long index build). A benchmark's
 # connections are busy or short-lived: keepalive pings off (INT_MAX).
 GRPC_OPTIONS = {"grpc.keepalive_time_ms": 2**31 - 1, "grpc.keepalive_permit_without_calls": 0}
+
+
+def answer(url: str, call: Callable[[Any], Any], **options: Any) -> Any:
+    """What a Milvus server answers to one call on a client of its own, each
+    bounded to 10 s (readiness loops around it have the real limit)."""
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri=url, timeout=10, **options)
+    try:
+        return call(client)
+    finally:
+        client.close()
 
 
 class MilvusLiteServer(Server):
@@ -65,14 +78,7 @@ class MilvusLiteServer(Server):
         # first call could time out): ready once it answers a real call
         if not port_open(self.port):
             return False
-        from pymilvus import MilvusClient
-
-        # each try is bounded (the loop around it has the real limit)
-        client = MilvusClient(uri=self.url, timeout=10, grpc_options=GRPC_OPTIONS)
-        try:
-            client.get_server_version(timeout=10)
-        finally:
-            client.close()
+        answer(self.url, lambda c: c.get_server_version(timeout=10), grpc_options=GRPC_OPTIONS)
         return True
 
     def version(self) -> str:

@@ -46,6 +46,7 @@ from storebench.common.retry import cause, run_retrying
 from storebench.errors import UserError
 from storebench.servers.base import Server, ServerError, free_port
 from storebench.servers.cache import engine_cache, install_once, is_installed, log
+from storebench.servers.milvus import answer
 from storebench.servers.netns import isolated
 
 DEFAULT_VERSION = "2.3.5"  # the newest Linux wheel; 2.2.16 works with our client too
@@ -144,15 +145,10 @@ class MilvusServer(Server):
     # config's gracefulStopTimeout does not end it): a longer wait only delays the kill
     stop_timeout_s: ClassVar[float] = 10.0
 
-    def __init__(
-        self,
-        datadir: str | os.PathLike[str] | None = None,
-        keep: bool = False,
-        version: str = DEFAULT_VERSION,
-    ):
+    def __init__(self, version: str = DEFAULT_VERSION):
         self.release = check_version(version)
         self.home = install(version)  # before the directory exists: nothing to clean up
-        super().__init__(datadir, keep)
+        super().__init__()
         self.metrics_port = free_port()  # inside the namespace (only the health endpoint)
         self.inner_port = free_port()  # the gRPC port inside the namespace
         self.etcd_port = free_port()  # the embedded etcd's client port (inside too)
@@ -272,23 +268,11 @@ class MilvusServer(Server):
 
     def ready(self) -> bool:
         # the relay accepts before Milvus serves: ready once a real call answers
-        from pymilvus import MilvusClient
-
-        client = MilvusClient(uri=self.url, timeout=10)
-        try:
-            client.list_collections(timeout=10)
-        finally:
-            client.close()
+        answer(self.url, lambda c: c.list_collections(timeout=10))
         return True
 
     def version(self) -> str:
-        from pymilvus import MilvusClient
-
-        client = MilvusClient(uri=self.url, timeout=10)
-        try:
-            return f"Milvus {client.get_server_version(timeout=10)}"
-        finally:
-            client.close()
+        return f"Milvus {answer(self.url, lambda c: c.get_server_version(timeout=10))}"
 
     @property
     def url(self) -> str:

@@ -209,14 +209,8 @@ class PostgresServer(Server):
     # its System V shared memory segment, which a SIGKILL would leave behind
     kill_signal = signal.SIGQUIT
 
-    def __init__(
-        self,
-        datadir: str | os.PathLike[str] | None = None,
-        keep: bool = False,
-        settings: Mapping[str, object] | None = None,
-        tuning: Tuning = "machine",
-    ):
-        super().__init__(datadir, keep)
+    def __init__(self, settings: Mapping[str, object] | None = None, tuning: Tuning = "machine"):
+        super().__init__()
         self.install = pg_install()
         self.bin = self.install / "bin"
         self.data = self.dir / "data"

@@ -19,9 +19,9 @@ returns partial results) and no cap on search results.
 from __future__ import annotations
 
 import importlib.util
-import os
 import secrets
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -77,22 +77,16 @@ class ModuleRedisServer(Server):
     probe: ClassVar[str]
     start_timeout_s: ClassVar[float] = 60.0
 
-    def __init__(
-        self,
-        datadir: str | os.PathLike[str] | None = None,
-        keep: bool = False,
-        persistence: str = "none",
-        args: list[str] | None = None,
-    ):
+    def __init__(self, persistence: str = "none", args: Sequence[object] = ()):
         if persistence not in PERSISTENCE:
             raise ServerError(
                 f"{self.name}: unknown persistence {persistence!r} (use {', '.join(PERSISTENCE)})"
             )
-        super().__init__(datadir, keep)
+        super().__init__()
         self.server_bin, self.module_files = self.binaries()
         self.password = secrets.token_urlsafe(18)
         self.persistence = persistence
-        self.args = list(args or [])
+        self.args = [str(a) for a in args]
 
     @classmethod
     def binaries(cls) -> tuple[Path, list[Path]]:

@@ -54,14 +54,9 @@ class WeaviateServer(Server):
     name = "weaviate"
     start_timeout_s: ClassVar[float] = 120.0
 
-    def __init__(
-        self,
-        datadir: str | os.PathLike[str] | None = None,
-        keep: bool = False,
-        log_level: str = "warning",
-    ):
+    def __init__(self, log_level: str = "warning"):
         self.binary = BUILT.require()  # before the directory exists: nothing to clean up
-        super().__init__(datadir, keep)
+        super().__init__()
         self.grpc_port = free_port()
         self.log_level = log_level
         # inside the namespace: every port of its own (REST, gRPC, gossip,

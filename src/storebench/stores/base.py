@@ -40,7 +40,7 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.errors import ForeignDataError, NotSupported, UserError
 from storebench.stores.config import StoreOptions, UrlForm, check_options, check_url
-from storebench.stores.params import IndexParams, SearchParams
+from storebench.stores.params import IndexParams, Order, SearchParams
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -102,6 +102,26 @@ def hnsw_bytes(dim: int, m: int) -> int:
     ~2m neighbours (int32) on level 0 and a few more above, the library's
     bookkeeping (locks, id maps)."""
     return 4 * dim + 8 * m + 128
+
+
+@dataclass(frozen=True)
+class RamUse:
+    """The RAM an engine takes (``Store.memory_use``): per document
+    ``vector`` bytes a dimension, ``fields`` copies of the scalar fields and
+    ``overhead`` bytes, plus an HNSW graph (``hnsw_bytes``) where the
+    engine keeps one in RAM (``hnsw_m``: its default m); and ``fixed_mib`` MiB."""
+
+    vector: int = 4
+    fields: int = 1
+    overhead: int = 64
+    hnsw_m: int | None = None
+    fixed_mib: int = 0
+
+    def of(self, index: Any, dim: int, field_bytes: int) -> tuple[int, int]:
+        per_doc = self.vector * dim + self.fields * field_bytes + self.overhead
+        if self.hnsw_m is not None:
+            per_doc += hnsw_bytes(dim, index.m or self.hnsw_m)
+        return per_doc, self.fixed_mib * MiB
 
 
 @dataclass(frozen=True)
@@ -232,10 +252,7 @@ class Collection:
         raise self._unsupported(Capability.DELETE)
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         """Documents matching ``where`` (scalar fields, no vectors).
         ``order`` is (field, descending)."""
@@ -329,10 +346,7 @@ class AsyncView:
         self.coll.delete(ids)
 
     async def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         return self.coll.find(where, order, limit)
 
@@ -367,6 +381,9 @@ class Store:
     extra: ClassVar[str | None] = None  # the pip extra that brings its client
     # what ``_open`` makes of an existing collection: (store, name, schema)
     collection: ClassVar[Callable[..., Collection]]
+    # the RAM it takes in this process, or its managed server in its own
+    # (``memory_use``; the default: one copy of each document)
+    ram: ClassVar[RamUse] = RamUse()
     # set by __init__; here too for a store whose __init__ did not get that far
     _private_dir: str | None = None
 
@@ -523,14 +540,14 @@ class Store:
         design: it is to refuse runs that cannot fit, not to size a
         machine. The default: a store that can run a managed server counts
         its ``managed_memory`` when it does, nothing given a URL (nor does
-        one that needs a URL); any other one copy of each document in RAM."""
+        one that needs a URL); any other its ``ram``."""
         options = spec.checked_options
         if not isinstance(options, cls.Options):
             options = cls.check_options(spec.options, None)
         if cls.managed_server(options) is None:
             if cls.url_form is not None and cls.url_form.required:
                 return 0, 0  # only a server of yours: not counted
-            return 4 * dim + field_bytes + 64, 0
+            return cls.ram.of(index, dim, field_bytes)
         if spec.url is not None:
             return 0, 0  # a server of yours: not counted
         return cls.managed_memory(options, index, dim, field_bytes)
@@ -540,9 +557,8 @@ class Store:
         cls, options: Any, index: Any, dim: int, field_bytes: int
     ) -> tuple[int, int]:
         """``memory_use`` of the managed server this store runs on, from its
-        checked ``Options`` and ``Index``. The default: one copy of each
-        document in the server's RAM."""
-        return 4 * dim + field_bytes + 64, 0
+        checked ``Options`` and ``Index``. The default: its ``ram``."""
+        return cls.ram.of(index, dim, field_bytes)
 
     # --- where an embedded engine keeps its data ---------------------------------
     def private_dir(self) -> str:

@@ -19,7 +19,8 @@ import numpy as np
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter, evaluate
-from storebench.stores.base import Collection
+from storebench.stores.base import Collection, RamUse
+from storebench.stores.params import Order
 
 DTYPES = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
 
@@ -63,12 +64,9 @@ class Columns:
         self.vecs = np.empty((0, schema.dim or 0), np.float32)
         self.sq = np.empty(0, np.float32)  # squared norms, for l2
 
-    @staticmethod
-    def bytes_per_row(dim: int, field_bytes: int) -> int:
-        """RAM per document, roughly: the arrays (twice over while they grow,
-        old and new side by side), string fields as Python objects, and the
-        id->row dict entry."""
-        return 2 * (4 * dim + 13 + field_bytes) + field_bytes + 112
+    # RAM per document, roughly: the arrays (twice over while they grow, old
+    # and new side by side), string fields as Python objects, the id->row entry
+    ram = RamUse(vector=8, fields=3, overhead=138)
 
     # --- writes (the caller holds its write lock) ----------------------------
     def _reserve(self, extra: int) -> None:
@@ -180,10 +178,7 @@ class Columns:
         return self.batch(rows[rows >= 0], vectors=True)
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         rows = np.flatnonzero(self.mask(where))
         if order is not None:
@@ -211,10 +206,7 @@ class ColumnsCollection(Collection):
         return self._c.get(ids)
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         return self._c.find(where, order, limit)
 

@@ -7,7 +7,8 @@ the adapter maps to its engine's own inside ``build_index`` and
 them (a scenario's values and grid axes, errors naming the key and line);
 the run then carries the models down to the adapter, which only reads
 attributes. Every field is optional: None is the engine's default (or, for
-a search parameter, the value already in force)."""
+a search parameter, the value already in force). Beside them, a ``find``'s
+``Order``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
+
+Order = tuple[str, bool] | None  # a find's order: (field, descending); None: any
 
 
 def _whole(value: Any) -> Any:

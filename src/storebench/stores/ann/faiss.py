@@ -26,11 +26,14 @@ import numpy as np
 
 from storebench.data.truth import normalize
 from storebench.stores.ann.indexlib import LibraryCollection, LibraryStore
-from storebench.stores.base import Capability
+from storebench.stores.base import Capability, Collection
 
 
 class FaissCollection(LibraryCollection):
     can_remove = False
+    # faiss's HNSW cannot drop a label: the contract's refusals
+    update = Collection.update
+    delete = Collection.delete
     _ix: faiss.IndexHNSWFlat
 
     def _index_new(self, params: dict[str, int], capacity: int) -> None:
@@ -88,13 +91,7 @@ class FaissStore(LibraryStore):
     engine = "faiss"
     extra = "faiss"
     collection_class = FaissCollection
-    capabilities = frozenset(Capability) - {
-        Capability.UPDATE,
-        Capability.DELETE,
-        Capability.COMPACT,
-        Capability.SHARED_ACROSS_PROCESSES,
-        Capability.PIPELINE,
-    }
+    capabilities = LibraryStore.capabilities - {Capability.UPDATE, Capability.DELETE}
 
     def versions(self) -> dict[str, str]:
         return {

@@ -26,9 +26,7 @@ from importlib import metadata
 import hnswlib
 import numpy as np
 
-from storebench.data.batch import DocBatch
 from storebench.stores.ann.indexlib import LibraryCollection, LibraryStore
-from storebench.stores.base import Capability
 
 _SPACE = {"l2": "l2", "ip": "ip", "cosine": "cosine"}
 
@@ -88,23 +86,11 @@ class HnswlibCollection(LibraryCollection):
     def _index_bytes(self) -> int:
         return int(self._ix.index_file_size())
 
-    # hnswlib can change a stored vector and tombstone a label
-    def update(self, docs: DocBatch) -> None:
-        self._update_rows(docs)
-
-    def delete(self, ids: np.ndarray) -> None:
-        self._delete_rows(ids)
-
 
 class HnswlibStore(LibraryStore):
     engine = "hnswlib"
     extra = "hnswlib"
     collection_class = HnswlibCollection
-    capabilities = frozenset(Capability) - {
-        Capability.COMPACT,
-        Capability.SHARED_ACROSS_PROCESSES,
-        Capability.PIPELINE,
-    }
 
     def versions(self) -> dict[str, str]:
         v = metadata.version("hnswlib")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
@@ -37,11 +38,13 @@ from storebench.data.filters import Filter
 from storebench.data.truth import distances, top_k
 from storebench.errors import UserError
 from storebench.stores.base import (
+    DOCUMENTS,
+    VECTORS,
+    Capability,
     Collection,
     SearchResult,
     Store,
     StoreSpec,
-    hnsw_bytes,
 )
 from storebench.stores.columns import Columns, ColumnsCollection
 from storebench.stores.params import HnswIndex, HnswSearch
@@ -106,8 +109,8 @@ class RWLock:
 
 
 class LibraryCollection(ColumnsCollection):
-    """The engine-blind part; a subclass fills in the ``_index_*`` hooks and
-    exposes ``update``/``delete`` only where its library can do them."""
+    """The engine-blind part; a subclass fills in the ``_index_*`` hooks (a
+    library that cannot remove a label takes back ``update`` and ``delete``)."""
 
     store: LibraryStore
     can_remove: ClassVar[bool] = True  # the library can drop a label from its index
@@ -166,19 +169,19 @@ class LibraryCollection(ColumnsCollection):
             self._index_set_ef(self._ef)
             self._built = True
 
-    def _update_rows(self, docs: DocBatch) -> None:
+    # --- contract ------------------------------------------------------------------
+    def update(self, docs: DocBatch) -> None:
         with self._lock.exclusive():
             rows, hit = self._c.update(docs)
             if docs.vectors is not None and len(rows) and self._built:
                 self._index_replace(rows, np.ascontiguousarray(docs.vectors[hit]))
 
-    def _delete_rows(self, ids: np.ndarray) -> None:
+    def delete(self, ids: np.ndarray) -> None:
         with self._lock.exclusive():
             rows = self._c.delete(ids)
             if len(rows) and self._built:
                 self._index_remove(rows)
 
-    # --- contract ------------------------------------------------------------------
     def insert(self, docs: DocBatch) -> None:
         if not len(docs):
             return
@@ -270,19 +273,14 @@ class LibraryStore(Store):
     collection_class: ClassVar[type[LibraryCollection]]
     async_ops = "inline"
     client_mode = "threads"
+    capabilities = DOCUMENTS | VECTORS | {Capability.ORDER, Capability.SIZE}
     Index = HnswIndex
     Search = HnswSearch
+    ram = replace(Columns.ram, hnsw_m=DEFAULT_INDEX["m"])
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)  # no url_form, no Options: it takes neither
         self._collections: dict[str, LibraryCollection] = {}
-
-    @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
-    ) -> tuple[int, int]:
-        m = index.m or DEFAULT_INDEX["m"]
-        return Columns.bytes_per_row(dim, field_bytes) + hnsw_bytes(dim, m), 0
 
     def has_collection(self, name: str) -> bool:
         return name in self._collections

@@ -22,9 +22,7 @@ from importlib import metadata
 import numpy as np
 from usearch.index import Index
 
-from storebench.data.batch import DocBatch
 from storebench.stores.ann.indexlib import LibraryCollection, LibraryStore
-from storebench.stores.base import Capability
 
 _METRIC = {"l2": "l2sq", "ip": "ip", "cosine": "cos"}
 
@@ -79,23 +77,11 @@ class UsearchCollection(LibraryCollection):
     def _index_bytes(self) -> int:
         return int(self._ix.memory_usage)
 
-    # usearch can remove a key and add it again
-    def update(self, docs: DocBatch) -> None:
-        self._update_rows(docs)
-
-    def delete(self, ids: np.ndarray) -> None:
-        self._delete_rows(ids)
-
 
 class UsearchStore(LibraryStore):
     engine = "usearch"
     extra = "usearch"
     collection_class = UsearchCollection
-    capabilities = frozenset(Capability) - {
-        Capability.COMPACT,
-        Capability.SHARED_ACROSS_PROCESSES,
-        Capability.PIPELINE,
-    }
 
     def versions(self) -> dict[str, str]:
         v = metadata.version("usearch")

@@ -78,7 +78,7 @@ from storebench.data.filters import Cmp, Filter, In, Range, boolean_text
 from storebench.errors import UserError
 from storebench.stores.base import DOCUMENTS, Capability, Collection, Store, StoreSpec, redact_url
 from storebench.stores.config import StoreOptions, UrlForm
-from storebench.stores.params import IndexParams
+from storebench.stores.params import IndexParams, Order
 
 URL_FORM = "http://user:pass@host:8529/dbname"
 
@@ -293,10 +293,7 @@ class ArangoCollection(Collection):
             _raise_errors(c.delete_many(keys, check_rev=False), skip_missing=True)
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         query, bind = self.find_query(where, order, limit)
         cursor = self.store.db().aql.execute(
@@ -315,7 +312,7 @@ class ArangoCollection(Collection):
     def find_query(
         self,
         where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
+        order: Order = None,
         limit: int | None = None,
     ) -> tuple[str, dict[str, Any]]:
         """The AQL of a ``find`` and its bind parameters."""

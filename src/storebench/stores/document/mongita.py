@@ -42,11 +42,11 @@ from mongita import MongitaClientDisk, MongitaClientMemory
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.errors import UserError
-from storebench.stores.base import DOCUMENTS, Capability, Collection, Store, StoreSpec
+from storebench.stores.base import DOCUMENTS, Capability, Collection, RamUse, Store, StoreSpec
 from storebench.stores.config import DIRECTORY, InMemoryMode
 from storebench.stores.document.mongodocs import MongoDocs
 from storebench.stores.document.mongoquery import conjunctions, key
-from storebench.stores.params import IndexParams
+from storebench.stores.params import IndexParams, Order
 
 DATABASE = "storebench"
 
@@ -93,10 +93,7 @@ class MongitaCollection(MongoDocs):
             self.c.delete_many({"_id": {"$in": [str(i) for i in ids.tolist()]}})
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         queries = to_mongita(where)
         sort = None if order is None else [(self._keys[order[0]], -1 if order[1] else 1)]
@@ -150,6 +147,8 @@ class MongitaStore(Store):
     capabilities = DOCUMENTS | {Capability.ORDER, Capability.SIZE}
     extra = "mongita"
     url_form = DIRECTORY
+    # a Python dict per document, in this process (the disk engine caches them)
+    ram = RamUse(fields=2, overhead=1024)
     Options = InMemoryMode
 
     def __init__(self, spec: StoreSpec):
@@ -187,13 +186,6 @@ class MongitaStore(Store):
         if not self.has_collection(name):
             raise UserError(f"no collection {name!r} in {self.path}", where="store mongita")
         return self._cls(self, name, schema)
-
-    @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
-    ) -> tuple[int, int]:
-        # a Python dict per document, in this process (the disk engine caches them)
-        return 4 * dim + 2 * field_bytes + 1024, 0
 
     def versions(self) -> dict[str, str]:
         v = metadata.version("mongita")

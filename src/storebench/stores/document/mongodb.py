@@ -33,11 +33,11 @@ from pymongo.operations import ReplaceOne, UpdateOne
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.errors import UserError
-from storebench.stores.base import DOCUMENTS, Capability, Collection, Store, StoreSpec, redact_url
+from storebench.stores.base import DOCUMENTS, Capability, RamUse, Store, StoreSpec, redact_url
 from storebench.stores.config import UrlForm
 from storebench.stores.document.mongodocs import VEC, MongoDocs
 from storebench.stores.document.mongoquery import key, to_mongodb
-from storebench.stores.params import IndexParams
+from storebench.stores.params import IndexParams, Order
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -93,10 +93,7 @@ class MongoCollection(MongoDocs):
         self.c.delete_many({"_id": {"$in": ids.tolist()}})
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         cursor = self.c.find(to_mongodb(where), {VEC: 0})
         if order is not None:
@@ -122,6 +119,7 @@ class MongoStore(Store):
     capabilities = DOCUMENTS | {Capability.ORDER, Capability.SHARED_ACROSS_PROCESSES}
     extra = "mongodb"
     url_form = URL_FORM
+    ram = RamUse(fields=2, overhead=256, fixed_mib=64)  # FerretDB on SQLite: pages cached
 
     @classmethod
     def managed_server(cls, options: Any) -> Callable[[], Server]:
@@ -147,7 +145,7 @@ class MongoStore(Store):
     def has_collection(self, name: str) -> bool:
         return name in self.db.list_collection_names()
 
-    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> MongoCollection:
         coll = MongoCollection(self, name, schema)
         self.db.create_collection(name)  # now, so other clients can open it before any insert
         for f in schema.indexed:
@@ -156,12 +154,6 @@ class MongoStore(Store):
 
     def location(self) -> str:
         return f"database {self.db.name}"
-
-    @classmethod
-    def managed_memory(
-        cls, options: Any, index: IndexParams, dim: int, field_bytes: int
-    ) -> tuple[int, int]:
-        return 4 * dim + 2 * field_bytes + 256, 64 << 20  # FerretDB on SQLite: pages cached
 
     def versions(self) -> dict[str, str]:
         return {"engine": self._engine, "client": f"pymongo {metadata.version('pymongo')}"}

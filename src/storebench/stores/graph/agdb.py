@@ -78,25 +78,18 @@ from pydantic import StrictBool
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import And, Cmp, Filter, In, Not, Or, Range
 from storebench.errors import StorebenchError, UserError
-from storebench.servers.agdb import (
-    AgdbApi,
-    AgdbError,
-    AgdbServer,
-    DbElement,
-    Query,
-    QueryResult,
-)
+from storebench.servers.agdb import AgdbApi, AgdbError, AgdbServer, DbElement, Query, QueryResult
 from storebench.stores.base import (
     DOCUMENTS,
     Capability,
     Collection,
-    MiB,
+    RamUse,
     Store,
     StoreSpec,
     redact_url,
 )
 from storebench.stores.config import StoreOptions, UrlForm
-from storebench.stores.params import IndexParams
+from storebench.stores.params import IndexParams, Order
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -473,10 +466,7 @@ class AgdbCollection(Collection):
                 self._exec_mut(qs)
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         if limit is not None and limit <= 0:  # agdb reads limit 0 as "no limit"
             return self._decode([], vectors=False)
@@ -617,6 +607,8 @@ class AgdbStore(Store):
     }
     extra = None  # the client is the standard library (http.client, json)
     url_form = UrlForm("http://user:password@host:port[/basepath]", schemes=("http",), parse=_login)
+    # the managed agdb keeps its database in memory; vectors as f64
+    ram = RamUse(vector=8, fields=2, overhead=256, fixed_mib=32)
 
     class Options(StoreOptions):
         managed_only = ("log_level", "sync_mode")
@@ -780,13 +772,6 @@ class AgdbStore(Store):
     def _open(self, name: str, schema: Schema) -> Collection:
         db = self.db_for(name)
         return AgdbCollection(self, name, schema, db, self._root_of(name, db))
-
-    @classmethod
-    def managed_memory(
-        cls, options: Any, index: IndexParams, dim: int, field_bytes: int
-    ) -> tuple[int, int]:
-        # the managed agdb keeps its database in memory; vectors as f64
-        return 8 * dim + 2 * field_bytes + 256, 32 * MiB
 
     def versions(self) -> dict[str, str]:
         return {

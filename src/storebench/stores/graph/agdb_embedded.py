@@ -36,10 +36,9 @@ from pydantic import NonNegativeInt, StrictBool
 
 from storebench.errors import UserError
 from storebench.servers.agdb import AgdbError, Query, QueryResult, ServerDatabase
-from storebench.stores.base import Capability, MiB, StoreSpec
+from storebench.stores.base import Capability, RamUse
 from storebench.stores.config import DIRECTORY, StoreOptions
 from storebench.stores.graph.agdb import AgdbStore
-from storebench.stores.params import IndexParams
 
 OWNER = "storebench"  # the server's databases have owners; here one, for the same names
 CATALOG = "storebench-agdb.json"
@@ -198,6 +197,8 @@ class AgdbEmbeddedStore(AgdbStore):
     capabilities = AgdbStore.capabilities - {Capability.SHARED_ACROSS_PROCESSES}
     extra = None  # the extension is built by tools/setup.py, not a pip extra
     url_form = DIRECTORY
+    # in this process, whatever the db_type (mapped pages count too); vectors as f64
+    ram = RamUse(vector=8, fields=2, overhead=256, fixed_mib=16)
 
     class Options(StoreOptions):
         db_type: Literal["mapped", "file", "memory"] = "mapped"
@@ -218,13 +219,6 @@ class AgdbEmbeddedStore(AgdbStore):
         directory = None if opts.db_type == "memory" else self.local_path(mkdir=True)
         workers = (os.cpu_count() or 1) if opts.workers is None else opts.workers
         return EmbeddedAgdb(directory, opts.sync_mode, workers)
-
-    @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
-    ) -> tuple[int, int]:
-        # in this process, whatever the db_type (mapped pages count too); vectors as f64
-        return 8 * dim + 2 * field_bytes + 256, 16 * MiB
 
     def versions(self) -> dict[str, str]:
         return {

@@ -20,6 +20,7 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import SQL_CMP, And, Cmp, Filter, In, Range, boolean_text, fields_of
 from storebench.errors import StorebenchError, UserError
 from storebench.stores.base import Collection
+from storebench.stores.params import Order
 
 ID, VEC = "id", "vec"
 
@@ -175,10 +176,7 @@ class CypherCollection(Collection):
         return self._to_batch(self.store.read(q, {"ids": ids.tolist()}), with_vectors=True)  # type: ignore[attr-defined]
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         live = [f for f in self._refs if self._edge(f) is not None]
         anchored, rest = anchors(where, live)

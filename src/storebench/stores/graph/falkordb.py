@@ -55,24 +55,11 @@ from redis.retry import Retry
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import StorebenchError, UserError
-from storebench.stores.base import (
-    DOCUMENTS,
-    Capability,
-    Collection,
-    MiB,
-    Store,
-    StoreSpec,
-    redact_url,
-)
+from storebench.stores.base import DOCUMENTS, Capability, RamUse, Store, StoreSpec, redact_url
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.config import StoreOptions
 from storebench.stores.graph import cypher
-from storebench.stores.graph.cypher import (
-    ID,
-    VEC,
-    MissingReference,
-    last_per_id,
-)
+from storebench.stores.graph.cypher import ID, VEC, MissingReference, last_per_id
 from storebench.stores.params import IndexParams
 from storebench.stores.vector.redis import REDIS_URL
 
@@ -192,6 +179,8 @@ class FalkorDBStore(Store):
     capabilities = DOCUMENTS | {Capability.ORDER, Capability.SHARED_ACROSS_PROCESSES}
     extra = "falkordb"
     url_form = REDIS_URL
+    # the managed FalkorDB keeps the graph in RAM; vectors as lists of doubles
+    ram = RamUse(vector=8, fields=2, overhead=256, fixed_mib=32)
 
     class Options(StoreOptions):
         managed_only = ("persistence", "module_args")
@@ -204,9 +193,7 @@ class FalkorDBStore(Store):
         from storebench.servers.falkordb import FalkorDBServer
 
         return functools.partial(
-            FalkorDBServer,
-            persistence=options.persistence,
-            module_args=[str(a) for a in options.module_args],
+            FalkorDBServer, persistence=options.persistence, args=options.module_args
         )
 
     def __init__(self, spec: StoreSpec):
@@ -292,7 +279,7 @@ class FalkorDBStore(Store):
             return False
         return bool(self.read(f"MATCH (n:{ident(name)}) RETURN 1 LIMIT 1", {}))
 
-    def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
+    def _create(self, name: str, schema: Schema, index: IndexParams) -> FalkorDBCollection:
         coll = FalkorDBCollection(self, name, schema)
         indexes = self._indexes()
         for f, target in schema.refs.items():
@@ -320,13 +307,6 @@ class FalkorDBStore(Store):
         empty = not self._indexes() and not self.read("MATCH (n) RETURN 1 LIMIT 1", {})
         if self._made_graph and empty:
             self.graph.delete()
-
-    @classmethod
-    def managed_memory(
-        cls, options: Any, index: IndexParams, dim: int, field_bytes: int
-    ) -> tuple[int, int]:
-        # the managed FalkorDB keeps the graph in RAM; vectors as lists of doubles
-        return 8 * dim + 2 * field_bytes + 256, 32 * MiB
 
     def versions(self) -> dict[str, str]:
         redis_version = self.db.connection.info("server").get("redis_version", "?")

@@ -66,7 +66,7 @@ from storebench.stores.base import (
     redact_url,
 )
 from storebench.stores.config import StoreOptions, UrlForm
-from storebench.stores.params import HnswIndex, HnswSearch
+from storebench.stores.params import HnswIndex, HnswSearch, Order
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -259,10 +259,7 @@ class LuceneCollection(Collection):
         return self._to_batch(hits, self.schema.dim is not None)
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         self.store._before_read(self.name)
         body: dict[str, Any] = {
@@ -448,6 +445,13 @@ class LuceneOptions(StoreOptions):
     heap: str | None = None  # the managed JVM's -Xms and -Xmx, e.g. 2g
 
 
+def hnsw_parameters(params: HnswIndex) -> dict[str, int]:
+    """The HNSW build parameters given (the engine's defaults for the rest),
+    by the names both engines use."""
+    given = {"m": params.m, "ef_construction": params.ef_construct}
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def _heap_bytes(heap: Any) -> int | None:
     """A JVM size (``2g``, ``512m``, bytes) in bytes; None if it is not one."""
     m = re.fullmatch(r"(\d+)([kmgt]?)", str(heap).strip().lower()) if heap else None
@@ -477,6 +481,7 @@ class LuceneStore(Store):
     Search = HnswSearch
     url_form = UrlForm("http(s)://[user:password@]host:port", schemes=("http", "https"))
     Options = LuceneOptions
+    collection = LuceneCollection
     server_class: ClassVar[type[LuceneServer]]
     client_name: ClassVar[str]  # the Python client's distribution name
 
@@ -622,13 +627,6 @@ class LuceneStore(Store):
                 raise EngineError(f"{self.engine}: creating index {name!r}: {exc}") from None
             raise
         return LuceneCollection(self, name, schema, index)
-
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(
-                f"no index {name!r} in {self.engine} at {redact_url(self.spec.url)}", where="store"
-            )
-        return LuceneCollection(self, name, schema)
 
     def engine_stats(self) -> dict[str, dict[str, Any]] | None:
         """Index statistics over all indices (``GET /_stats``): searches are

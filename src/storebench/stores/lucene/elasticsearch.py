@@ -23,7 +23,7 @@ from elasticsearch import ApiError, Elasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 
 from storebench.servers.elastic import ElasticsearchServer
-from storebench.stores.lucene.common import VECTOR_FIELD, LuceneStore, Request
+from storebench.stores.lucene.common import VECTOR_FIELD, LuceneStore, Request, hnsw_parameters
 from storebench.stores.params import HnswIndex
 
 _SIMILARITY = {"l2": "l2_norm", "cosine": "cosine", "ip": "max_inner_product"}
@@ -56,17 +56,12 @@ class ElasticsearchStore(LuceneStore):
         return exc.meta.status if isinstance(exc, ApiError) else None
 
     def _vector_mapping(self, dim: int, metric: str, params: HnswIndex) -> dict[str, Any]:
-        opts: dict[str, Any] = {"type": "hnsw"}
-        if params.m is not None:
-            opts["m"] = params.m
-        if params.ef_construct is not None:
-            opts["ef_construction"] = params.ef_construct
         return {
             "type": "dense_vector",
             "dims": dim,
             "index": True,
             "similarity": _SIMILARITY[metric],
-            "index_options": opts,
+            "index_options": {"type": "hnsw", **hnsw_parameters(params)},
         }
 
     def _knn_body(

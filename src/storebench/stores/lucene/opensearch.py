@@ -24,7 +24,7 @@ from opensearchpy import OpenSearch, TransportError
 from opensearchpy.serializer import JSONSerializer
 
 from storebench.servers.elastic import OpenSearchServer
-from storebench.stores.lucene.common import VECTOR_FIELD, LuceneStore, Request
+from storebench.stores.lucene.common import VECTOR_FIELD, LuceneStore, Request, hnsw_parameters
 from storebench.stores.params import HnswIndex
 
 _SPACE = {"l2": "l2", "cosine": "cosinesimil", "ip": "innerproduct"}
@@ -70,11 +70,6 @@ class OpenSearchStore(LuceneStore):
         return {"knn": True}
 
     def _vector_mapping(self, dim: int, metric: str, params: HnswIndex) -> dict[str, Any]:
-        hnsw: dict[str, Any] = {}
-        if params.m is not None:
-            hnsw["m"] = params.m
-        if params.ef_construct is not None:
-            hnsw["ef_construction"] = params.ef_construct
         return {
             "type": "knn_vector",
             "dimension": dim,
@@ -82,7 +77,7 @@ class OpenSearchStore(LuceneStore):
                 "name": "hnsw",
                 "engine": "lucene",
                 "space_type": _SPACE[metric],
-                "parameters": hnsw,
+                "parameters": hnsw_parameters(params),
             },
         }
 

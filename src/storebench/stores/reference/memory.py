@@ -83,16 +83,11 @@ class MemoryStore(Store):
         Capability.PIPELINE,
     }
     exact = True
+    ram = Columns.ram
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
         self._collections: dict[str, MemoryCollection] = {}
-
-    @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
-    ) -> tuple[int, int]:
-        return Columns.bytes_per_row(dim, field_bytes), 0
 
     def has_collection(self, name: str) -> bool:
         return name in self._collections

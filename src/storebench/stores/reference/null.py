@@ -11,8 +11,8 @@ import numpy as np
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
-from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
-from storebench.stores.params import HnswIndex, HnswSearch, IndexParams
+from storebench.stores.base import Capability, Collection, RamUse, SearchResult, Store
+from storebench.stores.params import HnswIndex, HnswSearch, IndexParams, Order
 
 
 class NullCollection(Collection):
@@ -37,10 +37,7 @@ class NullCollection(Collection):
         pass
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         return self._empty
 
@@ -77,6 +74,7 @@ class NullStore(Store):
     capabilities = frozenset(Capability)
     Index = HnswIndex
     Search = HnswSearch
+    ram = RamUse(vector=0, fields=0, overhead=0)  # keeps nothing
 
     def has_collection(self, name: str) -> bool:
         return False
@@ -86,13 +84,6 @@ class NullStore(Store):
 
     def _open(self, name: str, schema: Schema) -> Collection:
         return NullCollection(self, name, schema)
-
-    @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
-    ) -> tuple[int, int]:
-        # keeps nothing
-        return 0, 0
 
     def versions(self) -> dict[str, str]:
         return {"engine": "null"}

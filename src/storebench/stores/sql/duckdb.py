@@ -49,16 +49,9 @@ import pyarrow as pa
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.errors import UserError
-from storebench.stores.base import (
-    Capability,
-    Collection,
-    SearchResult,
-    Store,
-    StoreSpec,
-    hnsw_bytes,
-)
+from storebench.stores.base import Capability, Collection, RamUse, SearchResult, Store, StoreSpec
 from storebench.stores.config import DIRECTORY
-from storebench.stores.params import HnswIndex, HnswSearch, IndexParams
+from storebench.stores.params import HnswIndex, HnswSearch, IndexParams, Order
 from storebench.stores.sql.sqlite import find_sql, nearest, quote, where_sql
 
 _SQL_TYPE = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR"}
@@ -100,10 +93,10 @@ def vss_extension_dir() -> str:
 class DuckDBCollection(Collection):
     store: DuckDBStore
 
-    def __init__(self, store: DuckDBStore, name: str, schema: Schema, path: str):
+    def __init__(self, store: DuckDBStore, name: str, schema: Schema):
         super().__init__(store, name, schema)
-        self.path = path
-        self._con = store.connect(path)
+        self.path = store._file(name)
+        self._con = store.connect(self.path)
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._lock = threading.Lock()
@@ -209,10 +202,7 @@ class DuckDBCollection(Collection):
             self._db.execute(f"DELETE FROM {quote(self.name)} WHERE id IN ({lst})")
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         sql, params = find_sql(where, order, limit)
         rows = self._db.execute(f"SELECT {self._cols} FROM {quote(self.name)}{sql}", params)
@@ -302,6 +292,8 @@ class DuckDBStore(Store):
     Search = HnswSearch
     extra = "duckdb"
     url_form = DIRECTORY
+    collection = DuckDBCollection
+    ram = RamUse(hnsw_m=16)  # the table in the buffer pool, vss's HNSW index
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -347,18 +339,8 @@ class DuckDBStore(Store):
 
     def _open(self, name: str, schema: Schema) -> Collection:
         if name not in self._opened:
-            if not self.has_collection(name):
-                raise UserError(f"no collection {name!r} in {self.path}", where="store duckdb")
-            self._opened[name] = DuckDBCollection(self, name, schema, self._file(name))
+            self._opened[name] = super()._open(name, schema)  # type: ignore[assignment]
         return self._opened[name]
-
-    @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
-    ) -> tuple[int, int]:
-        # the table in DuckDB's buffer pool, and vss's HNSW index (in memory)
-        m = index.m or 16
-        return 4 * dim + field_bytes + 64 + hnsw_bytes(dim, m), 0
 
     def versions(self) -> dict[str, str]:
         try:

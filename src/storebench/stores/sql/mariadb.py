@@ -57,7 +57,7 @@ from storebench.stores.base import (
 )
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.config import StoreOptions, UrlForm
-from storebench.stores.params import IndexParams
+from storebench.stores.params import IndexParams, Order
 from storebench.stores.sql.sqlite import find_sql
 
 if TYPE_CHECKING:
@@ -158,10 +158,7 @@ class MariaDBCollection(Collection):
                 cur.execute(f"DELETE FROM {self._t} WHERE id IN ({marks})", chunk)
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         sql, params = find_sql(where, order, limit, "%s", quote)
         with self._cur() as cur:

@@ -27,7 +27,7 @@ from storebench.data.truth import distances, top_k
 from storebench.stores.base import Capability, Collection, SearchResult, Store, StoreSpec
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.config import FILE, InMemoryMode, StoreOptions
-from storebench.stores.params import IndexParams
+from storebench.stores.params import IndexParams, Order
 
 SQL_TYPE = {"int": "INTEGER", "float": "REAL", "bool": "INTEGER", "str": "TEXT"}
 _MAX_PARAMS = 900  # ids per IN (...) list, below every SQLite build's variable limit
@@ -131,7 +131,7 @@ class PerThread(Generic[C]):
 
 def find_sql(
     where: Filter | None,
-    order: tuple[str, bool] | None,
+    order: Order,
     limit: int | None,
     mark: str = "?",
     ident: Callable[[str], str] = quote,
@@ -164,10 +164,7 @@ class SQLiteFileCollection(Collection):
         return self.store.connection()
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         sql, params = find_sql(where, order, limit)
         rows = self._db.execute(f"SELECT {self._scalars} FROM {self._t}{sql}", params).fetchall()

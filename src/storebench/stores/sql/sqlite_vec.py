@@ -34,7 +34,7 @@ import sqlite_vec
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.errors import NotSupported
-from storebench.stores.base import Collection, SearchResult, StoreSpec
+from storebench.stores.base import Collection, RamUse, SearchResult, StoreSpec
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.params import IndexParams
 from storebench.stores.sql.sqlite import (
@@ -174,6 +174,8 @@ class SQLiteVecStore(SQLiteFileStore):
     extra = "sqlite-vec"
     Options = Synchronous
     collection = SQLiteVecCollection
+    # vectors stay in the file (page cache): vec0 scans them chunk by chunk
+    ram = RamUse(vector=0, fields=0, overhead=0)
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -203,13 +205,6 @@ class SQLiteVecStore(SQLiteFileStore):
                     f"distance_metric={_VEC_METRIC[schema.metric]})"
                 )
         return SQLiteVecCollection(self, name, schema)
-
-    @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: IndexParams, dim: int, field_bytes: int
-    ) -> tuple[int, int]:
-        # vectors stay in the file (page cache): vec0 scans them chunk by chunk
-        return 0, 0
 
     def versions(self) -> dict[str, str]:
         db = self.connection()

@@ -44,16 +44,9 @@ from chromadb.config import Settings
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import And, Cmp, Filter, In, Not, Or, Range
 from storebench.errors import UserError
-from storebench.stores.base import (
-    Capability,
-    Collection,
-    SearchResult,
-    Store,
-    StoreSpec,
-    hnsw_bytes,
-)
+from storebench.stores.base import Capability, Collection, RamUse, SearchResult, Store, StoreSpec
 from storebench.stores.config import DIRECTORY
-from storebench.stores.params import HnswIndex, HnswSearch
+from storebench.stores.params import HnswIndex, HnswSearch, Order
 
 _SPACE = {"l2": "l2", "cosine": "cosine", "ip": "ip"}
 _NAME = "storebench"  # the one Chroma collection inside each collection directory
@@ -138,11 +131,11 @@ def _cmp(field: str, op: str, value: Any, kind: str) -> dict[str, Any]:
 class ChromaCollection(Collection):
     store: ChromaStore
 
-    def __init__(self, store: ChromaStore, name: str, schema: Schema, path: str):
+    def __init__(self, store: ChromaStore, name: str, schema: Schema):
         super().__init__(store, name, schema)
-        self.path = path
+        self.path = store._dir(name)
         self._lock = threading.Lock()  # guards reopening
-        self._client = store.client(path)
+        self._client = store.client(self.path)
         self._c = self._client.get_collection(_NAME, embedding_function=None)
         self._batch_max = int(self._client.get_max_batch_size())
         self._fields = list(schema.fields)
@@ -218,10 +211,7 @@ class ChromaCollection(Collection):
         return compile_filter(where, self._kinds)
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         if order is not None:
             return super().find(where, order, limit)  # Chroma cannot order
@@ -304,6 +294,9 @@ class ChromaStore(Store):
     Search = HnswSearch
     extra = "chroma"
     url_form = DIRECTORY
+    collection = ChromaCollection
+    # its hnswlib index in this process, metadata in SQLite files
+    ram = RamUse(vector=0, fields=2, hnsw_m=16)
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -343,17 +336,8 @@ class ChromaStore(Store):
 
     def _open(self, name: str, schema: Schema) -> Collection:
         if name not in self._opened:
-            if not self.has_collection(name):
-                raise UserError(f"no collection {name!r} in {self.path}", where="store chroma")
-            self._opened[name] = ChromaCollection(self, name, schema, self._dir(name))
+            self._opened[name] = super()._open(name, schema)  # type: ignore[assignment]
         return self._opened[name]
-
-    @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
-    ) -> tuple[int, int]:
-        # Chroma's hnswlib index in this process, metadata in SQLite files
-        return hnsw_bytes(dim, index.m or 16) + 2 * field_bytes + 64, 0
 
     def versions(self) -> dict[str, str]:
         return {"engine": f"chroma {chromadb.__version__}", "client": "chromadb (in-process)"}

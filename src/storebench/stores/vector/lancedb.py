@@ -39,16 +39,9 @@ from lancedb.query import ColumnOrdering
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter, to_sql
 from storebench.errors import UserError
-from storebench.stores.base import (
-    Capability,
-    Collection,
-    SearchResult,
-    Store,
-    StoreSpec,
-    hnsw_bytes,
-)
+from storebench.stores.base import Capability, Collection, RamUse, SearchResult, Store, StoreSpec
 from storebench.stores.config import DIRECTORY
-from storebench.stores.params import HnswIndex, HnswSearch, IndexParams
+from storebench.stores.params import HnswIndex, HnswSearch, IndexParams, Order
 
 _LANCE_METRIC = {"l2": "l2", "cosine": "cosine", "ip": "dot"}
 _ARROW_TYPE = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}
@@ -162,10 +155,7 @@ class LanceCollection(Collection):
             self._t.delete(f"{_ID} IN ({self._id_list(ids)})")
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         q = self._t.search()
         if where is not None:
@@ -268,6 +258,8 @@ class LanceStore(Store):
     Search = HnswSearch
     extra = "lancedb"
     url_form = DIRECTORY
+    # the data is in Lance files; the loaded IVF_HNSW_FLAT index is in RAM
+    ram = RamUse(vector=0, overhead=0, hnsw_m=20)
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -302,13 +294,6 @@ class LanceStore(Store):
         if not self.has_collection(name):
             raise UserError(f"no table {name!r} in {self.path}", where="store lancedb")
         return LanceCollection(self, name, schema, self.db.open_table(name))
-
-    @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
-    ) -> tuple[int, int]:
-        # the data is in Lance files; the loaded IVF_HNSW_FLAT index is in RAM
-        return hnsw_bytes(dim, index.m or 20) + field_bytes, 0
 
     def versions(self) -> dict[str, str]:
         return {"engine": f"lance (lancedb {lancedb.__version__})", "client": _dist("lancedb")}

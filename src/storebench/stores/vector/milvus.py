@@ -66,15 +66,14 @@ from storebench.servers.milvus import GRPC_OPTIONS  # the client's gRPC policy: 
 from storebench.stores.base import (
     Capability,
     Collection,
-    MiB,
+    RamUse,
     SearchResult,
     Store,
     StoreSpec,
-    hnsw_bytes,
     redact_url,
 )
 from storebench.stores.config import StoreOptions, UrlForm
-from storebench.stores.params import HnswIndex, HnswSearch, IndexParams
+from storebench.stores.params import HnswIndex, HnswSearch, IndexParams, Order
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -245,10 +244,7 @@ class MilvusCollection(Collection):
         self._c.delete(self.name, ids=ids.tolist(), **self._kw)
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         if order is not None:
             return super().find(where, order, limit)  # NotSupported
@@ -373,6 +369,9 @@ class MilvusStore(Store):
     Search = HnswSearch
     extra = "milvus"
     url_form = URL_FORM
+    collection = MilvusCollection
+    # the managed server (or Milvus Lite in this process): the loaded segments and index
+    ram = RamUse(hnsw_m=16, fixed_mib=256)
 
     class Options(SearchConsistency):
         # the managed server's release (installed into the cache on first use)
@@ -472,12 +471,7 @@ class MilvusStore(Store):
         return coll
 
     def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(
-                f"no collection {name!r} in {redact_url(self.spec.url)}",
-                where=f"store {self.engine}",
-            )
-        coll = MilvusCollection(self, name, schema)
+        coll = super()._open(name, schema)
         if schema.dim is not None:
             with_index = self.client.list_indexes(name, **self._kw)
             if with_index:
@@ -491,9 +485,7 @@ class MilvusStore(Store):
     ) -> tuple[int, int]:
         if spec.url is not None and "://" in spec.url:
             return 0, 0  # a server of yours: not counted
-        # the managed server (or Milvus Lite in this process): the loaded segments and index
-        m = index.m or 16
-        return 4 * dim + field_bytes + 64 + hnsw_bytes(dim, m), 256 * MiB
+        return cls.ram.of(index, dim, field_bytes)
 
     def versions(self) -> dict[str, str]:
         v = self._server_version

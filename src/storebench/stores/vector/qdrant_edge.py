@@ -61,17 +61,10 @@ from storebench.data import filters as F
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
 from storebench.stores.ann.indexlib import DEFAULT_SEARCH, RWLock, index_values
-from storebench.stores.base import (
-    Capability,
-    Collection,
-    SearchResult,
-    Store,
-    StoreSpec,
-    hnsw_bytes,
-)
+from storebench.stores.base import Capability, Collection, RamUse, SearchResult, Store, StoreSpec
 from storebench.stores.columns import DTYPES
 from storebench.stores.config import DIRECTORY, StoreOptions
-from storebench.stores.params import HnswIndex, HnswSearch
+from storebench.stores.params import HnswIndex, HnswSearch, Order
 
 _DISTANCE = {"l2": qe.Distance.Euclid, "ip": qe.Distance.Dot, "cosine": qe.Distance.Cosine}
 _INDEX_TYPE = {
@@ -266,10 +259,7 @@ class QdrantEdgeCollection(Collection):
         return out
 
     def find(
-        self,
-        where: F.Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: F.Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         flt = self._filter(where)
         with self._lock.shared():
@@ -384,6 +374,8 @@ class QdrantEdgeStore(Store):
     Index = HnswIndex
     Search = HnswSearch
     url_form = DIRECTORY
+    # the shard's vectors and HNSW graph, and its payload, in this process
+    ram = RamUse(vector=0, fields=2, hnsw_m=16)
 
     class Options(StoreOptions):
         # Qdrant's own default is about 10 MB: small segments would stay plain
@@ -442,13 +434,6 @@ class QdrantEdgeStore(Store):
         coll = QdrantEdgeCollection(self, name, schema, shard, path, index_values(HnswIndex()))
         self._collections[name] = coll
         return coll
-
-    @classmethod
-    def memory_use(
-        cls, spec: StoreSpec, index: HnswIndex, dim: int, field_bytes: int
-    ) -> tuple[int, int]:
-        # the shard's vectors and HNSW graph, and its payload, in this process
-        return hnsw_bytes(dim, index.m or 16) + 2 * field_bytes + 64, 0
 
     def versions(self) -> dict[str, str]:
         v = metadata.version("qdrant-edge-py")

@@ -52,14 +52,14 @@ from storebench.errors import UserError
 from storebench.stores.base import (
     Capability,
     Collection,
+    RamUse,
     SearchResult,
     Store,
     StoreSpec,
-    hnsw_bytes,
     redact_url,
 )
 from storebench.stores.config import UrlForm
-from storebench.stores.params import HnswIndex, HnswSearch
+from storebench.stores.params import HnswIndex, HnswSearch, Order
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -238,10 +238,7 @@ class WeaviateCollection(Collection):
             )
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         filters = None if where is None else compile_filter(where, self._props)
         if order is None:
@@ -318,6 +315,8 @@ class WeaviateStore(Store):
     Search = HnswSearch
     extra = "weaviate"
     url_form = URL_FORM
+    collection = WeaviateCollection
+    ram = RamUse(vector=0, fields=2, overhead=512, hnsw_m=DEFAULTS["m"], fixed_mib=256)
 
     @classmethod
     def managed_server(cls, options: Any) -> Callable[[], Server]:
@@ -374,22 +373,10 @@ class WeaviateStore(Store):
             ),
         )
 
-    def _create(self, name: str, schema: Schema, index: HnswIndex) -> Collection:
+    def _create(self, name: str, schema: Schema, index: HnswIndex) -> WeaviateCollection:
         # ef is set by set_search_params before any search (the run's settings)
         self.make_collection(self.class_name(name), schema, _hnsw(index), None)
         return WeaviateCollection(self, name, schema)
-
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(f"no collection {name!r} in Weaviate", where="store weaviate")
-        return WeaviateCollection(self, name, schema)
-
-    @classmethod
-    def managed_memory(
-        cls, options: Any, index: HnswIndex, dim: int, field_bytes: int
-    ) -> tuple[int, int]:
-        m = index.m or DEFAULTS["m"]
-        return hnsw_bytes(dim, m) + 2 * field_bytes + 512, 256 << 20
 
     def versions(self) -> dict[str, str]:
         return {

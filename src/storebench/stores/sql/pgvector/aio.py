@@ -17,6 +17,7 @@ from storebench.data.filters import Filter
 from storebench.errors import NotSupported, UserError
 from storebench.stores.base import AsyncView, SearchResult, redact_url
 from storebench.stores.columns import batch_from_rows
+from storebench.stores.params import Order
 from storebench.stores.sql.pgvector.codec import (
     INSERT_ROWS,
     copy_binary,
@@ -146,10 +147,7 @@ class PgAsyncpgView(AsyncView):
         return batch_from_rows(c.schema, rows, c._vec, blobs=False)
 
     async def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         c = self.coll
         sql, params = c._find_sql(where, order, limit)

@@ -16,7 +16,7 @@ from storebench.data.filters import Filter
 from storebench.errors import UserError
 from storebench.stores.base import AsyncView, Collection, SearchResult
 from storebench.stores.columns import batch_from_rows
-from storebench.stores.params import HnswIndex, HnswSearch
+from storebench.stores.params import HnswIndex, HnswSearch, Order
 from storebench.stores.sql.pgvector import native
 from storebench.stores.sql.pgvector.aio import PgAsyncpgView
 from storebench.stores.sql.pgvector.codec import (
@@ -198,17 +198,14 @@ class PgVectorCollection(Collection):
             cur.execute(f"DELETE FROM {self._t} WHERE id = ANY(%s)", [ids.tolist()])
 
     def _find_sql(
-        self, where: Filter | None, order: tuple[str, bool] | None, limit: int | None
+        self, where: Filter | None, order: Order, limit: int | None
     ) -> tuple[str, list[Any]]:
         """``find``'s statement and parameters (the async view's too)."""
         sql, params = find_sql(where, order, limit, "%s")
         return f"SELECT {self._select_scalars} FROM {self._t}{sql}", params
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         with self._cur() as cur:
             cur.execute(*self._find_sql(where, order, limit))

@@ -17,6 +17,7 @@ import redis.asyncio
 from storebench.data.batch import DocBatch
 from storebench.data.filters import Filter
 from storebench.stores.base import AsyncView, SearchResult
+from storebench.stores.params import Order
 from storebench.stores.vector.redis.codec import ID
 
 if TYPE_CHECKING:
@@ -121,10 +122,7 @@ class RedisAsyncView(AsyncView):
         return c._rows([r for r in replies if r[-1] is not None], names)
 
     async def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         pages = self.coll._find(where, order, limit)
         try:

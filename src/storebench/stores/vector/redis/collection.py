@@ -16,7 +16,7 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.errors import StorebenchError
 from storebench.stores.base import AsyncView, Collection, SearchResult
-from storebench.stores.params import HnswIndex, HnswSearch
+from storebench.stores.params import HnswIndex, HnswSearch, Order
 from storebench.stores.vector.redis import native
 from storebench.stores.vector.redis.aio import RedisAsyncView
 from storebench.stores.vector.redis.codec import ID, METRIC, SEP, pairs, to_query
@@ -230,7 +230,7 @@ class RedisCollection(Collection):
         return "*" if where is None else to_query(where, self._attr, self._kinds)
 
     def _find(
-        self, where: Filter | None, order: tuple[str, bool] | None, limit: int | None
+        self, where: Filter | None, order: Order, limit: int | None
     ) -> Generator[list[Any], Any, DocBatch]:
         """``find`` page by page: each page's FT.SEARCH yielded, its reply
         sent back in; the documents returned (the async view's too)."""
@@ -263,10 +263,7 @@ class RedisCollection(Collection):
         return self._rows(rows, [*self._fields, ID])
 
     def find(
-        self,
-        where: Filter | None = None,
-        order: tuple[str, bool] | None = None,
-        limit: int | None = None,
+        self, where: Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         pages = self._find(where, order, limit)
         try:

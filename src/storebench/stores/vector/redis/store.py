@@ -19,15 +19,7 @@ from redis.retry import Retry
 
 from storebench.data.batch import Schema
 from storebench.errors import UserError
-from storebench.stores.base import (
-    Capability,
-    Collection,
-    MiB,
-    Store,
-    StoreSpec,
-    hnsw_bytes,
-    redact_url,
-)
+from storebench.stores.base import Capability, Collection, RamUse, Store, StoreSpec, redact_url
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.params import HnswIndex, HnswSearch
 from storebench.stores.vector.redis.codec import pairs
@@ -73,6 +65,8 @@ class RedisStore(Store):
     Search = HnswSearch
     extra = "redis"
     url_form = REDIS_URL
+    # the managed Redis keeps the hashes and the vector index in RAM
+    ram = RamUse(overhead=256, hnsw_m=16, fixed_mib=16)
 
     class Options(StoreOptions):
         managed_only = ("persistence", "server_args")
@@ -84,9 +78,7 @@ class RedisStore(Store):
         from storebench.servers.redis import RedisServer
 
         return functools.partial(
-            RedisServer,
-            persistence=options.persistence,
-            args=[str(a) for a in options.server_args],
+            RedisServer, persistence=options.persistence, args=options.server_args
         )
 
     def __init__(self, spec: StoreSpec):
@@ -243,14 +235,6 @@ class RedisStore(Store):
             if s:
                 out[op] = {"calls": int(s["calls"]), "time_s": s["usec"] / 1e6, "command": cmd}
         return out
-
-    @classmethod
-    def managed_memory(
-        cls, options: Options, index: HnswIndex, dim: int, field_bytes: int
-    ) -> tuple[int, int]:
-        # the managed Redis keeps the hashes and the vector index in RAM
-        m = index.m or 16
-        return 4 * dim + field_bytes + 256 + hnsw_bytes(dim, m), 16 * MiB
 
     def versions(self) -> dict[str, str]:
         info = self.client.info("server")
