@@ -11,7 +11,7 @@ import pytest
 
 import storebench
 from storebench.measure.metrics import Histogram
-from storebench.report import build, data, export, views
+from storebench.report import build, data, export, summary, views
 from storebench.report import compare as cmp
 from storebench.report.plots import pareto_front
 
@@ -446,7 +446,6 @@ def _quiet(d):
 
 
 def test_the_summary_names_the_leader_and_its_ratio(recs):
-    from storebench.report import summary
 
     fixed = _fixed(
         recs,
@@ -539,7 +538,6 @@ def test_recall_axis_is_logit_unless_asked_linear(recs, tmp_path):
 
 
 def test_ingest_summary_has_arangobs_matrix_and_the_footprint(tmp_path):
-    from storebench.report import summary
     from storebench.report.terminal import fmt_rate
 
     storebench.run(
@@ -695,3 +693,16 @@ def test_column_names_may_wrap_at_underscores_and_slashes():
 
     page = html.table(views.Table("t", ["write_comments mean", "bytes/vector"], [["1", "2"]]), "v")
     assert ">write_<wbr>comments mean</th>" in page and ">bytes/<wbr>vector</th>" in page
+
+
+def test_the_footprint_chart_draws_only_the_measures_some_run_has():
+    pytest.importorskip("matplotlib")
+    from storebench.report.footprint import Footprint
+
+    embedded = [("memory", "memory", Footprint(None, 2.0**20, 10), "r1")]
+    fig = summary.footprint_chart(embedded)
+    assert fig is not None and "server RSS" not in fig.title and "RSS" not in fig.svg
+    assert "data size" in fig.title
+    served = [*embedded, ("redis", "redis", Footprint(3.0 * 2**20, 2.0**20, 10), "r2")]
+    assert "peak server RSS" in summary.footprint_chart(served).title
+    assert summary.footprint_chart([("x", "memory", Footprint(None, None, None), "r")]) is None

@@ -3,8 +3,10 @@
 Exact search is blocked matrix products on BLAS plus a partial sort, in
 memory-bounded blocks of data rows, so it serves both the exact stores and
 ground truth. Recall handles ties: a returned id is a hit when its true
-distance is within the k-th true distance (plus a small tolerance), the way
-ann-benchmarks counts it.
+distance is within the k-th true distance (plus a small relative
+tolerance), each id counted once. The peers' rules (ann-benchmarks'
+absolute epsilon, VectorDBBench's exact ids) are scores of their own in
+``workloads/vector/scoring.py``.
 
 ``exact_knn`` is the ground-truth engine. For each (query block, data block)
 it runs one GEMM giving a *ranking key* per pair (``|x|^2 - 2 q.x`` for l2,

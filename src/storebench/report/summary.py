@@ -451,7 +451,7 @@ def study(workload: str, recs: list[Record], how: str) -> Section:
     if workload == "ingest":
         blocks += matrix(ents)
     blocks.append(Text(conditions(recs)))
-    return Section(f"summary-{_slug(workload)}", f"Summary: {workload}", blocks)
+    return Section(f"summary-{plots.slug(workload)}", f"Summary: {workload}", blocks)
 
 
 def matrix(ents: list[Entry]) -> list[Block]:
@@ -484,10 +484,6 @@ def matrix(ents: list[Entry]) -> list[Block]:
     return [Table("documents per second, per store and setting", ["store", *cols], rows)]
 
 
-def _slug(s: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in s) or "x"
-
-
 def footprint_section(recs: list[Record], how: str, plots_on: bool) -> Section | None:
     """Peak server RSS, data size and bytes per vector of each
     configuration's chosen run: a table, and one chart."""
@@ -509,25 +505,30 @@ def footprint_section(recs: list[Record], how: str, plots_on: bool) -> Section |
             align=["l", "r", "r", "r", "l"],
         ),
     ]
-    if plots_on:
-        blocks.insert(1, footprint_chart(rows))
+    chart = footprint_chart(rows) if plots_on else None
+    if chart is not None:
+        blocks.insert(1, chart)
     return Section("footprint", "Footprint", blocks)
 
 
-def footprint_chart(rows: list[tuple[str, str, Footprint, str]]) -> Figure:
-    """Two panels of horizontal bars per configuration: peak server RSS and
-    data size (MiB), one colour per store as in every chart."""
+def footprint_chart(rows: list[tuple[str, str, Footprint, str]]) -> Figure | None:
+    """Horizontal bars per configuration, one panel per measure any run has
+    (peak server RSS: none when every store is embedded; data size), one
+    colour per store as in every chart. None: no measure to draw."""
     shown = rows[:24]
-    fig = plots.new_figure(9.0, 1.2 + 0.28 * len(shown), 1, 2)
-    labels = plots.short([label for label, _, _, _ in shown], 48)
-    for ax, (title, get) in zip(
-        fig.axes,
-        (
+    measures = [
+        (title, get)
+        for title, get in (
             ("peak server RSS (MiB)", lambda f: f.peak_rss),
             ("data size (MiB)", lambda f: f.data_bytes),
-        ),
-        strict=True,
-    ):
+        )
+        if any(get(f) for _, _, f, _ in shown)
+    ]
+    if not measures:
+        return None
+    fig = plots.new_figure(4.5 * len(measures), 1.2 + 0.28 * len(shown), 1, len(measures))
+    labels = plots.short([label for label, _, _, _ in shown], 48)
+    for ax, (title, get) in zip(fig.axes, measures, strict=True):
         ys = list(range(len(shown)))
         raw = [get(f) for _, _, f, _ in shown]
         vals = [(x or 0.0) / 2**20 for x in raw]
@@ -547,13 +548,16 @@ def footprint_chart(rows: list[tuple[str, str, Footprint, str]]) -> Figure:
         ax.set_title(title, fontsize="medium")
         ax.grid(True, axis="x", alpha=0.3)
         ax.set_xlim(0, max(vals + [1.0]) * 1.25)
-    caption = (
-        "Bars: each configuration's chosen run; - where not measured (an embedded store "
-        "has no server)."
+    caption = "Bars: each configuration's chosen run; - where not measured"
+    caption += (
+        " (an embedded store has no server)."
+        if len(measures) == 2
+        else "; no run had a server, so no server RSS."
     )
     if len(rows) > len(shown):
         caption += f" {len(rows) - len(shown)} more in the table."
-    return plots.render(fig, "footprint", "Footprint: peak server RSS and data size", caption)
+    title = "Footprint: " + " and ".join(t.split(" (")[0] for t, _ in measures)
+    return plots.render(fig, "footprint", title, caption)
 
 
 def summary_sections(recs: list[Record], how: str, plots_on: bool = True) -> list[Section]:
