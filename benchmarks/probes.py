@@ -235,6 +235,10 @@ def then(argv: list[str], status: int = 0, needle: str = ""):
     return check
 
 
+def named(needle: str):
+    return lambda d, err: [] if needle in err else [f"stderr does not name {needle}"]
+
+
 def both(*checks):
     return lambda d, err: [f for c in checks for f in c(d, err)]
 
@@ -352,7 +356,7 @@ def probes(signal_trials: int, seed: int) -> list[Probe]:
         err(
             "export unknown suffix",
             ["export", "{d}/res", "--out", "{d}/x.frob"],
-            "frob",
+            "--out",
             setup=results("R"),
         ),
         err(
@@ -368,10 +372,10 @@ def probes(signal_trials: int, seed: int) -> list[Probe]:
         err("show not utf-8", ["show", "{d}/res"], "crud.jsonl", setup=results(b"\xff\xfe{}")),
         err("show garbage", ["show", "{d}/res"], "crud.jsonl", setup=results("not json")),
         err("show a json list", ["show", "{d}/res"], "crud.jsonl", setup=results("[1, 2]")),
-        err(
+        Probe(  # shown as far as it goes: hand-made records are welcome
             "show a record missing fields",
             ["show", "{d}/res"],
-            "crud.jsonl",
+            (0,),
             setup=results('{"run_id": "x"}'),
         ),
         err(
@@ -459,11 +463,14 @@ def probes(signal_trials: int, seed: int) -> list[Probe]:
             env={"STOREBENCH_DATA": "{d}/f"},
             setup=write("f", "x"),
         ),
-        err(
+        Probe(  # found when the run maps it: the run fails, naming the file
             "run on a truncated dataset",
             SEARCH_DS,
-            "ds",
+            (1,),
             setup=dataset("vectors.npy"),
+            check=both(
+                record_status("failed", results_file="res/search.jsonl"), named("vectors.npy")
+            ),
         ),
         err(
             "run on a corrupt dataset meta",
