@@ -113,6 +113,31 @@ def test_a_second_signal_exits_at_once_leaving_the_record_and_no_server(tmp_path
     assert not list(tmp.iterdir())  # the server's data directory and the run's files
 
 
+def test_2000_client_threads_exit_within_10_s_of_sigterm_keeping_the_record(tmp_path):
+    p = subprocess.Popen(
+        [*CLI, "-v", "run", "crud", "--store", "memory", "--set", "n=4000", "--set", "warmup=1"]
+        + ["--set", "ops=100000000", "--set", "clients=2000", "--set", "grid={}"]
+        + ["--results", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen = ""
+    while "task read: measuring" not in seen:  # all 2,000 through the start barrier
+        line = p.stderr.readline()
+        assert line, seen
+        seen += line
+    p.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    _, err = p.communicate(timeout=300)
+    took = time.monotonic() - sent
+    assert p.returncode == 143 and "Traceback" not in err, err
+    assert took < 10, f"exit {took:.1f} s after SIGTERM (load {os.getloadavg()[0]:.0f})"
+    (line,) = (tmp_path / "crud.jsonl").read_text().splitlines()
+    rec = json.loads(line)
+    assert rec["status"] == "interrupted" and rec["error"] == "interrupted by SIGTERM"
+
+
 def test_signals_at_random_instants_never_hang_lose_a_record_or_leave_anything():
     fc = load_campaign()
     trials = int(os.environ.get("STOREBENCH_FAULT_TRIALS", "6"))

@@ -149,6 +149,32 @@ def test_clients_waiting_at_the_start_are_released_and_a_stuck_one_left_behind(
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_a_signal_sets_the_stop_flag_before_the_interrupt_reaches_the_executor(sig):
+    # the main thread blocks the signal: only the watcher can act on it, and
+    # the interrupt comes once the main thread unblocks it
+    called = threading.Event()
+    with interrupts.handled(), interrupts.on_signal(called.set), pytest.raises(KeyboardInterrupt):
+        with interrupts.blocked():
+            signal.raise_signal(sig)
+            assert called.wait(10)
+        time.sleep(10)  # the interrupt lands here
+    called.clear()
+    with interrupts.handled(), pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(sig)
+    assert not called.is_set()  # only inside the block
+
+
+def test_thread_clients_keep_the_switch_interval_and_stop_on_a_signal(coll):
+    interval = sys.getswitchinterval()
+    task = Task("t", Items(), clients=8, ops=100_000_000)
+    with interrupts.handled(), pytest.raises(Interrupted):
+        signalled_at(ex.ThreadExecutor, 4, signal.SIGTERM)(coll.store).run(
+            [task], coll, NoProgress()
+        )
+    assert sys.getswitchinterval() == interval and not client_threads()
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 def test_a_first_signal_in_a_shielded_block_is_raised_when_it_ends(sig):
     done = []
     with interrupts.handled():

@@ -79,6 +79,7 @@ class _State:
         self.redeliver = False  # the handler raises for the next signal (the watcher's)
         self.own = 0  # signals the watcher sent itself, not to be counted
         self.hard_exit: list[Callable[[], None]] = []
+        self.on_signal: list[Callable[[], None]] = []
         # held while a record is written: a hard exit waits for it, so a
         # record is never written twice nor cut in half
         self.lock = threading.RLock()
@@ -96,6 +97,7 @@ def _say(text: str) -> None:
 def _handler(signum: int, frame: Any) -> None:
     """The Python-level handler (main thread): the first signal only; later
     ones are the watcher's."""
+    _signalled()
     if _state.first is not None:
         if _state.redeliver and not _state.acked:
             _state.redeliver = False
@@ -111,8 +113,19 @@ def _handler(signum: int, frame: Any) -> None:
     raise interrupt_for(signum)
 
 
+def _signalled() -> None:
+    for fn in list(_state.on_signal):
+        try:
+            fn()
+        except Exception as exc:
+            _say(f"stopping failed: {type(exc).__name__}: {exc}")
+
+
 def hard_exit(signum: int, why: str = "again") -> None:
     """Run the registered last-resort functions, then end the process."""
+    # this thread keeps the GIL until it waits: the threads it would hand it
+    # to (thousands of clients, some) need it no more
+    sys.setswitchinterval(HARD_EXIT_LOCK_S)
     got = _state.lock.acquire(timeout=HARD_EXIT_LOCK_S)
     try:
         _say(f"{signal.Signals(signum).name} {why}: exiting at once")
@@ -169,6 +182,7 @@ def _watch(sock: socket.socket) -> None:
                 seen += 1
                 if seen == 1:
                     arrived_first = b
+                    _signalled()
                 else:
                     # the main thread's handler may not have run yet (it runs
                     # only when that thread is back in Python): the record
@@ -281,15 +295,33 @@ def exclusive() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def on_signal(fn: Callable[[], None]) -> Iterator[None]:
+    """Call ``fn`` at once on a signal inside the block, from whichever of
+    the main thread's handler and the watcher thread gets the GIL first:
+    with many threads holding the GIL in turn, each wait for it takes
+    seconds, and the interrupt's way up the main thread's stack meets
+    several. ``fn`` must be quick and may be called more than once (it
+    sets a stop flag)."""
+    with _registered(_state.on_signal, fn):
+        yield
+
+
+@contextlib.contextmanager
 def at_hard_exit(fn: Callable[[], None]) -> Iterator[None]:
     """Call ``fn`` (from the watcher thread) if a second signal ends the
     process inside the block."""
-    _state.hard_exit.append(fn)
+    with _registered(_state.hard_exit, fn):
+        yield
+
+
+@contextlib.contextmanager
+def _registered(fns: list[Callable[[], None]], fn: Callable[[], None]) -> Iterator[None]:
+    fns.append(fn)
     try:
         yield
     finally:
         with contextlib.suppress(ValueError):
-            _state.hard_exit.remove(fn)
+            fns.remove(fn)
 
 
 def always_at_hard_exit(fn: Callable[[], None]) -> None:
