@@ -175,3 +175,6 @@ def test_init_writes_a_scenario_to_edit_and_never_overwrites(tmp_path):
     assert r.returncode == 0 and (tmp_path / "social.yaml").read_text().startswith("# agdb")
     again = sb("init", "social", cwd=tmp_path)
     assert again.returncode == 2 and "already exists" in again.stderr
+    nowhere = sb("init", "social", str(tmp_path / "no" / "x.yaml"), cwd=tmp_path)
+    assert nowhere.returncode == 2 and "Traceback" not in nowhere.stderr
+    assert nowhere.stderr.strip().endswith("x.yaml: cannot write it: No such file or directory")

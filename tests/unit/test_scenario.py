@@ -205,6 +205,8 @@ def test_an_alias_bomb_is_refused_before_it_expands(tmp_path, tail):
         (["repeats=1000000000000"], "--set repeats: repeats x stores x grid"),
         (["grid.clients=[0]"], "--set grid.clients: .*greater than or equal to 1"),
         (["ops=100000000000000000000"], "--set params.ops: at most 1,000,000,000,000"),
+        (["clients=1000000000"], "--set params.clients: at most 100,000 clients"),
+        (["seed=-1"], "--set params.seed: .*greater than or equal to 0"),
     ],
 )
 def test_limits_are_checked_by_the_plan_and_blamed_on_the_flag(tmp_path, sets, where):

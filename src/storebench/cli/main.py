@@ -244,7 +244,10 @@ def init(scenario: str, path: str | None) -> None:
     target = Path(path or f"{scenario}.yaml")
     if target.exists():
         raise UserError("already exists; storebench does not overwrite it", where=str(target))
-    target.write_text(source.read_text())
+    try:
+        target.write_text(source.read_text())
+    except OSError as exc:
+        raise UserError(f"cannot write it: {exc.strerror}", where=str(target)) from None
     if not quiet():
         click.echo(f"wrote {target}; run it with: storebench run {target}", err=True)
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 MAX_SECONDS = 7 * 86_400  # a longer duration or wait is a typo (1e300 overflows the clock)
 MAX_COUNT = 10**12  # a larger count is no run one machine does (nor an array numpy makes)
+MAX_CLIENTS = 100_000  # each a thread, process or task: beyond what one machine starts
 
 WORKLOADS = Kind("workload", "storebench.workloads", where="workload")
 
@@ -47,7 +48,8 @@ class Params(NoBoolNumbers):
     boolean is not a number (pydantic would read ``n: true`` as 1), and
     numbers are finite (``duration_s: .inf`` would never end) and within
     what a run can do: seconds (``*_s``) and milliseconds (``*_ms``) up to
-    ``MAX_SECONDS``, any other number up to ``MAX_COUNT``."""
+    ``MAX_SECONDS``, client counts (``*clients``) up to ``MAX_CLIENTS``, any
+    other number up to ``MAX_COUNT``."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
@@ -60,6 +62,8 @@ class Params(NoBoolNumbers):
             limit, unit = MAX_SECONDS, " seconds (a week)"
         elif name.endswith("_ms"):
             limit, unit = MAX_SECONDS * 1000, " ms (a week)"
+        elif name.endswith("clients"):
+            limit, unit = MAX_CLIENTS, " clients"
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, int | float) and not isinstance(v, bool) and abs(v) > limit:
                 raise ValueError(f"at most {limit:,}{unit}")

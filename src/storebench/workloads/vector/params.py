@@ -26,7 +26,7 @@ class DataParams(Params):
     dim: int = Field(128, ge=1, description="vector dimension (synthetic)")
     metric: Literal["l2", "ip", "cosine"] = "l2"
     data: synthetic.Kind = "embedding"
-    seed: int = 0
+    seed: int = Field(0, ge=0, description="the random seed of synthetic data and queries")
 
 
 class VectorParams(DataParams):
