@@ -4,6 +4,10 @@ Each chart is rendered twice: SVG (text kept as text, so it is searchable and
 inlined in the HTML page) and PNG (for the Markdown report). Label text from
 records goes through :func:`plain` so a ``$`` in an engine name is never
 read as mathtext.
+
+One piece: every chart shares its styles, axes rules (the recall front's
+logit axis, shared y ranges) and rendering, so the report's charts look and
+read alike.
 """
 
 from __future__ import annotations
