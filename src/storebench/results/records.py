@@ -202,6 +202,10 @@ class TaskRecord(Fields):
         """Its score keys (of ``score`` only, if given), in the catalogue's order."""
         return catalogue.ordered(self.scores, score)
 
+    def points(self) -> int:
+        """Intervals of its series (``metrics.Series``): points over time."""
+        return len((self.series or {}).get("ops") or [])
+
     def number(self, key: str) -> float | None:
         """A numeric field by key; ``latency_ns.p99`` style for a latency,
         ``recall@10`` for a score."""
