@@ -161,7 +161,7 @@ def verdict_word(row: Any) -> str:
     """A row's verdict as the table says it: faster / slower for a timing."""
     if row.timing and row.verdict in DECISIVE:
         return "faster" if row.verdict == "better" else "slower"
-    return {"noise": "within noise"}.get(row.verdict, row.verdict)
+    return row.verdict
 
 
 def _pair_table(comp: Any, pair: Any, full: bool, width: int) -> Any:
@@ -215,8 +215,8 @@ def _legend(full: bool) -> str:
     return (
         "faster/slower, better/worse: B differs from A beyond both sides' intervals "
         "(repeats: min..max of the runs; one run: ~95% from its HDR histogram, binomial "
-        f"for a recall) and, for a timing, by at least {MIN_DIFFERENCE:.0%}; within noise: "
-        f"the intervals overlap; same: equal, or a timing within {MIN_DIFFERENCE:.0%}. "
+        f"for a recall) and, for a timing, by at least {MIN_DIFFERENCE:.0%}; noise: the "
+        f"intervals overlap; same: equal, or a timing within {MIN_DIFFERENCE:.0%}. "
         "? : measured on a busy machine or with scattered repeats."
         + ("" if full else " -v: every percentile and the intervals.")
     )
