@@ -7,7 +7,7 @@ from storebench.plan.dryrun import estimate, time_model
 from storebench.plan.scenario import Scenario
 from storebench.report.terminal import BORDER_EDGE, BORDER_PER_COLUMN, fit_columns
 from storebench.run.progress import PRIOR_RUN_S, Sweep, fmt_duration
-from storebench.workloads.base import OP_S, TimeModel
+from storebench.workloads.base import OP_S, TASK_S, TimeModel
 
 
 def test_each_workload_models_its_own_time():
@@ -20,6 +20,9 @@ def test_each_workload_models_its_own_time():
     p = {"n": 1000, "queries": 50, "clients": [1, 4], "labels": [0.1, 0.5], "min_window_s": 1}
     assert time_model("search", p, None, "hnswlib").fixed_s == 4
     assert time_model("search", p, {"ef": [16, 64, 128]}, "hnswlib").fixed_s == 12
+    # and each task costs the harness its own start and scoring, however short
+    one, three = (time_model("search", p, {"ef": e}, "hnswlib") for e in ([16], [16, 64, 128]))
+    assert three.work_s - one.work_s == pytest.approx(2 * 4 * TASK_S)
     # an exhaustive store scans the documents for each query: more work as n grows
     small, big = (time_model("tune", {"n": n, "queries": 500}, None, "memory") for n in (1e3, 1e6))
     assert big.work_s > 10 * small.work_s

@@ -87,6 +87,7 @@ OP_S = 0.3e-3  # a timed operation of one client
 REQUEST_S = 70e-6  # a short request: one small insert or read in its transaction
 SCAN_S = 0.5e-6  # a document an exhaustive search scans, per query
 BUILD_S = 0.15e-3  # a document an index build adds (HNSW)
+TASK_S = 0.1  # a measured task's own cost: clients started, load sampled, scored
 
 
 @dataclass(frozen=True)
@@ -108,9 +109,10 @@ class TimeModel:
         return TimeModel(self.fixed_s * times, self.work_s * times)
 
     @classmethod
-    def requests(cls, count: float, fixed_s: float = 0.0) -> TimeModel:
-        """``count`` short requests (a small insert or read in its transaction)."""
-        return cls(fixed_s, count * REQUEST_S)
+    def requests(cls, count: float, fixed_s: float = 0.0, tasks: int = 1) -> TimeModel:
+        """``count`` short requests (a small insert or read in its
+        transaction) in ``tasks`` measured tasks."""
+        return cls(fixed_s, count * REQUEST_S + tasks * TASK_S)
 
 
 def search_time(
@@ -120,7 +122,7 @@ def search_time(
     at least ``window_s`` (the work past it on top): an exhaustive store
     scans every document."""
     scan = n * SCAN_S if store is not None and store.exact else 0.0
-    return TimeModel(window_s, max(0.0, queries * (OP_S + scan) - window_s))
+    return TimeModel(window_s, TASK_S + max(0.0, queries * (OP_S + scan) - window_s))
 
 
 def load_time(n: float, store: type[Store] | None) -> TimeModel:

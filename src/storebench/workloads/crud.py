@@ -26,6 +26,7 @@ from storebench.results.records import TaskRecord
 from storebench.stores.base import Capability, Collection, Store
 from storebench.workloads.base import (
     OP_S,
+    TASK_S,
     MemoryNeed,
     RunContext,
     TimeModel,
@@ -116,7 +117,7 @@ class CrudWorkload(VectorWorkload):
         find by vector at each search setting."""
         ops = (p.ops + p.warmup * p.clients) * OP_S
         vector = search_time(p.ops + p.warmup * p.clients, p.n, store) * settings
-        return load_time(p.n, store) + TimeModel(0.0, 4 * ops) + vector
+        return load_time(p.n, store) + TimeModel(0.0, 4 * ops + 5 * TASK_S) + vector
 
     def run(self, ctx: RunContext, p: CrudParams) -> None:
         # compat: the study's own method: create is one extend() of all the

@@ -405,7 +405,7 @@ class SocialWorkload(Workload):
         busy = [(actors, ops, delay / 1000) for actors, ops, delay in kinds if actors]
         pauses = max(ops * delay for _, ops, delay in busy) + max(d for _, _, d in busy)
         ops = sum(actors * ops for actors, ops, _ in busy) * p.scale
-        return TimeModel.requests(ops, pauses)
+        return TimeModel.requests(ops, pauses, tasks=2)  # the users, then everyone
 
     def run(self, ctx: RunContext, p: SocialParams) -> None:
         compat = ctx.mode == "compat"

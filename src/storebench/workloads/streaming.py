@@ -41,7 +41,7 @@ from storebench.results.records import TaskRecord
 from storebench.results.scores import RECALL
 from storebench.stores.base import Collection, Store
 from storebench.stores.params import SearchParams
-from storebench.workloads.base import RunContext, TimeModel, load_time, search_time
+from storebench.workloads.base import TASK_S, RunContext, TimeModel, load_time, search_time
 from storebench.workloads.vector.accounting import index_metrics
 from storebench.workloads.vector.ops import InsertFactory, SearchFactory
 from storebench.workloads.vector.params import VectorParams, client_list
@@ -166,7 +166,8 @@ class StreamingWorkload(VectorWorkload):
         for fraction in p.stages:
             rows = p.n * max(fraction - loaded, 0.0)
             part_s = max(rows / len(p.clients) / p.insert_rate, p.min_search_s)
-            total += TimeModel(part_s * len(p.clients)) + load_time(rows, store)
+            total += TimeModel(part_s * len(p.clients), 2 * len(p.clients) * TASK_S)
+            total += load_time(rows, store)
             total += search_time(p.queries * 2, p.n * fraction, store)
             loaded = max(loaded, fraction)
         return total
