@@ -228,7 +228,7 @@ class IngestWorkload(Workload):
     @classmethod
     def time_model(cls, p: IngestParams, settings: int, store: type[Store] | None) -> TimeModel:
         """The documents, and a request per batch."""
-        return load_time(p.count, None) + TimeModel.requests(p.requests, tasks=2)  # and settle
+        return load_time(p.count, None) + TimeModel.requests(p.requests)
 
     def run(self, ctx: RunContext, p: IngestParams) -> None:
         if p.pipeline > 1:
