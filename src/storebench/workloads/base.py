@@ -84,10 +84,10 @@ class MemoryNeed:
 # unit of ``TimeModel.work_s``: an engine's timed runs rescale it
 DOC_S = 20e-6  # a document inserted, in batches
 OP_S = 0.3e-3  # a timed operation of one client
-REQUEST_S = 70e-6  # a short request: one small insert or read in its transaction
+REQUEST_S = 40e-6  # a short request: one small insert or read in its transaction
 SCAN_S = 0.5e-6  # a document an exhaustive search scans, per query
 BUILD_S = 0.15e-3  # a document an index build adds (HNSW)
-TASK_S = 0.1  # a measured task's own cost: clients started, load sampled, scored
+TASK_S = 0.05  # a measured task's own cost: clients started, load sampled, scored
 
 
 @dataclass(frozen=True)
