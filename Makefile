@@ -9,10 +9,11 @@ BIN    := $(VENV)/bin
 # prints one line per component (what, how long). STOREBENCH_EMBEDDED_ONLY=1
 # leaves out the managed server engines (and their tests).
 
-## demo: install storebench, then run the crud scenario on the embedded stores (memory, sqlite)
+## demo: install storebench, then run the crud scenario on the embedded stores (memory, sqlite),
+## 200 operations per task (sqlite's exhaustive search scans the 10,000 documents per query)
 demo:
 	$(PYTHON) tools/setup.py --core --venv $(VENV)
-	$(BIN)/storebench run crud
+	$(BIN)/storebench run crud --set ops=200
 
 ## setup: everything the tests need (system packages, extras, engine distributions, agdb)
 setup:

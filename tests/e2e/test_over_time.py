@@ -60,6 +60,12 @@ def test_show_over_time_draws_sparklines(results):
     assert r.returncode == 0, r.stderr
     assert "ops/s over time" in r.stdout and "per 0.05 s interval" in r.stdout
     assert any(ch in r.stdout for ch in "▁▂▃▄▅▆▇█")
+    # a task of fewer than ten intervals is said to be too short for this
+    (rec,) = load(results)
+    short = [t.name for t in rec.tasks if t.series and t.points() < 10]
+    said = "too short to be seen over time (under 10 intervals): "
+    out = " ".join(r.stdout.split())  # the line may wrap
+    assert (said + ", ".join(short) in out) if short else (said not in out)
 
 
 def test_report_has_the_timeline(results, tmp_path):

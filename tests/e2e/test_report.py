@@ -31,8 +31,8 @@ CHROMIUM_FLAGS = [
 ]
 
 
-def sb(*args, timeout=300):
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout)
+def sb(*args, timeout=300, env=None):
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -434,11 +434,18 @@ def test_html_report_in_headless_chromium_has_its_charts_and_tables_and_fetches_
 
 
 def test_compare_two_stores_metric_by_metric(results):
-    r = sb("compare", str(results), str(results), "--a", "store=memory", "--b", "store=sqlite")
+    args = ("compare", str(results), str(results), "--a", "store=memory", "--b", "store=sqlite")
+    r = sb(*args, env=os.environ | {"COLUMNS": "80"})
     assert r.returncode == 0, r.stderr
     assert "A and B differ in store: memory → sqlite" in r.stdout
     assert "clients=1" in r.stdout and "clients=2" in r.stdout
-    assert "find_by_vector" in r.stdout and "recall@10" in r.stdout and "(repeats)" in r.stdout
+    assert "find_by_vector" in r.stdout and "recall@10" in r.stdout
+    # the summary: throughput, p95 and the scores of each pair, at most 80 wide
+    assert " p50 " not in r.stdout and "at least 5%" in r.stdout
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80
+    assert "recall@10" in r.stdout and not re.search(r"recall@10 .*\?", r.stdout)
+    full = sb("-v", *args, env=os.environ | {"COLUMNS": "160"}).stdout
+    assert " p50 " in full and "(repeats)" in full
     r = sb(
         "compare",
         str(results),

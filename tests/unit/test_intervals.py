@@ -13,7 +13,15 @@ from hdrh.log import HistogramLogReader
 from storebench.data.batch import Schema
 from storebench.driver import Driver, FnOp, Task
 from storebench.driver import loops as loops_mod
-from storebench.measure.metrics import BUCKETS, HIGHEST_NS, Histogram, Series, bucket_top
+from storebench.measure.metrics import (
+    BUCKETS,
+    HIGHEST_NS,
+    MIN_POINTS,
+    POINTS_MAX,
+    Histogram,
+    Series,
+    bucket_top,
+)
 from storebench.report.export import hdr_intervals, write_hdr
 from storebench.results.records import RunRecord, TaskRecord
 from storebench.stores.base import StoreSpec
@@ -86,7 +94,7 @@ def same_histogram(a: Histogram, b: Histogram) -> None:
 
 def test_a_stall_at_second_3_shows_in_interval_3_only(virtual_clock, coll):
     task = Task("get", StallAtSecond3(virtual_clock), duration_s=6.0, warmup_ops=10)
-    stats, _ = Driver().run(task, coll)
+    stats, _ = Driver(interval_s=1.0).run(task, coll)
     series = stats.series
     assert len(series) == 6  # the last op's overshoot past 6 s joins interval 5
     ops = series.ops()
@@ -125,7 +133,7 @@ def test_failed_operations_keep_the_others_in_their_intervals(virtual_clock, col
     task = Task(
         "get", StallAtSecond3(virtual_clock, fail_every=10), duration_s=6.0, max_errors=10**6
     )
-    stats, _ = Driver().run(task, coll)
+    stats, _ = Driver(interval_s=1.0).run(task, coll)
     assert sum(stats.errors.values()) > 500
     ops = stats.series.ops()
     assert ops.sum() == stats.ops
@@ -140,14 +148,16 @@ def test_errors_are_counted_per_interval(virtual_clock, coll):
     task = Task(
         "get", StallAtSecond3(virtual_clock, fail_every=10), duration_s=6.0, max_errors=10**6
     )
-    stats, _ = Driver().run(task, coll)
+    stats, _ = Driver(interval_s=1.0).run(task, coll)
     errors = stats.series.errors
     assert errors.sum() == sum(stats.errors.values())
     assert len(errors) == 6 and all(75 <= e <= 101 for e in errors)
     assert errors[3] < errors[2]  # the stall's 200 ms ran no operation
     assert TaskRecord.of(stats).series["errors"] == errors.tolist()
     # a task without failures records none
-    clean, _ = Driver().run(Task("get", StallAtSecond3(virtual_clock), duration_s=2.0), coll)
+    clean, _ = Driver(interval_s=1.0).run(
+        Task("get", StallAtSecond3(virtual_clock), duration_s=2.0), coll
+    )
     assert "errors" not in TaskRecord.of(clean).series
 
 
@@ -184,7 +194,7 @@ def test_open_loop_keeps_service_time_per_interval(coll):
         return FnOp(op)
 
     task = Task("open", factory, duration_s=3.0, rate=200.0, items_per_op=10)
-    stats, _ = Driver().run(task, coll)
+    stats, _ = Driver(interval_s=1.0).run(task, coll)
     lat, svc = stats.series, stats.service_series
     assert len(lat) == len(svc) == 3
     assert svc.ops().tolist() == lat.ops().tolist()
@@ -197,7 +207,7 @@ def test_open_loop_keeps_service_time_per_interval(coll):
     assert s["service_ns"]["p50"] == s50.tolist() and s["service_ns"]["max"] == svc.maxs.tolist()
     assert s["items_per_s"] == pytest.approx([10 * x for x in s["ops_per_s"]], abs=1.0)
     # a closed loop has no service series
-    closed, _ = Driver().run(Task("get", factory, duration_s=0.3), coll)
+    closed, _ = Driver(interval_s=1.0).run(Task("get", factory, duration_s=0.3), coll)
     assert closed.service_series is None and "service_ns" not in TaskRecord.of(closed).series
 
 
@@ -224,7 +234,7 @@ def test_stall_on_a_real_clock_with_clients_merged(coll):
         return FnOp(op)
 
     task = Task("get", factory, clients=2, duration_s=6.0, executor="threads")
-    stats, _ = Driver().run(task, coll)
+    stats, _ = Driver(interval_s=1.0).run(task, coll)
     series = stats.series
     assert len(series) == 6
     top = series.maxs
@@ -245,7 +255,7 @@ def test_open_and_thinking_loops_have_series(coll):
     def factory(coll, c, clients):
         return FnOp(lambda i: None)
 
-    stats, _ = Driver().run(Task("open", factory, duration_s=1.5, rate=400.0), coll)
+    stats, _ = Driver(interval_s=1.0).run(Task("open", factory, duration_s=1.5, rate=400.0), coll)
     assert len(stats.series) == 2 and stats.series.ops().sum() == stats.ops
     assert abs(int(stats.series.ops()[0]) - 400) <= 4  # on schedule: 400 per second
     same_histogram(stats.series.histogram(), stats.latency)
@@ -310,7 +320,9 @@ def _record(stats, **kw) -> RunRecord:
 
 
 def test_hdr_log_round_trip_with_the_standard_reader(virtual_clock, coll, tmp_path):
-    stats, _ = Driver().run(Task("get", StallAtSecond3(virtual_clock), duration_s=6.0), coll)
+    stats, _ = Driver(interval_s=1.0).run(
+        Task("get", StallAtSecond3(virtual_clock), duration_s=6.0), coll
+    )
     rec = _record(stats)
     task = rec.tasks[0]
     assert write_hdr([rec], tmp_path / "hdr") == 1
@@ -363,8 +375,12 @@ def test_over_time_views_read_series_and_skip_older_records(virtual_clock, coll)
     from storebench.report.timeline import layout, spark, sparklines, timeline_view
     from storebench.report.views import ViewInput
 
-    stats, _ = Driver().run(Task("get", StallAtSecond3(virtual_clock), duration_s=6.0), coll)
-    build, _ = Driver().once("index", lambda: virtual_clock.spend(2 * S), since_ns=None)
+    stats, _ = Driver(interval_s=1.0).run(
+        Task("get", StallAtSecond3(virtual_clock), duration_s=6.0), coll
+    )
+    build, _ = Driver(interval_s=1.0).once(
+        "index", lambda: virtual_clock.spend(2 * S), since_ns=None
+    )
     rec = RunRecord(
         run_id="r1",
         workload="crud",
@@ -404,7 +420,7 @@ def test_over_time_views_show_service_time_errors_and_items(monkeypatch, coll):
     vc = VirtualClock()
     monkeypatch.setattr(loops_mod, "clock", vc)
     get = Task("get", StallAtSecond3(vc, fail_every=10), duration_s=4.0, max_errors=10**6)
-    failing, _ = Driver().run(get, coll)
+    failing, _ = Driver(interval_s=1.0).run(get, coll)
     rec = RunRecord(
         run_id="r1",
         workload="crud",
@@ -422,3 +438,26 @@ def test_over_time_views_show_service_time_errors_and_items(monkeypatch, coll):
     assert got["get"]["errors"].startswith(f"{sum(failing.errors.values()):,} (most at ")
     assert got["get"]["service p99 median"] == "-"
     assert got["insert"]["errors"] == "0" and got["insert"]["service p99 median"] != "-"
+
+
+def test_a_task_of_a_second_gets_ten_points_by_default(virtual_clock, coll):
+    task = Task("get", StallAtSecond3(virtual_clock), duration_s=1.0, warmup_ops=10)
+    stats, _ = Driver().run(task, coll)
+    assert len(TaskRecord.of(stats).series["ops"]) >= MIN_POINTS
+
+
+def test_a_long_task_keeps_at_most_points_max_intervals_merged_exactly():
+    rng = np.random.default_rng(3)
+    ends = np.sort(rng.integers(0, 250 * S, 20_000))  # 250 s: 2,500 intervals of 0.1 s
+    values = rng.integers(MS, 50 * MS, len(ends))
+    series = Series.of(values, ends, 0, S // 10)
+    series.fit(250 * S)
+    rec = series.to_record(250 * S)
+    factor = -(-len(series) // POINTS_MAX)
+    assert len(rec["ops"]) == -(-len(series) // factor) <= POINTS_MAX
+    assert rec["interval_s"] == pytest.approx(0.1 * factor)
+    assert sum(rec["ops"]) == len(ends)
+    coarse = series.coarsened(factor)
+    same_histogram(coarse.histogram(), series.histogram())
+    assert coarse.maxs.max() == values.max() and coarse.mins.min() == values.min()
+    assert rec["latency_ns"]["max"][0] == series.maxs[:factor].max()

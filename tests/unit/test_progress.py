@@ -3,23 +3,49 @@ terminal tables (``report.terminal.fit_columns``), on fixed inputs."""
 
 import pytest
 
+from storebench.plan.dryrun import estimate, time_model
+from storebench.plan.scenario import Scenario
 from storebench.report.terminal import BORDER_EDGE, BORDER_PER_COLUMN, fit_columns
-from storebench.run.progress import PRIOR_RUN_S, Sweep, fmt_duration, run_size
+from storebench.run.progress import PRIOR_RUN_S, Sweep, fmt_duration
+from storebench.workloads.base import OP_S, TASK_S, TimeModel
 
 
-def test_run_size_counts_documents_operations_variants_and_settings():
-    p = {"n": 1000, "queries": 50, "clients": [1, 4], "labels": [0.1, 0.5]}
-    assert run_size(p) == 1 + 1000 + 50 * 4
-    assert run_size(p, {"ef": [16, 64, 128]}) == 1 + 1000 + 50 * 4 * 3
-    # an exhaustive store scans the documents for each operation
-    assert run_size({"n": 4000, "queries": 10}, exact=True) == 1 + 4000 + 10 * 4
-    assert run_size({}) == 1
+def test_each_workload_models_its_own_time():
+    # social: its actors' pauses (100 reads 100 ms apart) are the run's length
+    social = time_model("social", {}, None, "memory")
+    assert 10.0 <= social.fixed_s <= 10.2 and social.work_s > 0
+    assert time_model("social", {"post_read_delay_ms": 300}, None, "memory").fixed_s >= 30
+    # search: each measured task runs at least its window: per setting, a
+    # task per client count and per filter selectivity
+    p = {"n": 1000, "queries": 50, "clients": [1, 4], "labels": [0.1, 0.5], "min_window_s": 1}
+    assert time_model("search", p, None, "hnswlib").fixed_s == 4
+    assert time_model("search", p, {"ef": [16, 64, 128]}, "hnswlib").fixed_s == 12
+    # and each task costs the harness its own start and scoring, however short
+    one, three = (time_model("search", p, {"ef": e}, "hnswlib") for e in ([16], [16, 64, 128]))
+    assert three.work_s - one.work_s == pytest.approx(2 * 4 * TASK_S)
+    # an exhaustive store scans the documents for each query: more work as n grows
+    small, big = (time_model("tune", {"n": n, "queries": 500}, None, "memory") for n in (1e3, 1e6))
+    assert big.work_s > 10 * small.work_s
+    # a record's parameters (a mapping) and the plan's (the model) agree
+    plan = Scenario.load("crud", stores=["memory"], sets=["n=2000"]).plan()
+    assert time_model("crud", plan[0].params, None, "memory") == time_model(
+        "crud", plan[0].params.model_dump(), None, "memory"
+    )
+    assert time_model("no-such-workload", {}, None, "memory") == TimeModel()
+
+
+def test_the_built_in_guesses_hold_each_scenarios_fixed_seconds():
+    sweep = estimate(Scenario.load("social").plan())
+    assert sweep.total() >= 2 * 10.0  # two stores, 10 s of pauses each
+    streaming = Scenario.load("streaming", sets=["n=2000"]).plan()
+    assert estimate(streaming).total() >= len(streaming) * 2 * 2 * 0.5  # 2 stages x 2 clients
+    assert OP_S > 0
 
 
 def test_eta_scales_the_engines_own_runs_then_all_runs():
     runs = [("a", "w", 100.0, False), ("a", "w", 200.0, False), ("b", "w", 100.0, False)]
     sweep = Sweep(runs)
-    assert sweep.estimate(0) == pytest.approx(PRIOR_RUN_S + 100 * 1e-3)  # priors
+    assert sweep.estimate(0) == pytest.approx(PRIOR_RUN_S + 100)  # the model's own
     assert not sweep.measured()
     sweep.finished(0, 10.0)  # engine a: 0.1 s per unit
     assert sweep.estimate(1) == pytest.approx(20.0)

@@ -341,12 +341,40 @@ def test_single_runs_use_hdr_intervals(recs):
         ((100, 98, 102), (120, 118, 122), True, "better"),
         ((100, 98, 102), (120, 118, 122), False, "worse"),
         ((100, 100, 100), (100, 90, 110), False, "same"),
+        ((100, 99, 101), (104, 103, 105), True, "same"),  # beyond the spread, under 5%
     ],
 )
 def test_differences_within_the_spread_are_noise(a, b, higher, verdict):
     ia = cmp.Interval(*a, runs=3, basis="repeats")
     ib = cmp.Interval(*b, runs=3, basis="repeats")
     assert cmp._verdict(ia, ib, higher) == verdict
+
+
+def test_a_score_needs_no_minimum_and_a_caution_puts_no_doubt_on_it():
+    from rich.console import Console
+
+    from storebench.cli.report import _pair_table
+
+    a, b = (
+        cmp.Interval(0.97, 0.97, 0.97, 3, "repeats"),
+        cmp.Interval(0.99, 0.99, 0.99, 3, "repeats"),
+    )
+    assert cmp._verdict(a, b, True, timing=False) == "better"  # 2%, and no spread at all
+    fast, slow = cmp.Interval(100, 99, 101, 3, "repeats"), cmp.Interval(50, 49, 51, 3, "repeats")
+    pair = cmp.Pair("all runs", "best of 3", "best of 3", "r1", "r2", caution_b=["busy"])
+    comp = cmp.Comparison({}, pairs=[pair])
+    comp.rows = [
+        cmp.Row("all runs", "find", "ops/s", fast, slow, 0.5, "worse", True),
+        cmp.Row("all runs", "find", "p50", fast, slow, 0.5, "better", False),
+        cmp.Row("all runs", "find", "recall@10", a, b, 1.02, "better", True),
+    ]
+    console = Console(width=80, record=True)
+    console.print(_pair_table(comp, pair, False, 80))
+    text = console.export_text()
+    assert "slower?" in text and "better?" not in text and "better" in text
+    assert "p50" not in text  # the summary: throughput, p95 and scores; -v: all
+    console.print(_pair_table(comp, pair, True, 80))
+    assert "faster?" in console.export_text()
 
 
 def test_select_rejects_a_condition_without_value(recs):
@@ -706,3 +734,16 @@ def test_the_footprint_chart_draws_only_the_measures_some_run_has():
     served = [*embedded, ("redis", "redis", Footprint(3.0 * 2**20, 2.0**20, 10), "r2")]
     assert "peak server RSS" in summary.footprint_chart(served).title
     assert summary.footprint_chart([("x", "memory", Footprint(None, None, None), "r")]) is None
+
+
+def test_two_invocations_of_one_plan_are_said_not_silently_repeats(results, tmp_path, caplog):
+    from storebench.results import records
+
+    (first,) = [r for r in records.load(results) if r.params["clients"] == 2]
+    assert records.separate_invocations(records.load(results)) == ""  # repeats 0 and 1
+    again = first.to_dict() | {"run_id": "20261128T000000-0badc0de"}
+    path = tmp_path / "both.jsonl"
+    path.write_text(json.dumps(first.to_dict()) + "\n" + json.dumps(again) + "\n")
+    records.load(path)
+    said = f"runs {first.run_id} and {again['run_id']} (crud, memory) are both repeat 0"
+    assert said in caplog.text

@@ -64,3 +64,12 @@ def test_a_full_disk_leaves_no_partial_line_and_keeps_the_record(tmp_path):
     assert [x["run_id"] for x in files.read(kept)] == ["r2"]
     files.append(path, _rec(3))
     assert [x["run_id"] for x in files.read(path)] == ["r1", "r3"]
+
+
+def test_a_directory_is_read_with_its_subdirectories(tmp_path):
+    files.append(tmp_path / "a.jsonl", _rec(1))
+    files.append(tmp_path / "monday" / "b.jsonl", _rec(2))
+    (tmp_path / "empty").mkdir()
+    assert sorted(r["run_id"] for r in files.read(tmp_path)) == ["r1", "r2"]
+    with pytest.raises(UserError, match="no \\*.jsonl result files here or below"):
+        list(files.read(tmp_path / "empty"))

@@ -216,12 +216,12 @@ def test_limits_are_checked_by_the_plan_and_blamed_on_the_flag(tmp_path, sets, w
 
 
 def test_a_duration_is_bounded_and_the_estimate_follows_it():
-    from storebench.run.progress import Sweep
+    from storebench.plan.dryrun import estimate
 
     with pytest.raises(UserError, match="--set params.duration_s: at most 604,800 seconds"):
         Scenario.load("search", stores=["memory"], sets=["duration_s=1e300"])
     estimates = [
-        Sweep.of(
+        estimate(
             Scenario.load("search", stores=["memory"], sets=[f"duration_s={d}"]).plan()
         ).total()
         for d in (2, 1000)

@@ -337,9 +337,18 @@ def show(paths: tuple[str, ...], last: int | None, over_time: bool, as_json: boo
         console.print()
     print_study_tables(records, console)
     if over_time:
+        from storebench.measure.metrics import MIN_POINTS
         from storebench.report.timeline import print_sparklines
 
         print_sparklines(records, console)
+        short = [t.name for r in records for t in r.tasks if t.series and t.points() < MIN_POINTS]
+        if short:  # a line of one or two blocks tells nothing over time
+            console.print(
+                f"too short to be seen over time (under {MIN_POINTS} intervals): "
+                + ", ".join(dict.fromkeys(short)),
+                markup=False,
+                highlight=False,
+            )
 
 
 from storebench.cli.report import compare, export, report  # noqa: E402

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -27,8 +28,9 @@ AGGREGATE = click.option(
 
 def _fmt_value(metric: str, v: float) -> str:
     from storebench.report.terminal import fmt_ns, fmt_rate
+    from storebench.results import scores
 
-    if metric.startswith("recall"):
+    if scores.of(metric) is not None:
         return f"{v:.4f}"
     if metric == "ops/s":
         return fmt_rate(v) or "0"
@@ -112,17 +114,15 @@ def compare(
     fail_worse: bool,
     how: str,
 ) -> None:
-    """Compare runs B against runs A, metric by metric (B/A), flagging
-    differences within the measured spread as noise.
+    """Compare runs B against runs A (B/A): per pair of configurations its
+    throughput, p95 and scores with a verdict; -v: every percentile, with
+    each side's interval.
 
     A and B are result files or directories; the same path twice with --a
     and --b filters compares two slices of one file."""
-    from rich.table import Table
-    from rich.text import Text
-
     from storebench.report.compare import compare as do_compare
     from storebench.report.compare import describe_differ, select
-    from storebench.report.data import aggregation_note, load
+    from storebench.report.data import load
     from storebench.report.terminal import make_console
 
     ra = select(load(a), list(a_where))
@@ -135,68 +135,91 @@ def compare(
     if as_json:
         click.echo(comp.to_json())
     else:
-        console = make_console()
+        console = make_console(columns_env=True)
         console.print(
             f"A: {a} ({comp.runs_a} ok runs)  B: {b} ({comp.runs_b} ok runs)\n"
-            f"{describe_differ(comp.differ)}\n{aggregation_note(how)}",
+            f"{describe_differ(comp.differ)}",
             markup=False,
             highlight=False,
         )
-        style = {
-            "better": "green",
-            "worse": "bold red",
-            "noise": "dim",
-            "same": "dim",
-            "unlike": "yellow",
-        }
+        full = bool(click.get_current_context().find_root().meta.get("storebench.verbose"))
         for pair in comp.pairs:
-            t = Table(
-                title=Text(pair.label, "bold"),
-                title_justify="left",
-                caption=f"A: {pair.a}, run {pair.run_a}; B: {pair.b}, run {pair.run_b}",
-                caption_justify="left",
-            )
-            notes = [f"A: {c}" for c in pair.caution_a] + [f"B: {c}" for c in pair.caution_b]
-            if notes:  # a ranking across a busy machine or scattered repeats is in doubt
-                t.caption = (
-                    f"{t.caption}\ncaution ({'; '.join(notes)}): a verdict marked ? may not hold"
-                )
-            for col in ("task", "metric", "A", "A interval", "B", "B interval", "B/A", "verdict"):
-                t.add_column(
-                    col, justify="left" if col in ("task", "metric", "verdict") else "right"
-                )
-            for r in comp.rows:
-                if r.pair != pair.label:
-                    continue
-                if r.a is None or r.b is None:
-                    t.add_row(r.task, "-", "-", "", "-", "", "-", Text(r.why, style["unlike"]))
-                    continue
-                t.add_row(
-                    r.task,
-                    r.metric,
-                    _fmt_value(r.metric, r.a.value),
-                    _interval(r.metric, r.a),
-                    _fmt_value(r.metric, r.b.value),
-                    _interval(r.metric, r.b),
-                    "-" if r.ratio is None else f"{r.ratio:.3f}",
-                    Text(
-                        r.verdict + ("?" if pair.cautioned and r.verdict in DECISIVE else ""),
-                        style.get(r.verdict, ""),
-                    ),
-                )
-            console.print(t)
+            console.print(_pair_table(comp, pair, full, console.width))
         for side, labels in (("A", comp.only_a), ("B", comp.only_b)):
             for label in labels:
                 console.print(f"only in {side}: {label}", markup=False, highlight=False)
-        console.print(
-            "noise: the intervals overlap (repeats: min..max of the runs; one run: ~95% "
-            "interval from its HDR histogram, or binomial for recall).",
-            style="dim",
-            markup=False,
-            highlight=False,
-        )
+        console.print(_legend(full), style="dim", markup=False, highlight=False)
     if fail_worse and comp.worse:
         sys.exit(1)
+
+
+STYLE = {"better": "green", "worse": "bold red", "noise": "dim", "same": "dim", "unlike": "yellow"}
+SUMMARY_TIMINGS = ("ops/s", "p95")  # a timing's rows without -v
+
+
+def verdict_word(row: Any) -> str:
+    """A row's verdict as the table says it: faster / slower for a timing."""
+    if row.timing and row.verdict in DECISIVE:
+        return "faster" if row.verdict == "better" else "slower"
+    return row.verdict
+
+
+def _pair_table(comp: Any, pair: Any, full: bool, width: int) -> Any:
+    """One pair's rows (``full``: every metric, with intervals); the caption
+    names the run each side's numbers are from."""
+    from rich.text import Text
+
+    from storebench.report.terminal import fitted_table
+
+    headers = ["task", "metric", "A", "B", "B/A", "verdict"]
+    if full:
+        headers[3:3] = ["A interval"]
+        headers[5:5] = ["B interval"]
+    rows = []
+    for r in comp.rows:
+        if r.pair != pair.label or (not full and r.timing and r.metric not in SUMMARY_TIMINGS):
+            continue
+        if r.a is None or r.b is None:
+            rows.append([r.task, "-", "-", "-", "-", Text(r.why, STYLE["unlike"])])
+            continue
+        # a score (recall on the same index and queries) does not move with the load
+        doubt = "?" if pair.cautioned and r.timing and r.verdict in DECISIVE else ""
+        cells = [
+            r.task,
+            r.metric,
+            _fmt_value(r.metric, r.a.value),
+            _fmt_value(r.metric, r.b.value),
+            "-" if r.ratio is None else f"{r.ratio:.3f}",
+            Text(verdict_word(r) + doubt, STYLE.get(r.verdict, "")),
+        ]
+        if full:
+            cells[3:3] = [_interval(r.metric, r.a)]
+            cells[5:5] = [_interval(r.metric, r.b)]
+        rows.append(cells)
+    caption = (
+        f"A: run {pair.run_a} ({pair.a}), B: run {pair.run_b} ({pair.b}); "
+        "every number is that run's"
+    )
+    notes = [f"A: {c}" for c in pair.caution_a] + [f"B: {c}" for c in pair.caution_b]
+    if notes:  # a timing's ranking across a busy machine or scattered repeats is in doubt
+        caption += f"\ncaution ({'; '.join(notes)}): a verdict marked ? may not hold"
+    aligns = ["l", "l"] + ["r"] * (len(headers) - 3) + ["l"]
+    priorities = [9 if h.endswith("interval") else 0 for h in headers]  # narrow: they go
+    title = Text(pair.label, "bold")
+    return fitted_table(headers, rows, width, aligns, title, caption, priorities)
+
+
+def _legend(full: bool) -> str:
+    from storebench.report.compare import MIN_DIFFERENCE
+
+    return (
+        "faster/slower, better/worse: B differs from A beyond both sides' intervals "
+        "(repeats: min..max of the runs; one run: ~95% from its HDR histogram, binomial "
+        f"for a recall) and, for a timing, by at least {MIN_DIFFERENCE:.0%}; noise: the "
+        f"intervals overlap; same: equal, or a timing within {MIN_DIFFERENCE:.0%}. "
+        "? : measured on a busy machine or with scattered repeats."
+        + ("" if full else " -v: every percentile and the intervals.")
+    )
 
 
 DECISIVE = ("better", "worse")  # verdicts a caution puts in doubt

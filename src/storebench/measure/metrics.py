@@ -160,7 +160,12 @@ class Histogram:
         self.clamped = state["clamped"]
 
 
-DEFAULT_INTERVAL_S = 1.0
+# a task of a second gets its ten points over time (``show --over-time``);
+# a long one's record keeps at most POINTS_MAX, its intervals merged
+# (``Series.coarsened``): a minute at 0.1 s, an hour at 6 s
+DEFAULT_INTERVAL_S = 0.1
+MIN_POINTS = 10  # fewer: the task was too short to be seen over time
+POINTS_MAX = 600
 # the task's last interval runs to its end: a tail shorter than this fraction
 # of an interval (the overshoot of the last operations past a deadline) joins
 # the interval before it instead of showing as a noisy sliver
@@ -285,6 +290,21 @@ class Series:
             self.mins, self.maxs, self.sums = self.mins[:n], self.maxs[:n], self.sums[:n]
             self.errors = self.errors[:n]
 
+    def coarsened(self, factor: int) -> Series:
+        """The same operations in intervals ``factor`` times as long, merged
+        exactly (the last may hold fewer of the old ones)."""
+        out = Series(self.interval_ns * factor)
+        k = self.keys // BUCKETS
+        out._set_counts(k // factor * BUCKETS + self.keys % BUCKETS, self.counts)
+        if len(self):
+            first = np.arange(0, len(self), factor)
+            out.mins = np.minimum.reduceat(self.mins, first)
+            out.maxs = np.maximum.reduceat(self.maxs, first)
+            out.sums = np.add.reduceat(self.sums, first)
+            out.errors = np.add.reduceat(self.errors, first)
+        out.clamped = self.clamped
+        return out
+
     # --- reading ---------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.mins)
@@ -333,7 +353,15 @@ class Series:
         ``HDR_INTERVALS_MAX``). The last interval runs to the task's end.
         Only where they say something: ``errors`` per interval (any failed),
         ``items_per_s`` (ops carrying other than one item), ``service_ns``
-        (an open loop's service times, percentiles as ``latency_ns``)."""
+        (an open loop's service times, percentiles as ``latency_ns``); past
+        ``POINTS_MAX`` intervals, merged ones (``coarsened``)."""
+        if len(self) > POINTS_MAX:
+            factor = -(-len(self) // POINTS_MAX)
+            coarse = self.coarsened(factor)
+            if service is not None:
+                service._size(len(self))
+                service = service.coarsened(factor)
+            return coarse.to_record(elapsed_ns, service, items_per_op)
         n = len(self)
         step_s = self.interval_ns / 1e9
         ops = self.ops()

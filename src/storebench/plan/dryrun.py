@@ -4,16 +4,20 @@ is started, connected to or written."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from storebench.errors import UserError
 from storebench.plan import memory
 from storebench.plan.scenario import Run, Scenario
 from storebench.results import records
 from storebench.results.records import RunRecord
-from storebench.run.progress import Sweep, fmt_duration
+from storebench.run.progress import MIN_WORK_S, Sweep, fmt_duration, record_seconds
 from storebench.stores.base import redact_url, store_class
+from storebench.stores.opening import starts_server
+from storebench.workloads.base import TimeModel, workload_class
 
 
 def what_starts(run: Run) -> str:
@@ -45,9 +49,48 @@ def history(scenario: Scenario, results_dir: Path) -> list[RunRecord]:
         return []
 
 
+def time_model(
+    workload: str, params: Any, sweep: Mapping[str, list[Any]] | None, engine: str
+) -> TimeModel:
+    """The workload's own model of a run's time (``Workload.time_model``):
+    ``params`` its model or, from a record, a mapping; a workload or an
+    engine this install lacks (an old record's) counts as nothing known."""
+    try:
+        cls = workload_class(workload)
+    except UserError:
+        return TimeModel()
+    try:
+        store = store_class(engine)
+    except UserError:
+        store = None
+    if isinstance(params, Mapping):  # a record's: its keys of today, defaults for the rest
+        fields = cls.Params.model_fields
+        params = cls.Params.model_construct(**{k: v for k, v in params.items() if k in fields})
+    settings = math.prod(len(v) for v in (sweep or {}).values()) or 1
+    return cls.time_model(params, settings, store)
+
+
+def estimate(runs: Sequence[Run], history: Iterable[RunRecord] = ()) -> Sweep:
+    """The time estimates of a plan's ``runs`` (``progress.Sweep``), with
+    earlier ok records of the same workloads as ``history``."""
+    models = [time_model(r.workload, r.params, r.sweep, r.spec.engine) for r in runs]
+    planned = [
+        (r.spec.engine, r.workload, max(m.work_s, MIN_WORK_S), starts_server(r.spec))
+        for r, m in zip(runs, models, strict=True)
+    ]
+    past = []
+    for rec in history:
+        seconds = record_seconds(rec)
+        if rec.ok and seconds is not None:
+            m = time_model(str(rec.workload), rec.params, rec.search_sweep, rec.store.engine)
+            work, rest = max(m.work_s, MIN_WORK_S), max(0.0, seconds - m.fixed_s)
+            past.append((rec.store.engine, str(rec.workload), work, rest))
+    return Sweep(planned, past, [m.fixed_s for m in models])
+
+
 def summary(scenario: Scenario, runs: Sequence[Run], results_dir: Path) -> dict[str, Any]:
     """The plan as data (``--dry-run --json``), with its estimates."""
-    sweep = Sweep.of(list(runs), history(scenario, results_dir))
+    sweep = estimate(runs, history(scenario, results_dir))
     need = memory.largest(runs)
     common = runs[0].params.model_dump() if runs else {}
     return {

@@ -11,7 +11,8 @@ Each side's value is its chosen run's, the same run the report's row shows
 repeats, min..max of the runs; for a single run, a ~95% interval from its
 HDR histogram (order statistics for a percentile, the standard error of the
 mean for throughput) or, for recall, a binomial one. A difference whose
-intervals overlap is flagged as noise. Tasks that are not the same work on
+intervals overlap is noise; a timing's difference beyond them but under
+``MIN_DIFFERENCE`` is no difference worth a verdict (``same``). Tasks that are not the same work on
 the two sides (an index built during the upload against a separate build)
 are not ranked: ``unlike``, with the reason.
 """
@@ -46,6 +47,10 @@ from storebench.results import scores as catalogue
 from storebench.results.records import TaskRecord
 
 PERCENTILES = (("p50", 50.0), ("p95", 95.0), ("p99", 99.0))
+# the least relative difference of a timing (ops/s, a latency) that gets a
+# verdict, even beyond its intervals: repeats on one machine drift this much
+MIN_DIFFERENCE = 0.05
+TIMINGS = ("ops/s", *(key for key, _ in PERCENTILES))
 
 
 @dataclass
@@ -71,6 +76,11 @@ class Row:
     verdict: str  # better | worse | noise | same | unlike
     higher_is_better: bool
     why: str = ""  # unlike: why the two are not ranked
+
+    @property
+    def timing(self) -> bool:
+        """A figure of time (it moves with the machine's load), not a score."""
+        return self.metric in TIMINGS
 
 
 @dataclass
@@ -221,11 +231,13 @@ def _score(ts: TaskSummary, t: TaskRecord | None, key: str) -> Interval | None:
     return Interval(r, max(0.0, r - half), min(1.0, r + half), 1, "binomial")
 
 
-def _verdict(a: Interval, b: Interval, higher_is_better: bool) -> str:
+def _verdict(a: Interval, b: Interval, higher_is_better: bool, timing: bool = True) -> str:
     if a.value == b.value:
         return "same"
     if a.overlaps(b):
         return "noise"
+    if timing and abs(b.value - a.value) < MIN_DIFFERENCE * abs(a.value):
+        return "same"
     return "better" if (b.value > a.value) == higher_is_better else "worse"
 
 
@@ -274,7 +286,8 @@ def _rows(pair: str, ca: Config, cb: Config, how: str) -> tuple[Pair, list[Row]]
             if ia is None or ib is None:
                 continue
             ratio = ib.value / ia.value if ia.value else None
-            out.append(Row(pair, name, metric, ia, ib, ratio, _verdict(ia, ib, hib), hib))
+            verdict = _verdict(ia, ib, hib, metric in TIMINGS)
+            out.append(Row(pair, name, metric, ia, ib, ratio, verdict, hib))
     return Pair(
         pair, pa.describe(), pb.describe(), pa.run_short, pb.run_short, cautions(ca), cautions(cb)
     ), out

@@ -167,8 +167,8 @@ def _keep_elsewhere(path: Path, data: bytes) -> Path | None:
 
 
 def read(path: Path) -> Iterator[dict[str, Any]]:
-    """Records (redacted) of a JSON-lines file (or of every *.jsonl under a
-    directory), as the JSON holds them (typed: ``records.read``)."""
+    """Records (redacted) of a JSON-lines file (or of every *.jsonl in a
+    directory and its subdirectories), as the JSON holds them (typed: ``records.read``)."""
     yield from (rec for _, rec in read_lines(path))
 
 
@@ -176,9 +176,9 @@ def read_lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """(``file:line``, record) of each record, as ``read``."""
     path = Path(path)
     if path.is_dir():
-        files = sorted(path.glob("*.jsonl"))
+        files = sorted(path.rglob("*.jsonl"))
         if not files:
-            raise UserError("no *.jsonl result files here", where=str(path))
+            raise UserError("no *.jsonl result files here or below", where=str(path))
     elif path.exists():
         files = [path]
     else:

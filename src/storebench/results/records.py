@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,6 +38,8 @@ from storebench.errors import UserError
 from storebench.results import files as results
 from storebench.results import scores as catalogue
 from storebench.results.scores import RECALL, Score
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from storebench.measure.metrics import TaskStats
@@ -198,6 +201,10 @@ class TaskRecord(Fields):
     def score_keys(self, score: Score | None = None) -> list[str]:
         """Its score keys (of ``score`` only, if given), in the catalogue's order."""
         return catalogue.ordered(self.scores, score)
+
+    def points(self) -> int:
+        """Intervals of its series (``metrics.Series``): points over time."""
+        return len((self.series or {}).get("ops") or [])
 
     def number(self, key: str) -> float | None:
         """A numeric field by key; ``latency_ns.p99`` style for a latency,
@@ -525,6 +532,26 @@ def read(path: str | Path) -> Iterator[RunRecord]:
 
 
 def load(paths: str | Path | Iterable[str | Path]) -> list[RunRecord]:
+    """The records of files and directories, said in a line when two
+    invocations wrote the same runs (``separate_invocations``)."""
     if isinstance(paths, str | Path):
         paths = [paths]
-    return [r for p in paths for r in read(p)]
+    recs = [r for p in paths for r in read(p)]
+    if twice := separate_invocations(recs):
+        log.warning("%s", twice)
+    return recs
+
+
+def separate_invocations(recs: Iterable[RunRecord]) -> str:
+    """A line naming two ok runs of one planned run (the same configuration
+    and repeat: its ``key``), if any: separate invocations wrote into the
+    same results, and readers count their runs as repeats."""
+    first: dict[str, RunRecord] = {}
+    for r in recs:
+        if r.ok and r.key and (a := first.setdefault(r.key, r)) is not r:
+            return (
+                f"runs {a.run_id} and {r.run_id} ({r.scenario}, {r.store.engine}) are both "
+                f"repeat {r.repeat} of one configuration: separate invocations wrote these "
+                "results, and their runs are counted as repeats"
+            )
+    return ""

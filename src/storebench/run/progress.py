@@ -11,7 +11,7 @@ import contextlib
 import math
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from rich.console import Console
@@ -29,45 +29,12 @@ from rich.text import Text
 
 from storebench.common.redaction import redact
 
-# before any run of an engine has been timed: a run's fixed cost, a managed
-# server's start, and the time per unit of size (``run_size``), rough
-# figures of a small machine; ``Sweep`` replaces them as runs finish
-PRIOR_RUN_S = 0.5
+# before any run of an engine has been timed: a run's fixed cost and a
+# managed server's start (the work itself: the workload's ``TimeModel``,
+# ``plan.dryrun.estimate``)
+PRIOR_RUN_S = 0.1
 PRIOR_SERVER_S = 4.0
-PRIOR_S_PER_UNIT = 1e-3
-
-
-def run_size(
-    params: Mapping[str, Any], sweep: Mapping[str, list[Any]] | None = None, exact: bool = False
-) -> float:
-    """A run's size in the plan's own terms, for time estimates: the
-    documents it loads (``n``) plus the operations it times (``queries`` or
-    ``ops``) once per variant (each value of a list parameter: client
-    counts, filters) and search setting; an exhaustive store's operation
-    scans the documents (a unit per thousand). Runs of one engine scale
-    with it; a workload without these keys counts 1."""
-
-    def number(key: str) -> float:
-        v = params.get(key)
-        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
-
-    docs = number("n")
-    work = number("queries") or number("ops")
-    variants = sum(len(v) for v in params.values() if isinstance(v, list)) or 1
-    settings = math.prod(len(v) for v in (sweep or {}).values()) or 1
-    per_op = max(1.0, docs / 1000) if exact else 1.0
-    return 1.0 + docs + work * variants * settings * per_op
-
-
-def timed_seconds(params: Mapping[str, Any], sweep: Mapping[str, list[Any]] | None = None) -> float:
-    """The seconds a run's duration-bound tasks take (``duration_s`` once
-    per variant and search setting, as ``run_size`` counts them); 0 for a
-    run of counted operations."""
-    duration = params.get("duration_s")
-    if not isinstance(duration, int | float) or isinstance(duration, bool):
-        return 0.0
-    variants = sum(len(v) for v in params.values() if isinstance(v, list)) or 1
-    return duration * variants * (math.prod(len(v) for v in (sweep or {}).values()) or 1)
+MIN_WORK_S = 1e-3  # a run's least work: what its engine's pace is measured against
 
 
 def fmt_duration(s: float | None) -> str:
@@ -80,12 +47,12 @@ def fmt_duration(s: float | None) -> str:
 
 
 class Sweep:
-    """Time estimates for a plan's runs: each run is its size times its
-    engine's seconds per unit of size, measured on the runs done so far
-    (those of the same engine and workload, else all of them), else taken
-    from ``history`` (earlier records: engine, workload, size, seconds),
-    else the rough priors above; to each its duration-bound tasks' seconds
-    (``timed``, known in advance)."""
+    """Time estimates for a plan's runs: each run's work (its workload's
+    ``TimeModel.work_s``) times its engine's pace, measured on the runs
+    done so far (those of the same engine and workload, else all of them),
+    else taken from ``history`` (earlier records: engine, workload, work,
+    seconds), else the model's own (plus the fixed costs above); to each
+    its seconds known in advance (``timed``: the model's ``fixed_s``)."""
 
     def __init__(
         self,
@@ -93,14 +60,14 @@ class Sweep:
         history: Iterable[tuple[str, str, float, float]] = (),
         timed: list[float] | None = None,
     ):
-        # per run: (engine, workload, size, starts a server)
+        # per run: (engine, workload, work, starts a server)
         self.runs = runs
         self.timed = timed or [0.0] * len(runs)
-        self.done: list[tuple[str, str, float, float]] = []  # engine, workload, size, seconds
+        self.done: list[tuple[str, str, float, float]] = []  # engine, workload, work, seconds
         self.history = list(history)
 
     def _rate(self, engine: str, workload: str) -> tuple[float, float] | None:
-        """Seconds per unit of size, and a run's fixed seconds (0: in the rate)."""
+        """Seconds per second of modelled work, and a run's fixed seconds (0: in the rate)."""
         for pool in (self.done, self.history):
             same = [d for d in pool if d[0] == engine and d[1] == workload]
             if same:
@@ -113,7 +80,7 @@ class Sweep:
         engine, workload, size, server = self.runs[i]
         rate = self._rate(engine, workload)
         if rate is None:
-            rest = PRIOR_RUN_S + (PRIOR_SERVER_S if server else 0.0) + size * PRIOR_S_PER_UNIT
+            rest = PRIOR_RUN_S + (PRIOR_SERVER_S if server else 0.0) + size
         else:
             rest = rate[1] + size * rate[0]
         return self.timed[i] + rest
@@ -133,40 +100,6 @@ class Sweep:
 
     def total(self) -> float:
         return sum(self.estimate(j) for j in range(len(self.runs)))
-
-    @classmethod
-    def of(cls, runs: list[Any], history: Iterable[Any] = ()) -> Sweep:
-        """For a plan's ``runs`` (``scenario.Run``), with earlier ok
-        records (``RunRecord``) of the same workloads as ``history``."""
-        from storebench.stores.opening import starts_server
-
-        planned = [
-            (
-                r.spec.engine,
-                r.workload,
-                run_size(r.params.model_dump(), r.sweep, _exact(r.spec.engine)),
-                starts_server(r.spec),
-            )
-            for r in runs
-        ]
-        past = []
-        for rec in history:
-            seconds = record_seconds(rec)
-            if rec.ok and seconds is not None:
-                size = run_size(rec.params, rec.search_sweep, _exact(rec.store.engine))
-                rest = max(0.0, seconds - timed_seconds(rec.params, rec.search_sweep))
-                past.append((rec.store.engine, str(rec.workload), size, rest))
-        return cls(planned, past, [timed_seconds(r.params.model_dump(), r.sweep) for r in runs])
-
-
-def _exact(engine: str) -> bool:
-    from storebench.errors import UserError
-    from storebench.stores.base import store_class
-
-    try:
-        return store_class(engine).exact
-    except UserError:  # an engine this install lacks (an old record's)
-        return False
 
 
 def record_seconds(rec: Any) -> float | None:

@@ -324,13 +324,13 @@ def run_scenario(
         done = {records.plan_id(r) for r in records.read(path) if r.ok}
     todo = [run for run in plan if not (done and records.plan_id(planned(run)) in done)]
     if hasattr(progress, "plan"):  # the sweep line's ETA: earlier records, then these runs
-        from storebench.run.progress import Sweep
+        from storebench.plan.dryrun import estimate
 
         try:
             earlier = list(records.read(path)) if path.exists() else []
         except StorebenchError:  # a file we only append to need not be readable
             earlier = []
-        progress.plan(Sweep.of(todo, [r for r in earlier if r.workload == scenario.file.workload]))
+        progress.plan(estimate(todo, [r for r in earlier if r.workload == scenario.file.workload]))
     out = []
     recorder = _Recorder(path)
     unopened: dict[str, RunRecord] = {}  # store -> the record of its failed open

@@ -84,6 +84,58 @@ class MemoryNeed:
     shared: int = 0  # bytes written to the run's directory (RAM where that is tmpfs)
 
 
+# a small machine's pace with an embedded store (2 cores, some load), the
+# unit of ``TimeModel.work_s``: an engine's timed runs rescale it
+DOC_S = 20e-6  # a document inserted, in batches
+OP_S = 0.3e-3  # a timed operation of one client
+REQUEST_S = 40e-6  # a short request: one small insert or read in its transaction
+SCAN_S = 0.5e-6  # a document an exhaustive search scans, per query
+BUILD_S = 0.15e-3  # a document an index build adds (HNSW)
+TASK_S = 0.05  # a measured task's own cost: clients started, load sampled, scored
+
+
+@dataclass(frozen=True)
+class TimeModel:
+    """A run's time before it runs (``Workload.time_model``): ``fixed_s``,
+    the seconds its own clock sets (durations, measuring windows, warm-up
+    seconds, delays), which no engine shortens; ``work_s``, the engine's
+    work (documents loaded, operations timed, an index built) in seconds
+    at the pace above, which ``run.progress.Sweep`` rescales by the
+    engine's timed runs."""
+
+    fixed_s: float = 0.0
+    work_s: float = 0.0
+
+    def __add__(self, other: TimeModel) -> TimeModel:
+        return TimeModel(self.fixed_s + other.fixed_s, self.work_s + other.work_s)
+
+    def __mul__(self, times: float) -> TimeModel:
+        return TimeModel(self.fixed_s * times, self.work_s * times)
+
+    @classmethod
+    def requests(cls, count: float, fixed_s: float = 0.0, tasks: int = 1) -> TimeModel:
+        """``count`` short requests (a small insert or read in its
+        transaction) in ``tasks`` measured tasks."""
+        return cls(fixed_s, count * REQUEST_S + tasks * TASK_S)
+
+
+def search_time(
+    queries: float, n: float, store: type[Store] | None, window_s: float = 0.0
+) -> TimeModel:
+    """One measured task of ``queries`` searches over ``n`` documents, run
+    at least ``window_s`` (the work past it on top): an exhaustive store
+    scans every document."""
+    scan = n * SCAN_S if store is not None and store.exact else 0.0
+    return TimeModel(window_s, TASK_S + max(0.0, queries * (OP_S + scan) - window_s))
+
+
+def load_time(n: float, store: type[Store] | None) -> TimeModel:
+    """``n`` documents inserted, and the index built over them where the
+    store builds one."""
+    builds = store is not None and Capability.INDEX in store.capabilities
+    return TimeModel(0.0, n * (DOC_S + (BUILD_S if builds else 0.0)))
+
+
 class Workload:
     name: ClassVar[str]
     Params: ClassVar[type[Params]]
@@ -123,6 +175,28 @@ class Workload:
         refuses a run that cannot fit: ``storebench.plan.memory``); None: not
         estimated."""
         return None
+
+    @classmethod
+    def time_model(cls, params: Any, settings: int, store: type[Store] | None) -> TimeModel:
+        """What a run with these parameters takes (``TimeModel``), for the
+        ETA; ``settings``: the search settings swept over one build;
+        ``store``: the engine's class (None: not installed). Here, a
+        generic count: the documents loaded (``n`` or ``count``), the
+        operations (``queries`` or ``ops``) once per variant (each value of
+        a list parameter) and setting, or ``duration_s`` each."""
+        values = params.model_dump()
+
+        def number(*keys: str) -> float:
+            v = next((values[k] for k in keys if values.get(k)), 0)
+            return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
+
+        docs = number("n", "count")
+        tasks = settings * (sum(len(v) for v in values.values() if isinstance(v, list)) or 1)
+        duration = number("duration_s")
+        task = (
+            TimeModel(duration) if duration else search_time(number("queries", "ops"), docs, store)
+        )
+        return load_time(docs, store) + task * tasks
 
     def run(self, ctx: RunContext, params: Any) -> None:
         raise NotImplementedError

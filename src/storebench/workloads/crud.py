@@ -23,8 +23,16 @@ from storebench.data.filters import Cmp
 from storebench.driver import FnOp, Op, Task
 from storebench.errors import NotSupported, TaskFailed, UserError
 from storebench.results.records import TaskRecord
-from storebench.stores.base import Capability, Collection
-from storebench.workloads.base import MemoryNeed, RunContext
+from storebench.stores.base import Capability, Collection, Store
+from storebench.workloads.base import (
+    OP_S,
+    TASK_S,
+    MemoryNeed,
+    RunContext,
+    TimeModel,
+    load_time,
+    search_time,
+)
 from storebench.workloads.vector.data import TAG, VectorData, data_memory
 from storebench.workloads.vector.ops import InsertFactory, SearchFactory, apply_setting
 from storebench.workloads.vector.params import DataParams
@@ -102,6 +110,14 @@ class CrudWorkload(VectorWorkload):
         return data_memory(
             p, queries=min(p.ops, 10_000), truths=1, truth_k=max(p.k, 100), tags=True, per_doc=16
         )
+
+    @classmethod
+    def time_model(cls, p: CrudParams, settings: int, store: type[Store] | None) -> TimeModel:
+        """Create (and build), four tasks of ``ops`` by id or condition, and
+        find by vector at each search setting."""
+        ops = (p.ops + p.warmup * p.clients) * OP_S
+        vector = search_time(p.ops + p.warmup * p.clients, p.n, store) * settings
+        return load_time(p.n, store) + TimeModel(0.0, 4 * ops + 5 * TASK_S) + vector
 
     def run(self, ctx: RunContext, p: CrudParams) -> None:
         # compat: the study's own method: create is one extend() of all the

@@ -60,12 +60,14 @@ from storebench.driver.choice import ExecutorChoice
 from storebench.driver.native import ClientChoice
 from storebench.errors import NotSupported, TaskFailed
 from storebench.results.records import TaskRecord
-from storebench.stores.base import Capability, Collection
+from storebench.stores.base import Capability, Collection, Store
 from storebench.workloads.base import (
     MemoryNeed,
     Params,
     RunContext,
+    TimeModel,
     Workload,
+    load_time,
 )
 from storebench.workloads.vector.accounting import client_accounting
 
@@ -222,6 +224,11 @@ class IngestWorkload(Workload):
             0,
             p.complexity * p.string_size,
         )
+
+    @classmethod
+    def time_model(cls, p: IngestParams, settings: int, store: type[Store] | None) -> TimeModel:
+        """The documents, and a request per batch."""
+        return load_time(p.count, None) + TimeModel.requests(p.requests)
 
     def run(self, ctx: RunContext, p: IngestParams) -> None:
         if p.pipeline > 1:

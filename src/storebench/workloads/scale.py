@@ -19,7 +19,8 @@ from typing import Any
 
 from pydantic import Field
 
-from storebench.workloads.base import MemoryNeed, RunContext
+from storebench.stores.base import Store
+from storebench.workloads.base import MemoryNeed, RunContext, TimeModel
 from storebench.workloads.tune import TuneParams, TuneWorkload, measure_curve, tune_setting
 from storebench.workloads.vector.accounting import index_metrics
 from storebench.workloads.vector.data import resolve_dataset
@@ -52,6 +53,11 @@ class ScaleWorkload(TuneWorkload):
     def memory(cls, p: ScaleParams) -> MemoryNeed:  # type: ignore[override]
         # the largest size (its truth replaces the smaller sizes')
         return search_memory(p, n=p.sizes()[-1], keys=("n", "steps", "dim"))
+
+    @classmethod
+    def time_model(cls, p: ScaleParams, settings: int, store: type[Store] | None) -> TimeModel:  # type: ignore[override]
+        # each size built, tuned and measured anew (tune: false probes once)
+        return sum((cls.size_time(p, size, store) for size in p.sizes()), TimeModel())
 
     def run(self, ctx: RunContext, p: ScaleParams) -> None:  # type: ignore[override]
         sizes = p.sizes()

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from storebench.workloads.base import RunContext
+from storebench.stores.base import Store
+from storebench.workloads.base import RunContext, TimeModel, load_time
 from storebench.workloads.vector.accounting import index_metrics
 from storebench.workloads.vector.params import (
     VectorParams,
@@ -50,6 +51,13 @@ class SearchWorkloadParams(VectorParams):
 class SearchWorkload(VectorWorkload):
     name = "search"
     Params = SearchWorkloadParams
+
+    @classmethod
+    def time_model(
+        cls, p: SearchWorkloadParams, settings: int, store: type[Store] | None
+    ) -> TimeModel:
+        tasks = settings * (len(p.clients) + len(p.labels))
+        return load_time(p.n, store) + cls.measured_time(p, p.n, store) * tasks
 
     def run(self, ctx: RunContext, p: SearchWorkloadParams) -> None:
         r = SearchRun(ctx, p, "search")

@@ -33,7 +33,7 @@ from storebench.data.filters import Cmp
 from storebench.driver import Op, Task
 from storebench.errors import NotCounted, TaskFailed, UserError
 from storebench.stores.base import AsyncView, Capability, Collection, Store
-from storebench.workloads.base import MemoryNeed, Params, RunContext, Workload
+from storebench.workloads.base import MemoryNeed, Params, RunContext, TimeModel, Workload
 
 SEQ = "seq"
 _CLIENT_BYTES = 128 << 10  # a client thread's stack in use and its operation's objects
@@ -389,6 +389,23 @@ class SocialWorkload(Workload):
             0,
             text // max(docs, 1),
         )
+
+    @classmethod
+    def time_model(cls, p: SocialParams, settings: int, store: type[Store] | None) -> TimeModel:
+        """Every actor at once: the run lasts its slowest kind of actor's
+        pauses (each actor pauses after every operation; compat's pauses
+        are shorter), plus a period for the spread starts; the operations
+        themselves (a short transaction each) on top."""
+        kinds = [
+            (p.posters, p.posts, p.post_delay_ms),
+            (p.commenters, p.comments, p.comment_delay_ms),
+            (p.post_readers, p.post_reads, p.post_read_delay_ms),
+            (p.comment_readers, p.comment_reads, p.comment_read_delay_ms),
+        ]
+        busy = [(actors, ops, delay / 1000) for actors, ops, delay in kinds if actors]
+        pauses = max(ops * delay for _, ops, delay in busy) + max(d for _, _, d in busy)
+        ops = sum(actors * ops for actors, ops, _ in busy) * p.scale
+        return TimeModel.requests(ops, pauses, tasks=2)  # the users, then everyone
 
     def run(self, ctx: RunContext, p: SocialParams) -> None:
         compat = ctx.mode == "compat"

@@ -39,9 +39,9 @@ from storebench.driver import Task
 from storebench.errors import UserError
 from storebench.results.records import TaskRecord
 from storebench.results.scores import RECALL
-from storebench.stores.base import Collection
+from storebench.stores.base import Collection, Store
 from storebench.stores.params import SearchParams
-from storebench.workloads.base import RunContext
+from storebench.workloads.base import TASK_S, RunContext, TimeModel, load_time, search_time
 from storebench.workloads.vector.accounting import index_metrics
 from storebench.workloads.vector.ops import InsertFactory, SearchFactory
 from storebench.workloads.vector.params import VectorParams, client_list
@@ -154,6 +154,23 @@ class StreamingWorkload(VectorWorkload):
                 f"({p.start_fraction}): each stage writes documents",
                 where="stages",
             )
+
+    @classmethod
+    def time_model(cls, p: StreamingParams, settings: int, store: type[Store] | None) -> TimeModel:
+        """The first part loaded and built; then each stage's rows, split
+        over the search concurrencies, inserted at ``insert_rate`` while the
+        searches run (at least ``min_search_s`` each); a recall pass and a
+        lag probe per stage."""
+        total = load_time(p.n * p.start_fraction, store)
+        loaded = p.start_fraction
+        for fraction in p.stages:
+            rows = p.n * max(fraction - loaded, 0.0)
+            part_s = max(rows / len(p.clients) / p.insert_rate, p.min_search_s)
+            total += TimeModel(part_s * len(p.clients), 2 * len(p.clients) * TASK_S)
+            total += load_time(rows, store)
+            total += search_time(p.queries * 2, p.n * fraction, store)
+            loaded = max(loaded, fraction)
+        return total
 
     def run(self, ctx: RunContext, p: StreamingParams) -> None:
         r = SearchRun(ctx, p, "streaming")

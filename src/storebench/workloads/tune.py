@@ -21,9 +21,9 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from storebench.errors import UserError
-from storebench.stores.base import Capability
+from storebench.stores.base import Capability, Store
 from storebench.stores.params import SearchParams
-from storebench.workloads.base import RunContext
+from storebench.workloads.base import RunContext, TimeModel, load_time, search_time
 from storebench.workloads.vector.accounting import index_metrics
 from storebench.workloads.vector.params import (
     VectorParams,
@@ -103,9 +103,26 @@ def measure_curve(
     r.ctx.headline = task_name("search", label, f"c={max(clients)}")
 
 
+# untimed recall probes a tuning makes (doubling, then bisecting), typically
+PROBES = 6
+
+
 class TuneWorkload(VectorWorkload):
     name = "tune"
     Params = TuneParams
+
+    @classmethod
+    def time_model(cls, p: TuneParams, settings: int, store: type[Store] | None) -> TimeModel:
+        return cls.size_time(p, p.n, store)
+
+    @classmethod
+    def size_time(cls, p: TuneParams, n: float, store: type[Store] | None) -> TimeModel:
+        """Load and build ``n`` documents, tune (recall probes over every
+        query), then the curve: a task per client count and selectivity."""
+        tunes = store is not None and p.tune_param in store.Search.names()
+        probes = search_time(p.queries, n, store) * (PROBES if tunes else 1)
+        tasks = len(p.client_counts()) + len(p.labels)
+        return load_time(n, store) + probes + cls.measured_time(p, n, store) * tasks
 
     def run(self, ctx: RunContext, p: TuneParams) -> None:
         r = SearchRun(ctx, p, "tune")

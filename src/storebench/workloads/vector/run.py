@@ -16,9 +16,9 @@ from storebench.driver import Task, native
 from storebench.errors import NotSupported, TaskFailed, UserError
 from storebench.results.records import TaskRecord
 from storebench.results.scores import RECALL
-from storebench.stores.base import Capability, Collection
+from storebench.stores.base import Capability, Collection, Store
 from storebench.stores.params import SearchParams
-from storebench.workloads.base import MemoryNeed, RunContext, Workload
+from storebench.workloads.base import MemoryNeed, RunContext, TimeModel, Workload, search_time
 from storebench.workloads.vector.accounting import client_accounting, engine_delta, index_fields
 from storebench.workloads.vector.data import TRUTH_K, VectorData, check_dataset, resolve_dataset
 from storebench.workloads.vector.ops import InsertFactory, SearchFactory, apply_setting
@@ -32,6 +32,15 @@ class VectorWorkload(Workload):
     the data and an index in memory."""
 
     requires = frozenset({Capability.INSERT, Capability.SEARCH})
+
+    @classmethod
+    def measured_time(cls, p: Any, n: float, store: type[Store] | None) -> TimeModel:
+        """One measured search task (``SearchRun.measure``) over ``n``
+        documents: ``duration_s``, else the queries (or ``ops``) for at
+        least ``min_window_s``; its warm-up seconds before it."""
+        if p.duration_s:
+            return TimeModel(p.duration_s + p.warmup_s)
+        return search_time(p.ops or p.queries, n, store, p.min_window_s + p.warmup_s)
 
     @classmethod
     def resolve(cls, p: Any, stated: frozenset[str]) -> Any:
