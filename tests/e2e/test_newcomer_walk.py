@@ -157,7 +157,6 @@ def test_output_fits_the_terminal_and_no_column_is_empty(walk, width):
             assert words <= cells, f"{what}: {sorted(words - cells)[:5]}"
 
 
-@pytest.mark.xfail(reason="compare does not yet fit its table to the terminal", strict=False)
 def test_compare_fits_the_terminal(walk):
     assert max(len(line) for line in walk["compare", 80].stdout.splitlines()) <= 80
 

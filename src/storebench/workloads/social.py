@@ -16,6 +16,10 @@ Two modes (the record says which ran):
 - compat: agdb's actual behaviour: actor i pauses ``delay_ms % (i + 1)``
   (so readers average ~17 ms and some never pause) and a read that finds
   nothing retries inside the same timed operation until data exists.
+
+One module (~500 lines) on purpose: the actors, both modes and the run's
+tasks share one schedule; apart, compat's rules would sit away from the
+behaviour they alter.
 """
 
 from __future__ import annotations
