@@ -67,6 +67,15 @@ def test_run_refuses_a_results_file_that_is_a_directory(tmp_path):
     nothing_written(tmp_path, "out", "out/crud.jsonl")
 
 
+def test_run_and_show_refuse_a_results_file_that_is_a_device(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "crud.jsonl").symlink_to("/dev/zero")  # read for ever, were it read
+    line = one_line(cli("run", "crud", *SMALL, "--results", str(tmp_path / "out")))
+    assert f"{tmp_path / 'out' / 'crud.jsonl'}: not a regular file" in line
+    line = one_line(cli("show", str(tmp_path / "out" / "crud.jsonl")))
+    assert "crud.jsonl: not a regular file" in line
+
+
 @pytest.fixture
 def no_store_opens(monkeypatch):
     def refuse(self):

@@ -77,5 +77,7 @@ def check_results(results_dir: str | os.PathLike[str], file_name: str, where: st
     """A run's results directory and the file its records are appended to."""
     check_dir(results_dir, where)
     f = Path(results_dir) / file_name
+    if f.exists() and not (f.is_file() or f.is_dir()):  # a device or pipe: read for ever
+        raise UserError("not a regular file", where=str(f))
     if f.exists() or f.is_symlink():
         check_file(f, str(f))

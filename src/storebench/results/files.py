@@ -179,8 +179,10 @@ def read_lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         files = sorted(path.rglob("*.jsonl"))
         if not files:
             raise UserError("no *.jsonl result files here or below", where=str(path))
-    elif path.exists():
+    elif path.is_file():
         files = [path]
+    elif path.exists():  # a device or pipe (/dev/zero would be read for ever)
+        raise UserError("not a regular file", where=str(path))
     else:
         raise UserError("no such file or directory", where=str(path))
     for f in files:
