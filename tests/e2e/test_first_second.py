@@ -46,6 +46,10 @@ def test_an_early_ctrl_c_ends_with_one_line_and_status_130(tmp_path, delay):
     if "dry run: nothing started" in out:  # over before the signal: it met the exit
         assert proc.returncode in (0, 130, -signal.SIGINT), err
         return
+    if "storebench" not in err and err.strip().endswith("KeyboardInterrupt"):
+        # it landed in this test's own line, between its print and the call of main
+        assert 'File "<string>", line 1, in <module>' in err
+        return
     assert (proc.returncode, err.strip().splitlines()[-1:]) == (130, ["storebench: interrupted"]), (
         err
     )

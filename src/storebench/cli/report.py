@@ -145,6 +145,9 @@ def compare(
         full = bool(click.get_current_context().find_root().meta.get("storebench.verbose"))
         for pair in comp.pairs:
             console.print(_pair_table(comp, pair, full, console.width))
+            for r in comp.rows:  # why a task is not ranked, in a line of its own
+                if r.pair == pair.label and r.verdict == "unlike":
+                    console.print(f"{r.task}: {r.why}", style=STYLE["unlike"], markup=False)
         for side, labels in (("A", comp.only_a), ("B", comp.only_b)):
             for label in labels:
                 console.print(f"only in {side}: {label}", markup=False, highlight=False)
@@ -177,10 +180,12 @@ def _pair_table(comp: Any, pair: Any, full: bool, width: int) -> Any:
         headers[5:5] = ["B interval"]
     rows = []
     for r in comp.rows:
-        if r.pair != pair.label or (not full and r.timing and r.metric not in SUMMARY_TIMINGS):
+        if r.pair != pair.label:
             continue
-        if r.a is None or r.b is None:
-            rows.append([r.task, "-", "-", "-", "-", Text(r.why, STYLE["unlike"])])
+        if r.a is None or r.b is None:  # unlike: said below the table
+            rows.append([r.task, "-", "-", "-", "-", Text(r.verdict, STYLE["unlike"])])
+            continue
+        if not full and r.timing and r.metric not in SUMMARY_TIMINGS:
             continue
         # a score (recall on the same index and queries) does not move with the load
         doubt = "?" if pair.cautioned and r.timing and r.verdict in DECISIVE else ""
