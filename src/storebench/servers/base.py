@@ -297,39 +297,36 @@ class Server:
         proc = self.proc
         if proc is not None and proc.poll() is None:
             self._signal_group(proc.pid, signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):  # then _finish kills it
                 proc.wait(self.stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                self._signal_group(proc.pid, signal.SIGKILL)
-                proc.wait(10)
-        if proc is not None:
-            # stragglers in the group (forked workers) go too
-            self._signal_group(proc.pid, signal.SIGKILL)
-            # a server that died by SIGKILL (the OOM killer) leaves its
-            # System V segment; nothing else would ever remove it
-            leftovers.release_shared_memory({proc.pid})
-        leftovers.remove_dir(self.dir)
-        with _live_lock:  # only now: a second signal meanwhile still removes it
-            _live.discard(self)
+        self._finish(proc)
 
     def kill(self) -> None:
         """Stop without waiting for a clean shutdown (a second signal):
         ``kill_signal``, then SIGKILL to the process group; the data
         directory goes as with ``stop``."""
         proc = self.proc
+        if proc is not None and self.kill_signal != signal.SIGKILL and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(proc.pid, self.kill_signal)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(self.kill_timeout_s)
+        self._finish(proc)
+
+    def _finish(self, proc: subprocess.Popen[bytes] | None) -> None:
+        """The end of ``stop`` and ``kill``: SIGKILL to what is left of the
+        group (forked workers), the System V segment a server killed outright
+        (the OOM killer) leaves and nothing else would remove, the directory;
+        only then is the server no longer live (a second signal meanwhile
+        still removes it)."""
         if proc is not None:
-            if self.kill_signal != signal.SIGKILL and proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(proc.pid, self.kill_signal)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(self.kill_timeout_s)
             self._signal_group(proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(10)
             leftovers.release_shared_memory({proc.pid})
+        leftovers.remove_dir(self.dir)
         with _live_lock:
             _live.discard(self)
-        leftovers.remove_dir(self.dir)
 
     @staticmethod
     def _signal_group(pgid: int, sig: int) -> None:

@@ -14,8 +14,8 @@ from psycopg.conninfo import conninfo_to_dict
 
 from storebench.data.batch import DocBatch
 from storebench.data.filters import Filter
-from storebench.errors import NotSupported, UserError
-from storebench.stores.base import AsyncView, SearchResult, redact_url
+from storebench.errors import NotSupported
+from storebench.stores.base import AsyncView, SearchResult
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.params import Order
 from storebench.stores.sql.pgvector.codec import (
@@ -74,10 +74,7 @@ class PgAsyncpgView(AsyncView):
         try:
             conn = await _asyncpg.connect(**kw)
         except (OSError, _asyncpg.PostgresError) as exc:
-            raise UserError(
-                f"cannot connect to PostgreSQL at {redact_url(store.spec.url)}: {exc}",
-                where="store pgvector",
-            ) from exc
+            raise store.cannot_connect(exc) from exc
         sync = store.options.synchronous_commit
         if sync is not None:
             await conn.execute("SELECT set_config('synchronous_commit', $1, false)", sync)

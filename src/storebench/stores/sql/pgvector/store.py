@@ -118,14 +118,18 @@ class PgVectorStore(Store):
             raise
 
     # --- connections -----------------------------------------------------------
+    def cannot_connect(self, exc: Exception) -> UserError:
+        """The one line for a connection that failed (this one's, the async view's)."""
+        return UserError(
+            f"cannot connect to PostgreSQL at {redact_url(self.spec.url)}: {exc}",
+            where="store pgvector",
+        )
+
     def _connect(self) -> psycopg.Connection[Any]:
         try:
             conn = psycopg.connect(self.spec.url or "", autocommit=True)
         except psycopg.OperationalError as exc:
-            raise UserError(
-                f"cannot connect to PostgreSQL at {redact_url(self.spec.url)}: {exc}",
-                where="store pgvector",
-            ) from exc
+            raise self.cannot_connect(exc) from exc
         sync = self.options.synchronous_commit
         if sync is not None:
             conn.execute("SELECT set_config('synchronous_commit', %s, false)", [sync])
