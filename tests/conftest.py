@@ -1,6 +1,7 @@
 import contextlib
 import os
 import signal
+from collections.abc import Iterable
 
 import numpy as np
 import pytest
@@ -148,28 +149,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 _SHM = "/dev/shm"
 
 
-def _shm_entries() -> set[str]:
-    try:
-        return set(os.listdir(_SHM))
-    except OSError:
-        return set()
-
-
-def _shm_in_use() -> set[str]:
-    used: set[str] = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+def shm_files(pids: Iterable[int | str], open_too: bool = False) -> set[str]:
+    """The POSIX shared memory files (``/dev/shm/...``) these processes map
+    (``open_too``: or hold open)."""
+    out: set[str] = set()
+    for pid in pids:
         try:
             with open(f"/proc/{pid}/maps") as f:
-                used.update(
-                    line.rsplit(f"{_SHM}/", 1)[1].split()[0] for line in f if f" {_SHM}/" in line
-                )
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith(f"{_SHM}/"):
-                    used.add(target[len(_SHM) + 1 :].split()[0])
+                out.update(line.split(None, 5)[5].strip() for line in f if f" {_SHM}/" in line)
+            if open_too:
+                for fd in os.listdir(f"/proc/{pid}/fd"):
+                    out.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
         except OSError:
             continue
-    return used
+    return {f.removesuffix(" (deleted)") for f in out if f.startswith(f"{_SHM}/")}
+
+
+def _shm_entries() -> set[str]:
+    try:
+        return {f"{_SHM}/{name}" for name in os.listdir(_SHM)}
+    except OSError:
+        return set()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -181,10 +181,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     before = session.config.stash.get(_shm_key, None)
     if before is None:
         return
-    leaked = sorted(_shm_entries() - before - _shm_in_use())
-    for name in leaked:
+    in_use = shm_files(filter(str.isdigit, os.listdir("/proc")), open_too=True)
+    leaked = sorted(_shm_entries() - before - in_use)
+    for path in leaked:
         with contextlib.suppress(OSError):
-            os.unlink(f"{_SHM}/{name}")
+            os.unlink(path)
     if leaked:
         print(f"\nthe suite left shared memory no process holds (removed): {', '.join(leaked)}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

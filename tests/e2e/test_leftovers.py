@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 
 from storebench.common import leftovers
-from tests.stores.servers import shm_files
+from tests.conftest import shm_files
 
 CLI = [sys.executable, "-m", "storebench"]
 

@@ -114,6 +114,9 @@ def test_a_second_signal_exits_at_once_leaving_the_record_and_no_server(tmp_path
 
 
 def test_2000_client_threads_exit_within_10_s_of_sigterm_keeping_the_record(tmp_path):
+    from storebench.servers.base import scaled_timeout
+
+    bound = scaled_timeout(10)  # 10 s on an idle machine; the load before the run's own threads
     p = subprocess.Popen(
         [*CLI, "-v", "run", "crud", "--store", "memory", "--set", "n=4000", "--set", "warmup=1"]
         + ["--set", "ops=100000000", "--set", "clients=2000", "--set", "grid={}"]
@@ -132,7 +135,7 @@ def test_2000_client_threads_exit_within_10_s_of_sigterm_keeping_the_record(tmp_
     _, err = p.communicate(timeout=300)
     took = time.monotonic() - sent
     assert p.returncode == 143 and "Traceback" not in err, err
-    assert took < 10, f"exit {took:.1f} s after SIGTERM (load {os.getloadavg()[0]:.0f})"
+    assert took < bound, f"exit {took:.1f} s after SIGTERM, over {bound:.0f} s"
     (line,) = (tmp_path / "crud.jsonl").read_text().splitlines()
     rec = json.loads(line)
     assert rec["status"] == "interrupted" and rec["error"] == "interrupted by SIGTERM"

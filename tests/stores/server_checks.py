@@ -15,7 +15,8 @@ from pathlib import Path
 import psutil
 
 from storebench.servers.base import Server
-from tests.stores.servers import gone, shm_files
+from tests.conftest import shm_files
+from tests.stores.servers import gone
 
 
 def listening_ips(server: Server) -> set[str]:

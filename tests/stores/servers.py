@@ -25,6 +25,7 @@ from storebench.errors import UserError
 from storebench.servers.base import Server
 from storebench.stores.base import StoreSpec
 from storebench.stores.opening import open_store
+from tests.conftest import shm_files
 
 
 def _postgres() -> Server:
@@ -141,22 +142,6 @@ def stop_all() -> None:
 
 
 # --- helpers for the engine tests (test_pgvector.py, test_redis.py, ...) ------
-
-
-def shm_files(pids: list[int]) -> set[str]:
-    """The POSIX shared memory files (``/dev/shm``) these processes map."""
-    out = set()
-    for pid in pids:
-        try:
-            maps = Path(f"/proc/{pid}/maps").read_text()
-        except OSError:
-            continue
-        out.update(
-            line.split(None, 5)[5]
-            for line in maps.splitlines()
-            if line.count(" ") >= 5 and " /dev/shm/" in line
-        )
-    return {f.removesuffix(" (deleted)").strip() for f in out}
 
 
 def gone(pid: int, within: float = 15.0) -> bool:
