@@ -172,6 +172,23 @@ def _shm_entries() -> set[str]:
         return set()
 
 
+def _shm_inodes_in_use() -> set[int]:
+    """The inodes of /dev/shm files any live process maps or holds open. By
+    inode, not name: glibc's sem_open maps a temporary file and then links it
+    to its name, so the map shows the temporary name, "(deleted)"."""
+    out: set[int] = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                out.update(int(line.split(None, 5)[4]) for line in f if f" {_SHM}/" in line)
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(f"{_SHM}/"):
+                    out.add(os.stat(f"/proc/{pid}/fd/{fd}").st_ino)
+        except OSError:
+            continue
+    return out
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput"):
         session.config.stash[_shm_key] = _shm_entries()
@@ -181,11 +198,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     before = session.config.stash.get(_shm_key, None)
     if before is None:
         return
-    in_use = shm_files(filter(str.isdigit, os.listdir("/proc")), open_too=True)
-    leaked = sorted(_shm_entries() - before - in_use)
-    for path in leaked:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+    new = _shm_entries() - before
+    in_use = _shm_inodes_in_use() if new else set()
+    leaked = []
+    for path in sorted(new):
+        with contextlib.suppress(OSError):  # gone meanwhile: its owner removed it
+            if os.stat(path).st_ino not in in_use:
+                os.unlink(path)
+                leaked.append(path)
     if leaked:
         print(f"\nthe suite left shared memory no process holds (removed): {', '.join(leaked)}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
