@@ -67,6 +67,11 @@ def data_dir() -> Path:
     else:
         cache = os.environ.get("XDG_CACHE_HOME")
         root = (Path(cache).expanduser() if cache else Path.home() / ".cache") / "storebench"
+    if root.exists() and not root.is_dir():  # else every listing would be empty, silently
+        raise UserError(
+            f"the data directory {root} is not a directory",
+            where="STOREBENCH_DATA" if env else None,
+        )
     return root
 
 
