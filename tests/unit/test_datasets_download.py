@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from storebench.data import datasets, fetch, registry
-from storebench.data.download import download, package_download
+from storebench.data.fetch import download, package_download
 from storebench.errors import UserError
 
 

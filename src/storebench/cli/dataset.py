@@ -25,24 +25,15 @@ def _gb(n: float) -> str:
 
 @contextlib.contextmanager
 def _bar(label: str, total: int | None, enabled: bool | None) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr (when it is a terminal, or forced)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """A progress bar on stderr (when it is a terminal, or forced; never with -q)."""
+    from rich.progress import MofNCompleteColumn, TimeElapsedColumn
 
-    console = Console(stderr=True)
-    on = console.is_terminal if enabled is None else enabled
+    from storebench.data.fetch import progress_bar
+
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.find_root().meta.get("storebench.quiet"):
-        on = False  # -q
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not on,
-    ) as p:
+        enabled = False
+    with progress_bar(enabled, MofNCompleteColumn(), TimeElapsedColumn()) as p:
         task = p.add_task(label, total=total)
         yield lambda n: p.advance(task, n)
 
