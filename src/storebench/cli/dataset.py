@@ -335,31 +335,21 @@ def import_(
 ) -> None:
     """Import PATH (HDF5, fvecs/ivecs/bvecs, fbin/u8bin/i8bin, Parquet, npy, or a
     directory of them) into the data directory, checking every vector."""
-    from storebench.data import datasets, formats
+    from storebench.data import datasets
 
     t0 = time.perf_counter()
-    src = formats.open_source(path, queries=queries, truth=truth, metric=metric, limit=limit)  # type: ignore[arg-type]
-    try:
-        total = len(src.base) if limit is None else min(limit, len(src.base))
-        st = Path(path).stat()
-        with _bar("importing", total, progress) as bar:
-            ds = datasets.import_source(
-                src,
-                name or datasets.default_name(Path(path)),
-                metric=metric,  # type: ignore[arg-type]
-                holdout=holdout,
-                limit=limit,
-                seed=seed,
-                replace=force,
-                source_info={
-                    "path": str(Path(path).resolve()),
-                    "size": st.st_size,
-                    "mtime": st.st_mtime,
-                },
-                progress=bar,
-            )
-    finally:
-        src.close()
+    ds = datasets.import_path(
+        path,
+        name,
+        queries=queries,
+        truth=truth,
+        metric=metric,  # type: ignore[arg-type]
+        holdout=holdout,
+        limit=limit,
+        seed=seed,
+        replace=force,
+        progress=lambda rows: _bar("importing", rows, progress),
+    )
     extra = f", provided truth k={ds.meta.provided_truth_k}" if ds.meta.provided_truth_k else ""
     click.echo(
         f"{ds.name}: {ds.n:,} x {ds.dim} {ds.metric}, {ds.nq:,} queries{extra} "

@@ -48,7 +48,7 @@ import numpy as np
 
 from storebench.data import formats, registry, synthetic
 from storebench.data.batch import DocBatch, Metric, field_kind
-from storebench.data.truth import GroundTruth, pair_distances
+from storebench.data.truth import GroundTruth, Progress, pair_distances
 from storebench.errors import UserError
 
 log = logging.getLogger("storebench.data")
@@ -290,7 +290,7 @@ class Dataset:
         nq: int | None = None,
         recompute: bool = False,
         threads: int | None = None,
-        progress: Callable[[int], None] | None = None,
+        progress: Progress | None = None,
     ) -> GroundTruth:
         """Exact k nearest documents (by id) of the first ``nq`` queries (all
         by default), among the rows ``where`` selects (all by default).
@@ -463,7 +463,7 @@ def _copy_vectors(
     dim: int,
     skip: np.ndarray | None = None,
     limit: int | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Progress | None = None,
 ) -> int:
     """Stream ``src`` into ``rel`` (float32), leaving out rows in ``skip``."""
     n_src = len(src) if limit is None else min(limit, len(src))
@@ -506,7 +506,7 @@ def import_source(
     replace: bool = False,
     source_info: Mapping[str, Any] | None = None,
     root: Path | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Progress | None = None,
 ) -> Dataset:
     """Copy a source into the data directory as memory-mappable arrays,
     validating every vector on the way."""
@@ -607,30 +607,33 @@ def import_path(
     limit: int | None = None,
     seed: int = 0,
     replace: bool = False,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], contextlib.AbstractContextManager[Progress]] | None = None,
     default_metric: Metric | None = None,
 ) -> Dataset:
     """Import a file or directory (any known format) into the data directory.
     ``metric`` overrides what the source says; ``default_metric`` is used
-    only where it says nothing."""
+    only where it says nothing. ``progress(rows)``, given the rows to copy,
+    opens the callback told of each block copied."""
     p = Path(path)
     name = name or default_name(p)
     src = formats.open_source(p, queries=queries, truth=truth, metric=metric, limit=limit)
     if src.metric is None:
         src.metric = default_metric
+    rows = len(src.base) if limit is None else min(limit, len(src.base))
     try:
         st = p.stat()
-        return import_source(
-            src,
-            name,
-            metric=metric,
-            holdout=holdout,
-            limit=limit,
-            seed=seed,
-            replace=replace,
-            source_info={"path": str(p.resolve()), "size": st.st_size, "mtime": st.st_mtime},
-            progress=progress,
-        )
+        with progress(rows) if progress else contextlib.nullcontext(None) as bar:
+            return import_source(
+                src,
+                name,
+                metric=metric,
+                holdout=holdout,
+                limit=limit,
+                seed=seed,
+                replace=replace,
+                source_info={"path": str(p.resolve()), "size": st.st_size, "mtime": st.st_mtime},
+                progress=bar,
+            )
     finally:
         src.close()
 
@@ -668,7 +671,7 @@ def make_synthetic(
     *,
     replace: bool = False,
     root: Path | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Progress | None = None,
 ) -> Dataset:
     """Generate a dataset chunk by chunk straight into the data directory."""
     if spec.n < 1 or spec.dim < 1 or spec.nq < 0:
