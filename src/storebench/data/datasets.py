@@ -776,7 +776,7 @@ def _locate(name_or_path: str | os.PathLike[str], root: Path) -> tuple[Dataset |
         return None, p, name
     if formats.exists(root / s / "meta.json"):
         return Dataset(root / s), root / s, s
-    if registry.get(s) is not None:
+    if s in registry.REGISTRY:
         raise UserError(
             f"dataset {s!r} is registered but not downloaded: run `storebench dataset fetch {s}`",
             where="dataset",
@@ -784,7 +784,7 @@ def _locate(name_or_path: str | os.PathLike[str], root: Path) -> tuple[Dataset |
     local = local_names(root)
     raise UserError(
         f"unknown dataset {s!r} (local: {', '.join(local) or 'none'}; "
-        f"registered: {', '.join(registry.names())})",
+        f"registered: {', '.join(registry.REGISTRY)})",
         where="dataset",
     )
 

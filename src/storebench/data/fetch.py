@@ -317,10 +317,10 @@ def fetch(
     """Download a registered dataset (resuming, checked) and import it.
     ``limit``: only the first that many rows (of a package's set, shuffled
     first: a random sample), as ``NAME.firstLIMIT``."""
-    entry = registry.get(name)
+    entry = registry.REGISTRY.get(name)
     if entry is None:
         raise UserError(
-            f"unknown dataset {name!r} (registered: {', '.join(registry.names())})",
+            f"unknown dataset {name!r} (registered: {', '.join(registry.REGISTRY)})",
             where="dataset",
         )
     root = root or data_dir()
