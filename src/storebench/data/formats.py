@@ -127,9 +127,10 @@ class VectorSource(Protocol):
 
 @dataclass
 class ArraySource:
-    """An (n, d) numpy array or memmap as a VectorSource."""
+    """An (n, d) array as a VectorSource: numpy's (a memmap, say), or an
+    h5py dataset, read a block at a time."""
 
-    array: np.ndarray
+    array: Any
     where: str
 
     def __len__(self) -> int:
@@ -141,7 +142,8 @@ class ArraySource:
 
     def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[np.ndarray]:
         for s in range(0, len(self.array), rows):
-            block = np.asarray(self.array[s : s + rows], dtype=np.float32)
+            with reading(self.where, f"rows {s}..: unreadable"):  # a damaged HDF5 chunk
+                block = np.asarray(self.array[s : s + rows], dtype=np.float32)
             check_finite(block, s, self.where)
             yield block
 
@@ -370,26 +372,6 @@ class SourceSet:
 # --- HDF5 (ann-benchmarks) -----------------------------------------------------
 
 
-@dataclass
-class H5Source:
-    dataset: Any  # h5py.Dataset
-    where: str
-
-    def __len__(self) -> int:
-        return int(self.dataset.shape[0])
-
-    @property
-    def dim(self) -> int:
-        return int(self.dataset.shape[1])
-
-    def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[np.ndarray]:
-        for s in range(0, len(self), rows):
-            with reading(self.where, f"rows {s}..: unreadable"):
-                block = np.asarray(self.dataset[s : s + rows], dtype=np.float32)
-            check_finite(block, s, self.where)
-            yield block
-
-
 def open_hdf5(path: Path) -> SourceSet:
     try:
         import h5py
@@ -450,7 +432,7 @@ def _hdf5_source(f: Any, where: str) -> SourceSet:
                 f"'test' has shape {test.shape}, 'train' dimension {train.shape[1]}",
                 where=where,
             )
-        queries = H5Source(test, f"{where}:test")
+        queries = ArraySource(test, f"{where}:test")
     neighbors = distances = None
     nb = _h5_member(f, "neighbors", "iu", where)
     if nb is not None:
@@ -470,7 +452,7 @@ def _hdf5_source(f: Any, where: str) -> SourceSet:
                     f"'distances' has shape {distances.shape}, 'neighbors' {neighbors.shape}",
                     where=where,
                 )
-    base = H5Source(train, f"{where}:train")
+    base = ArraySource(train, f"{where}:train")
     return SourceSet(
         base, queries, neighbors, distances, metric, kind="hdf5", files=[where], closers=[f]
     )
