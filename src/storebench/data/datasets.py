@@ -538,20 +538,8 @@ def import_source(
         nq = 0
         if src.queries is not None:
             nq = _copy_vectors(w, "queries.npy", src.queries, dim)
-        elif held is not None:
-            # the held-out rows, read back from the source
-            qs = w.array("queries.npy", (len(held), dim), np.float32)
-            row = 0
-            for block in base.chunks():
-                sel = held[(held >= row) & (held < row + len(block))]
-                if len(sel):
-                    qs[np.searchsorted(held, sel)] = block[sel - row]
-                row += len(block)
-                if row >= n_src:
-                    break
-            qs.flush()
-            nq = len(held)
-            del qs
+        elif skip is not None:  # the held-out rows, read back from the source
+            nq = _copy_vectors(w, "queries.npy", base, dim, ~skip, n_src)
         ids = src.ids[:n_src] if src.ids is not None else np.arange(n_src, dtype=np.int64)
         if skip is not None:
             ids = ids[~skip]
@@ -744,13 +732,7 @@ def _locate(name_or_path: str | os.PathLike[str], root: Path) -> tuple[Dataset |
     source to import, the name it is imported under)."""
     s = os.fspath(name_or_path)
     p = Path(s).expanduser()
-    looks_like_path = os.sep in s or p.suffix.lower() in (
-        *formats.HDF5_SUFFIXES,
-        *formats.VECS_DTYPES,
-        *formats.BIN_DTYPES,
-        ".parquet",
-        ".npy",
-    )
+    looks_like_path = os.sep in s or p.suffix.lower() in formats.SUFFIXES
     if looks_like_path or (formats.exists(p) and not formats.exists(root / s)):
         if is_dataset_dir(p):
             ds = Dataset(p)

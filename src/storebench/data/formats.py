@@ -60,6 +60,7 @@ BIN_DTYPES: dict[str, np.dtype[Any]] = {
     ".ibin": np.dtype("<i4"),
 }
 HDF5_SUFFIXES = (".hdf5", ".h5", ".hdf")
+SUFFIXES = (*HDF5_SUFFIXES, *VECS_DTYPES, *BIN_DTYPES, ".npy", ".parquet")  # every file format
 # ann-benchmarks' ``distance`` attribute (and a few spellings used elsewhere)
 METRIC_NAMES: dict[str, Metric] = {
     "euclidean": "l2",
@@ -855,8 +856,7 @@ def open_source(
     else:
         raise UserError(
             f"unknown dataset format {suffix or '(no suffix)'!r} "
-            "(known: .hdf5 .fvecs .ivecs .bvecs .fbin .u8bin .i8bin .ibin .npy .parquet, "
-            "or a directory)",
+            f"(known: {' '.join(s for s in SUFFIXES if s not in ('.h5', '.hdf'))}, or a directory)",
             where=str(p),
         )
     if q_path is not None:
