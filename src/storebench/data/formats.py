@@ -155,8 +155,7 @@ class ArraySource:
 def open_vecs(path: str | os.PathLike[str], limit: int | None = None) -> np.ndarray:
     """A TEXMEX file as an (n, d) read-only memmap view (strided: each row
     skips its 4-byte dimension). Checks the first dimension, that the size is
-    a whole number of rows, and (cheaply, on a sample) the per-row headers;
-    ``check_vecs_headers`` checks every row."""
+    a whole number of rows, and (cheaply, on a sample) the per-row headers."""
     p = Path(path)
     where = str(p)
     suffix, dtype = _suffix_dtype(p, VECS_DTYPES)
@@ -178,31 +177,14 @@ def open_vecs(path: str | os.PathLike[str], limit: int | None = None) -> np.ndar
         return np.empty((0, d), dtype)
     raw = np.memmap(p, dtype=np.uint8, mode="r", shape=(n, row))
     sample = np.unique(np.linspace(0, n - 1, min(n, 1024)).astype(np.int64))
-    _check_vecs_dims(raw[sample], sample, d, where)
-    return raw[:, 4:].view(dtype)
-
-
-def _check_vecs_dims(raw_rows: np.ndarray, row_numbers: np.ndarray, d: int, where: str) -> None:
-    dims = np.ascontiguousarray(raw_rows[:, :4]).view("<i4")[:, 0]
+    dims = np.ascontiguousarray(raw[sample, :4]).view("<i4")[:, 0]
     bad = np.flatnonzero(dims != d)
     if len(bad):
         i = int(bad[0])
         raise UserError(
-            f"row {int(row_numbers[i])} declares dimension {int(dims[i])}, the file {d}",
-            where=where,
+            f"row {int(sample[i])} declares dimension {int(dims[i])}, the file {d}", where=where
         )
-
-
-def check_vecs_headers(view: np.ndarray, where: str, rows: int = CHUNK_ROWS) -> None:
-    """Every row's dimension header of an ``open_vecs`` view equals the first."""
-    base = view.base
-    while base is not None and not (isinstance(base, np.ndarray) and base.dtype == np.uint8):
-        base = base.base
-    if base is None or base.ndim != 2:
-        return
-    d = view.shape[1]
-    for s in range(0, len(base), rows):
-        _check_vecs_dims(base[s : s + rows], np.arange(s, min(s + rows, len(base))), d, where)
+    return raw[:, 4:].view(dtype)
 
 
 # --- big-ann .fbin / .u8bin / .i8bin / .ibin ---------------------------------
