@@ -330,25 +330,15 @@ def truth_(
     mask = ds.mask(flt)
     m = metric or ds.metric
     q = ds.nq if nq is None else min(nq, ds.nq)
-    cached = None if recompute else ds.cached_truth(k, mask, m, q)  # type: ignore[arg-type]
-    t0 = time.perf_counter()
-    if cached is not None:
-        gt = cached
-        how = "cached"
-    else:
-        rows = ds.n if mask is None else int(mask.sum())
-        n_qblocks = -(-q // 2048)
-        with _bar("ground truth", rows * n_qblocks, progress) as bar:
-            gt = ds.truth(
-                k,
-                mask,
-                metric=m,  # type: ignore[arg-type]
-                nq=q,
-                recompute=recompute,
-                threads=threads,
-                progress=bar,
-            )
+    how = "cached"
+
+    def bars(work: int) -> Any:  # opened only when the truth is computed
+        nonlocal how
         how = "computed"
+        return _bar("ground truth", work, progress)
+
+    t0 = time.perf_counter()
+    gt = ds.truth(k, mask, metric=m, nq=q, recompute=recompute, threads=threads, progress=bars)  # type: ignore[arg-type]
     dt = time.perf_counter() - t0
     sel = "" if mask is None else f", filter keeps {int(mask.sum()):,} of {ds.n:,} rows"
     short = int((gt.ids < 0).any(axis=1).sum())

@@ -48,7 +48,7 @@ import numpy as np
 
 from storebench.data import formats, registry, synthetic
 from storebench.data.batch import DocBatch, Metric, field_kind
-from storebench.data.truth import GroundTruth, Progress, pair_distances
+from storebench.data.truth import GroundTruth, Progress, exact_knn_work, pair_distances
 from storebench.errors import UserError
 
 log = logging.getLogger("storebench.data")
@@ -290,14 +290,15 @@ class Dataset:
         nq: int | None = None,
         recompute: bool = False,
         threads: int | None = None,
-        progress: Progress | None = None,
+        progress: Callable[[int], contextlib.AbstractContextManager[Progress]] | None = None,
     ) -> GroundTruth:
         """Exact k nearest documents (by id) of the first ``nq`` queries (all
         by default), among the rows ``where`` selects (all by default).
         Computed once and cached in ``truth/`` keyed by (k, metric, filter
         rows, nq); a cached answer for a larger k or more queries serves a
         smaller request, and so does the truth the source shipped (unless
-        ``recompute``)."""
+        ``recompute``). ``progress(work)`` is opened only to compute: the
+        callback told of the work done."""
         metric = metric or self.metric
         nq = self.nq if nq is None else min(nq, self.nq)
         if self.nq == 0:
@@ -313,13 +314,15 @@ class Dataset:
             if hit is not None:
                 return hit
         t0 = time.perf_counter()
-        gt = GroundTruth.compute(
-            self.ids, self.vectors, self.queries[:nq], k, metric, mask, threads, progress
-        )
-        rows = "all rows" if mask is None else f"{int(mask.sum())} filtered rows"
+        rows = self.n if mask is None else int(mask.sum())
+        with progress(exact_knn_work(rows, nq)) if progress else contextlib.nullcontext() as bar:
+            gt = GroundTruth.compute(
+                self.ids, self.vectors, self.queries[:nq], k, metric, mask, threads, bar
+            )
         took = time.perf_counter() - t0
+        among = "all rows" if mask is None else f"{rows} filtered rows"
         log.info(
-            "ground truth for %s: k=%d, %d queries, %s in %.1f s", self.name, k, nq, rows, took
+            "ground truth for %s: k=%d, %d queries, %s in %.1f s", self.name, k, nq, among, took
         )
         out = self.path / "truth" / f"k{k}-{metric}-{_mask_key(mask)}-q{nq}.npz"
         with contextlib.suppress(OSError):  # a read-only data dir still answers
