@@ -236,9 +236,8 @@ def read_truth_file(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
         return np.asarray(open_vecs(path), dtype=np.int64), None
     if suffix == ".npy":
         return np.asarray(open_npy(path, "iu"), dtype=np.int64), None
-    if suffix == ".ibin" and _size(path) >= 8:
-        size, (n, k) = _header(path, 2)
-        if n >= 0 and k > 0 and size == 8 + n * k * 4:
+    if suffix == ".ibin":
+        with contextlib.suppress(UserError):  # not a plain matrix: big-ann ground truth
             return np.asarray(open_bin(path), dtype=np.int64), None
     return read_bin_truth(path)
 
