@@ -182,3 +182,10 @@ def test_a_store_that_points_nowhere_fails_once_and_its_other_runs_are_skipped(t
                 f"not run: redis could not be opened in run {first['run_id']}"
             )
             assert "Connection refused" in x["error"] and x["key"] and not x.get("tasks")
+
+
+def test_a_size_is_blamed_on_the_parameter_that_makes_it(tmp_path):
+    # n is set too, small: the estimate is dim's doing, and the line says so
+    sets = ["--set", "n=200", "--set", "dim=1000000000"]
+    line = refused("run", "search", "--store", "memory", *sets, results=tmp_path / "out")
+    assert line.startswith("storebench: error: --set params.dim: a run on memory needs about")

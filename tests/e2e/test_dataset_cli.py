@@ -118,3 +118,14 @@ def test_fetch_from_a_loopback_mirror_then_a_checksum_mismatch(tmp_path):
 
     r = sb(data, "dataset", "info", "sift-128-euclidean", "--json")
     assert json.loads(r.stdout)["n"] == 300  # the first import is intact
+
+
+@pytest.mark.parametrize("args", [["list", "--local"], ["list"], ["info", "x"]])
+def test_a_data_directory_that_is_a_file_is_one_line(tmp_path, monkeypatch, args):
+    data = tmp_path / "data"
+    data.write_text("not a directory")
+    monkeypatch.setenv("STOREBENCH_DATA", str(data))
+    r = CliRunner().invoke(cli, ["dataset", *args])
+    assert r.exit_code == 2, r.output
+    error = f"storebench: error: STOREBENCH_DATA: the data directory {data} is not a directory\n"
+    assert r.output == error

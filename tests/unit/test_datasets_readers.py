@@ -194,7 +194,7 @@ def test_hdf5_is_read_lazily_with_metric_and_neighbours(tmp_path):
     src = formats.open_source(p)
     try:
         assert src.metric == "cosine" and src.kind == "hdf5"
-        assert isinstance(src.base, formats.H5Source)  # an h5py dataset, not an array
+        assert isinstance(src.base.array, h5py.Dataset)  # read lazily, not an array
         np.testing.assert_array_equal(read_all(src.base), train)
         np.testing.assert_array_equal(read_all(src.queries), test)
         assert (src.neighbors == nb).all()

@@ -25,24 +25,15 @@ def _gb(n: float) -> str:
 
 @contextlib.contextmanager
 def _bar(label: str, total: int | None, enabled: bool | None) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr (when it is a terminal, or forced)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """A progress bar on stderr (when it is a terminal, or forced; never with -q)."""
+    from rich.progress import MofNCompleteColumn, TimeElapsedColumn
 
-    console = Console(stderr=True)
-    on = console.is_terminal if enabled is None else enabled
+    from storebench.data.fetch import progress_bar
+
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.find_root().meta.get("storebench.quiet"):
-        on = False  # -q
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not on,
-    ) as p:
+        enabled = False
+    with progress_bar(enabled, MofNCompleteColumn(), TimeElapsedColumn()) as p:
         task = p.add_task(label, total=total)
         yield lambda n: p.advance(task, n)
 
@@ -51,6 +42,14 @@ def _console() -> Any:
     from storebench.report.terminal import make_console
 
     return make_console()
+
+
+def _done(ds: Any, t0: float, more: str = "") -> None:
+    """The line a command that wrote dataset ``ds`` ends with."""
+    click.echo(
+        f"{ds.name}: {ds.n:,} x {ds.dim} {ds.metric}, {ds.nq:,} queries{more} "
+        f"in {ds.path} ({time.perf_counter() - t0:.1f} s)"
+    )
 
 
 progress_option = click.option(
@@ -91,7 +90,7 @@ def list_(local_only: bool) -> None:
                 e.source,
                 "yes" if e.name in local else "",
             )
-    for name in sorted(local - (set() if local_only else set(registry.names()))):
+    for name in sorted(local - (set() if local_only else set(registry.REGISTRY))):
         try:
             ds = datasets.Dataset(root / name)
         except UserError as exc:
@@ -142,7 +141,7 @@ def info(target: str, as_json: bool, recall: bool) -> None:
 
                 curve = recall_curve(ds.vectors, ds.queries[:SAMPLE], ds.metric)
                 out["hardness"]["recall@10 by ef"] = curve
-    elif registry.get(target) is not None and not Path(target).exists():
+    elif target in registry.REGISTRY and not Path(target).exists():
         e = registry.REGISTRY[target]
         out = {
             "name": e.name,
@@ -194,35 +193,17 @@ def info(target: str, as_json: bool, recall: bool) -> None:
 @click.argument("name")
 @click.option("--mirror", metavar="URL", help="Fetch from this base URL instead (path kept).")
 @click.option("--keep-download", is_flag=True, help="Keep the downloaded file after import.")
-@click.option("--force", is_flag=True, help="Fetch and import again even if present.")
+@click.option("--force", "replace", is_flag=True, help="Fetch and import again even if present.")
 @click.option(
     "--limit", type=click.IntRange(min=2), help="Import only the first N rows (as NAME.firstN)."
 )
 @progress_option
-def fetch(
-    name: str,
-    mirror: str | None,
-    keep_download: bool,
-    force: bool,
-    limit: int | None,
-    progress: bool | None,
-) -> None:
+def fetch(name: str, **options: Any) -> None:
     """Download a registered set (resuming, SHA-256 checked) and import it."""
     from storebench.data.fetch import fetch as fetch_set
 
     t0 = time.perf_counter()
-    ds = fetch_set(
-        name,
-        mirror=mirror,
-        progress=progress,
-        keep_download=keep_download,
-        replace=force,
-        limit=limit,
-    )
-    click.echo(
-        f"{ds.name}: {ds.n:,} x {ds.dim} {ds.metric}, {ds.nq:,} queries "
-        f"in {ds.path} ({time.perf_counter() - t0:.1f} s)"
-    )
+    _done(fetch_set(name, **options), t0)
 
 
 def _floats(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...]:
@@ -234,10 +215,7 @@ def _floats(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
         )
     except ValueError:
         raise click.BadParameter("a comma-separated list like 0.01,0.1,0.5,0.99") from None
-    for s in out:
-        if not 0 < s <= 1:
-            raise click.BadParameter(f"selectivity {s} is not in (0, 1]")
-    return out
+    return out  # each in (0, 1]: checked with the rest of the spec (make_synthetic)
 
 
 @dataset.command()
@@ -268,48 +246,18 @@ def _floats(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     help="String attributes (arangob complexity).",
 )
 @click.option("--string-size", type=click.IntRange(min=1), default=16, show_default=True)
-@click.option("--force", is_flag=True, help="Replace a dataset of the same name.")
+@click.option("--force", "replace", is_flag=True, help="Replace a dataset of the same name.")
 @progress_option
-def make(
-    name: str | None,
-    n: int,
-    dim: int,
-    kind: str,
-    metric: str,
-    nq: int,
-    seed: int,
-    clusters: int,
-    tag_values: int | None,
-    labels: tuple[float, ...],
-    strings: int,
-    string_size: int,
-    force: bool,
-    progress: bool | None,
-) -> None:
+def make(name: str | None, replace: bool, progress: bool | None, **spec: Any) -> None:
     """Generate a synthetic dataset (deterministic by seed, in chunks)."""
     from storebench.data import datasets
 
-    spec = datasets.SyntheticSpec(
-        n=n,
-        dim=dim,
-        kind=kind,  # type: ignore[arg-type]
-        metric=metric,  # type: ignore[arg-type]
-        nq=nq,
-        seed=seed,
-        clusters=clusters,
-        tag_values=tag_values,
-        labels=labels,
-        strings=strings,
-        string_size=string_size,
-    )
     t0 = time.perf_counter()
-    with _bar("generating", n, progress) as bar:
-        ds = datasets.make_synthetic(spec, name, replace=force, progress=bar)
-    fields = ", ".join(ds.meta.fields) or "none"
-    click.echo(
-        f"{ds.name}: {ds.n:,} x {ds.dim} {ds.metric}, {ds.nq:,} queries, fields: {fields} "
-        f"in {ds.path} ({time.perf_counter() - t0:.1f} s)"
-    )
+    with _bar("generating", spec["n"], progress) as bar:
+        ds = datasets.make_synthetic(
+            datasets.SyntheticSpec(**spec), name, replace=replace, progress=bar
+        )
+    _done(ds, t0, f", fields: {', '.join(ds.meta.fields) or 'none'}")
 
 
 @dataset.command(name="import")
@@ -328,52 +276,18 @@ def make(
 )
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N base vectors.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of --holdout.")
-@click.option("--force", is_flag=True, help="Replace a dataset of the same name.")
+@click.option("--force", "replace", is_flag=True, help="Replace a dataset of the same name.")
 @progress_option
-def import_(
-    path: str,
-    name: str | None,
-    queries: str | None,
-    truth: str | None,
-    metric: str | None,
-    holdout: int,
-    limit: int | None,
-    seed: int,
-    force: bool,
-    progress: bool | None,
-) -> None:
+def import_(path: str, name: str | None, progress: bool | None, **options: Any) -> None:
     """Import PATH (HDF5, fvecs/ivecs/bvecs, fbin/u8bin/i8bin, Parquet, npy, or a
     directory of them) into the data directory, checking every vector."""
-    from storebench.data import datasets, formats
+    from storebench.data import datasets
 
     t0 = time.perf_counter()
-    src = formats.open_source(path, queries=queries, truth=truth, metric=metric, limit=limit)  # type: ignore[arg-type]
-    try:
-        total = len(src.base) if limit is None else min(limit, len(src.base))
-        st = Path(path).stat()
-        with _bar("importing", total, progress) as bar:
-            ds = datasets.import_source(
-                src,
-                name or datasets.default_name(Path(path)),
-                metric=metric,  # type: ignore[arg-type]
-                holdout=holdout,
-                limit=limit,
-                seed=seed,
-                replace=force,
-                source_info={
-                    "path": str(Path(path).resolve()),
-                    "size": st.st_size,
-                    "mtime": st.st_mtime,
-                },
-                progress=bar,
-            )
-    finally:
-        src.close()
-    extra = f", provided truth k={ds.meta.provided_truth_k}" if ds.meta.provided_truth_k else ""
-    click.echo(
-        f"{ds.name}: {ds.n:,} x {ds.dim} {ds.metric}, {ds.nq:,} queries{extra} "
-        f"in {ds.path} ({time.perf_counter() - t0:.1f} s)"
-    )
+    bars = lambda rows: _bar("importing", rows, progress)  # noqa: E731 (opened with the rows)
+    ds = datasets.import_path(path, name, progress=bars, **options)
+    k = ds.meta.provided_truth_k
+    _done(ds, t0, f", provided truth k={k}" if k else "")
 
 
 @dataset.command(name="truth")
@@ -416,25 +330,15 @@ def truth_(
     mask = ds.mask(flt)
     m = metric or ds.metric
     q = ds.nq if nq is None else min(nq, ds.nq)
-    cached = None if recompute else ds.cached_truth(k, mask, m, q)  # type: ignore[arg-type]
-    t0 = time.perf_counter()
-    if cached is not None:
-        gt = cached
-        how = "cached"
-    else:
-        rows = ds.n if mask is None else int(mask.sum())
-        n_qblocks = -(-q // 2048)
-        with _bar("ground truth", rows * n_qblocks, progress) as bar:
-            gt = ds.truth(
-                k,
-                mask,
-                metric=m,  # type: ignore[arg-type]
-                nq=q,
-                recompute=recompute,
-                threads=threads,
-                progress=bar,
-            )
+    how = "cached"
+
+    def bars(work: int) -> Any:  # opened only when the truth is computed
+        nonlocal how
         how = "computed"
+        return _bar("ground truth", work, progress)
+
+    t0 = time.perf_counter()
+    gt = ds.truth(k, mask, metric=m, nq=q, recompute=recompute, threads=threads, progress=bars)  # type: ignore[arg-type]
     dt = time.perf_counter() - t0
     sel = "" if mask is None else f", filter keeps {int(mask.sum()):,} of {ds.n:,} rows"
     short = int((gt.ids < 0).any(axis=1).sum())

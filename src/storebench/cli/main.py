@@ -62,20 +62,15 @@ def _set_quiet(ctx: click.Context, _param: click.Parameter, value: bool) -> None
 def global_options() -> list[click.Option]:
     """``-v`` and ``-q``, accepted before the command and after it alike."""
     return [
-        click.Option(
-            ["-v", "--verbose"],
-            is_flag=True,
-            expose_value=False,
-            callback=_set_verbose,
-            help="Log each phase and task to stderr; full per-run tables.",
-        ),
-        click.Option(
-            ["-q", "--quiet"],
-            is_flag=True,
-            expose_value=False,
-            callback=_set_quiet,
-            help="Print only errors (and what --json asks for).",
-        ),
+        click.Option(flags, is_flag=True, expose_value=False, callback=set_, help=help_)
+        for flags, set_, help_ in (
+            (
+                ["-v", "--verbose"],
+                _set_verbose,
+                "Log each phase and task to stderr; full per-run tables.",
+            ),
+            (["-q", "--quiet"], _set_quiet, "Print only errors (and what --json asks for)."),
+        )
     ]
 
 

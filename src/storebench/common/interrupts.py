@@ -294,24 +294,20 @@ def exclusive() -> Iterator[None]:
         yield
 
 
-@contextlib.contextmanager
-def on_signal(fn: Callable[[], None]) -> Iterator[None]:
+def on_signal(fn: Callable[[], None]) -> contextlib.AbstractContextManager[None]:
     """Call ``fn`` at once on a signal inside the block, from whichever of
     the main thread's handler and the watcher thread gets the GIL first:
     with many threads holding the GIL in turn, each wait for it takes
     seconds, and the interrupt's way up the main thread's stack meets
     several. ``fn`` must be quick and may be called more than once (it
     sets a stop flag)."""
-    with _registered(_state.on_signal, fn):
-        yield
+    return _registered(_state.on_signal, fn)
 
 
-@contextlib.contextmanager
-def at_hard_exit(fn: Callable[[], None]) -> Iterator[None]:
+def at_hard_exit(fn: Callable[[], None]) -> contextlib.AbstractContextManager[None]:
     """Call ``fn`` (from the watcher thread) if a second signal ends the
     process inside the block."""
-    with _registered(_state.hard_exit, fn):
-        yield
+    return _registered(_state.hard_exit, fn)
 
 
 @contextlib.contextmanager

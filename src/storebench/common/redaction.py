@@ -108,10 +108,6 @@ def _placeholder(value: str) -> bool:
 
 def _spans(text: str) -> list[tuple[int, int]]:
     """Where the forms above hold a secret in ``text`` (start, end)."""
-    return [(a, b) for a, b in _form_spans(text) if not _placeholder(text[a:b])]
-
-
-def _form_spans(text: str) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     if "://" in text:
         for m in _USERINFO.finditer(text):
@@ -131,7 +127,7 @@ def _form_spans(text: str) -> list[tuple[int, int]]:
                 out.append(m.span("val"))
         for m in _HEADER.finditer(text):
             out.append(m.span("val"))
-    return out
+    return [(a, b) for a, b in out if not _placeholder(text[a:b])]
 
 
 def _unquoted(value: str) -> str:

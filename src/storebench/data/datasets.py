@@ -48,7 +48,7 @@ import numpy as np
 
 from storebench.data import formats, registry, synthetic
 from storebench.data.batch import DocBatch, Metric, field_kind
-from storebench.data.truth import GroundTruth, pair_distances
+from storebench.data.truth import GroundTruth, Progress, exact_knn_work, pair_distances
 from storebench.errors import UserError
 
 log = logging.getLogger("storebench.data")
@@ -67,6 +67,11 @@ def data_dir() -> Path:
     else:
         cache = os.environ.get("XDG_CACHE_HOME")
         root = (Path(cache).expanduser() if cache else Path.home() / ".cache") / "storebench"
+    if root.exists() and not root.is_dir():  # else every listing would be empty, silently
+        raise UserError(
+            f"the data directory {root} is not a directory",
+            where="STOREBENCH_DATA" if env else None,
+        )
     return root
 
 
@@ -285,14 +290,15 @@ class Dataset:
         nq: int | None = None,
         recompute: bool = False,
         threads: int | None = None,
-        progress: Callable[[int], None] | None = None,
+        progress: Callable[[int], contextlib.AbstractContextManager[Progress]] | None = None,
     ) -> GroundTruth:
         """Exact k nearest documents (by id) of the first ``nq`` queries (all
         by default), among the rows ``where`` selects (all by default).
         Computed once and cached in ``truth/`` keyed by (k, metric, filter
         rows, nq); a cached answer for a larger k or more queries serves a
         smaller request, and so does the truth the source shipped (unless
-        ``recompute``)."""
+        ``recompute``). ``progress(work)`` is opened only to compute: the
+        callback told of the work done."""
         metric = metric or self.metric
         nq = self.nq if nq is None else min(nq, self.nq)
         if self.nq == 0:
@@ -308,13 +314,15 @@ class Dataset:
             if hit is not None:
                 return hit
         t0 = time.perf_counter()
-        gt = GroundTruth.compute(
-            self.ids, self.vectors, self.queries[:nq], k, metric, mask, threads, progress
-        )
-        rows = "all rows" if mask is None else f"{int(mask.sum())} filtered rows"
+        rows = self.n if mask is None else int(mask.sum())
+        with progress(exact_knn_work(rows, nq)) if progress else contextlib.nullcontext() as bar:
+            gt = GroundTruth.compute(
+                self.ids, self.vectors, self.queries[:nq], k, metric, mask, threads, bar
+            )
         took = time.perf_counter() - t0
+        among = "all rows" if mask is None else f"{rows} filtered rows"
         log.info(
-            "ground truth for %s: k=%d, %d queries, %s in %.1f s", self.name, k, nq, rows, took
+            "ground truth for %s: k=%d, %d queries, %s in %.1f s", self.name, k, nq, among, took
         )
         out = self.path / "truth" / f"k{k}-{metric}-{_mask_key(mask)}-q{nq}.npz"
         with contextlib.suppress(OSError):  # a read-only data dir still answers
@@ -458,7 +466,7 @@ def _copy_vectors(
     dim: int,
     skip: np.ndarray | None = None,
     limit: int | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Progress | None = None,
 ) -> int:
     """Stream ``src`` into ``rel`` (float32), leaving out rows in ``skip``."""
     n_src = len(src) if limit is None else min(limit, len(src))
@@ -501,7 +509,7 @@ def import_source(
     replace: bool = False,
     source_info: Mapping[str, Any] | None = None,
     root: Path | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Progress | None = None,
 ) -> Dataset:
     """Copy a source into the data directory as memory-mappable arrays,
     validating every vector on the way."""
@@ -533,20 +541,8 @@ def import_source(
         nq = 0
         if src.queries is not None:
             nq = _copy_vectors(w, "queries.npy", src.queries, dim)
-        elif held is not None:
-            # the held-out rows, read back from the source
-            qs = w.array("queries.npy", (len(held), dim), np.float32)
-            row = 0
-            for block in base.chunks():
-                sel = held[(held >= row) & (held < row + len(block))]
-                if len(sel):
-                    qs[np.searchsorted(held, sel)] = block[sel - row]
-                row += len(block)
-                if row >= n_src:
-                    break
-            qs.flush()
-            nq = len(held)
-            del qs
+        elif skip is not None:  # the held-out rows, read back from the source
+            nq = _copy_vectors(w, "queries.npy", base, dim, ~skip, n_src)
         ids = src.ids[:n_src] if src.ids is not None else np.arange(n_src, dtype=np.int64)
         if skip is not None:
             ids = ids[~skip]
@@ -602,30 +598,33 @@ def import_path(
     limit: int | None = None,
     seed: int = 0,
     replace: bool = False,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], contextlib.AbstractContextManager[Progress]] | None = None,
     default_metric: Metric | None = None,
 ) -> Dataset:
     """Import a file or directory (any known format) into the data directory.
     ``metric`` overrides what the source says; ``default_metric`` is used
-    only where it says nothing."""
+    only where it says nothing. ``progress(rows)``, given the rows to copy,
+    opens the callback told of each block copied."""
     p = Path(path)
     name = name or default_name(p)
     src = formats.open_source(p, queries=queries, truth=truth, metric=metric, limit=limit)
     if src.metric is None:
         src.metric = default_metric
+    rows = len(src.base) if limit is None else min(limit, len(src.base))
     try:
         st = p.stat()
-        return import_source(
-            src,
-            name,
-            metric=metric,
-            holdout=holdout,
-            limit=limit,
-            seed=seed,
-            replace=replace,
-            source_info={"path": str(p.resolve()), "size": st.st_size, "mtime": st.st_mtime},
-            progress=progress,
-        )
+        with progress(rows) if progress else contextlib.nullcontext(None) as bar:
+            return import_source(
+                src,
+                name,
+                metric=metric,
+                holdout=holdout,
+                limit=limit,
+                seed=seed,
+                replace=replace,
+                source_info={"path": str(p.resolve()), "size": st.st_size, "mtime": st.st_mtime},
+                progress=bar,
+            )
     finally:
         src.close()
 
@@ -663,7 +662,7 @@ def make_synthetic(
     *,
     replace: bool = False,
     root: Path | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Progress | None = None,
 ) -> Dataset:
     """Generate a dataset chunk by chunk straight into the data directory."""
     if spec.n < 1 or spec.dim < 1 or spec.nq < 0:
@@ -736,13 +735,7 @@ def _locate(name_or_path: str | os.PathLike[str], root: Path) -> tuple[Dataset |
     source to import, the name it is imported under)."""
     s = os.fspath(name_or_path)
     p = Path(s).expanduser()
-    looks_like_path = os.sep in s or p.suffix.lower() in (
-        *formats.HDF5_SUFFIXES,
-        *formats.VECS_DTYPES,
-        *formats.BIN_DTYPES,
-        ".parquet",
-        ".npy",
-    )
+    looks_like_path = os.sep in s or p.suffix.lower() in formats.SUFFIXES
     if looks_like_path or (formats.exists(p) and not formats.exists(root / s)):
         if is_dataset_dir(p):
             ds = Dataset(p)
@@ -768,7 +761,7 @@ def _locate(name_or_path: str | os.PathLike[str], root: Path) -> tuple[Dataset |
         return None, p, name
     if formats.exists(root / s / "meta.json"):
         return Dataset(root / s), root / s, s
-    if registry.get(s) is not None:
+    if s in registry.REGISTRY:
         raise UserError(
             f"dataset {s!r} is registered but not downloaded: run `storebench dataset fetch {s}`",
             where="dataset",
@@ -776,7 +769,7 @@ def _locate(name_or_path: str | os.PathLike[str], root: Path) -> tuple[Dataset |
     local = local_names(root)
     raise UserError(
         f"unknown dataset {s!r} (local: {', '.join(local) or 'none'}; "
-        f"registered: {', '.join(registry.names())})",
+        f"registered: {', '.join(registry.REGISTRY)})",
         where="dataset",
     )
 

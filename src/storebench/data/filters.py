@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,14 +27,6 @@ import numpy as np
 CmpOp = Literal["eq", "ne", "lt", "le", "gt", "ge"]
 CMP_OPS: tuple[CmpOp, ...] = ("eq", "ne", "lt", "le", "gt", "ge")
 SQL_CMP = {"eq": "=", "ne": "<>", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-_NP_CMP: dict[str, Callable[[Any, Any], np.ndarray]] = {
-    "eq": np.equal,
-    "ne": np.not_equal,
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-}
 
 
 @dataclass(frozen=True)
@@ -75,12 +67,19 @@ class Not:
 Filter = Cmp | Range | In | And | Or | Not
 
 
-def fields_of(f: Filter) -> set[str]:
+def leaves(f: Filter) -> Iterator[Cmp | Range | In]:
+    """The comparisons of a filter, below its and/or/not."""
     if isinstance(f, And | Or):
-        return set().union(*(fields_of(p) for p in f.parts))
-    if isinstance(f, Not):
-        return fields_of(f.part)
-    return {f.field}
+        for p in f.parts:
+            yield from leaves(p)
+    elif isinstance(f, Not):
+        yield from leaves(f.part)
+    else:
+        yield f
+
+
+def fields_of(f: Filter) -> set[str]:
+    return {leaf.field for leaf in leaves(f)}
 
 
 MAX_DEPTH = 64  # nested and/or/not: compilers recurse too
@@ -152,26 +151,25 @@ def _fits(value: Any, kind: str) -> bool:
 def check_kinds(f: Filter, kinds: Mapping[str, str]) -> None:
     """Each value is of its field's kind (numbers for int and float fields):
     numpy would raise, or compare a number with a string as unequal."""
-    if isinstance(f, And | Or):
-        for p in f.parts:
-            check_kinds(p, kinds)
-        return
-    if isinstance(f, Not):
-        check_kinds(f.part, kinds)
-        return
-    values = (
-        (f.value,) if isinstance(f, Cmp) else (f.lo, f.hi) if isinstance(f, Range) else f.values
-    )
-    kind = kinds[f.field]
-    for v in values:
-        if not _fits(v, kind):
-            raise ValueError(f"filter: field {f.field!r} holds {kind} values, not {_short(v)}")
+    for leaf in leaves(f):
+        kind = kinds[leaf.field]
+        for v in (
+            (leaf.value,)
+            if isinstance(leaf, Cmp)
+            else (leaf.lo, leaf.hi)
+            if isinstance(leaf, Range)
+            else leaf.values
+        ):
+            if not _fits(v, kind):
+                raise ValueError(
+                    f"filter: field {leaf.field!r} holds {kind} values, not {_short(v)}"
+                )
 
 
 def evaluate(f: Filter, columns: Mapping[str, np.ndarray]) -> np.ndarray:
     """The numpy reference: a boolean mask over the rows of ``columns``."""
     if isinstance(f, Cmp):
-        return _NP_CMP[f.op](columns[f.field], f.value)
+        return getattr(operator, f.op)(columns[f.field], f.value)  # eq: ==, lt: <, ...
     if isinstance(f, Range):
         col = columns[f.field]
         return (col >= f.lo) & (col <= f.hi)

@@ -60,6 +60,7 @@ BIN_DTYPES: dict[str, np.dtype[Any]] = {
     ".ibin": np.dtype("<i4"),
 }
 HDF5_SUFFIXES = (".hdf5", ".h5", ".hdf")
+SUFFIXES = (*HDF5_SUFFIXES, *VECS_DTYPES, *BIN_DTYPES, ".npy", ".parquet")  # every file format
 # ann-benchmarks' ``distance`` attribute (and a few spellings used elsewhere)
 METRIC_NAMES: dict[str, Metric] = {
     "euclidean": "l2",
@@ -127,9 +128,10 @@ class VectorSource(Protocol):
 
 @dataclass
 class ArraySource:
-    """An (n, d) numpy array or memmap as a VectorSource."""
+    """An (n, d) array as a VectorSource: numpy's (a memmap, say), or an
+    h5py dataset, read a block at a time."""
 
-    array: np.ndarray
+    array: Any
     where: str
 
     def __len__(self) -> int:
@@ -141,7 +143,8 @@ class ArraySource:
 
     def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[np.ndarray]:
         for s in range(0, len(self.array), rows):
-            block = np.asarray(self.array[s : s + rows], dtype=np.float32)
+            with reading(self.where, f"rows {s}..: unreadable"):  # a damaged HDF5 chunk
+                block = np.asarray(self.array[s : s + rows], dtype=np.float32)
             check_finite(block, s, self.where)
             yield block
 
@@ -152,8 +155,7 @@ class ArraySource:
 def open_vecs(path: str | os.PathLike[str], limit: int | None = None) -> np.ndarray:
     """A TEXMEX file as an (n, d) read-only memmap view (strided: each row
     skips its 4-byte dimension). Checks the first dimension, that the size is
-    a whole number of rows, and (cheaply, on a sample) the per-row headers;
-    ``check_vecs_headers`` checks every row."""
+    a whole number of rows, and (cheaply, on a sample) the per-row headers."""
     p = Path(path)
     where = str(p)
     suffix, dtype = _suffix_dtype(p, VECS_DTYPES)
@@ -175,31 +177,14 @@ def open_vecs(path: str | os.PathLike[str], limit: int | None = None) -> np.ndar
         return np.empty((0, d), dtype)
     raw = np.memmap(p, dtype=np.uint8, mode="r", shape=(n, row))
     sample = np.unique(np.linspace(0, n - 1, min(n, 1024)).astype(np.int64))
-    _check_vecs_dims(raw[sample], sample, d, where)
-    return raw[:, 4:].view(dtype)
-
-
-def _check_vecs_dims(raw_rows: np.ndarray, row_numbers: np.ndarray, d: int, where: str) -> None:
-    dims = np.ascontiguousarray(raw_rows[:, :4]).view("<i4")[:, 0]
+    dims = np.ascontiguousarray(raw[sample, :4]).view("<i4")[:, 0]
     bad = np.flatnonzero(dims != d)
     if len(bad):
         i = int(bad[0])
         raise UserError(
-            f"row {int(row_numbers[i])} declares dimension {int(dims[i])}, the file {d}",
-            where=where,
+            f"row {int(sample[i])} declares dimension {int(dims[i])}, the file {d}", where=where
         )
-
-
-def check_vecs_headers(view: np.ndarray, where: str, rows: int = CHUNK_ROWS) -> None:
-    """Every row's dimension header of an ``open_vecs`` view equals the first."""
-    base = view.base
-    while base is not None and not (isinstance(base, np.ndarray) and base.dtype == np.uint8):
-        base = base.base
-    if base is None or base.ndim != 2:
-        return
-    d = view.shape[1]
-    for s in range(0, len(base), rows):
-        _check_vecs_dims(base[s : s + rows], np.arange(s, min(s + rows, len(base))), d, where)
+    return raw[:, 4:].view(dtype)
 
 
 # --- big-ann .fbin / .u8bin / .i8bin / .ibin ---------------------------------
@@ -251,9 +236,8 @@ def read_truth_file(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
         return np.asarray(open_vecs(path), dtype=np.int64), None
     if suffix == ".npy":
         return np.asarray(open_npy(path, "iu"), dtype=np.int64), None
-    if suffix == ".ibin" and _size(path) >= 8:
-        size, (n, k) = _header(path, 2)
-        if n >= 0 and k > 0 and size == 8 + n * k * 4:
+    if suffix == ".ibin":
+        with contextlib.suppress(UserError):  # not a plain matrix: big-ann ground truth
             return np.asarray(open_bin(path), dtype=np.int64), None
     return read_bin_truth(path)
 
@@ -370,26 +354,6 @@ class SourceSet:
 # --- HDF5 (ann-benchmarks) -----------------------------------------------------
 
 
-@dataclass
-class H5Source:
-    dataset: Any  # h5py.Dataset
-    where: str
-
-    def __len__(self) -> int:
-        return int(self.dataset.shape[0])
-
-    @property
-    def dim(self) -> int:
-        return int(self.dataset.shape[1])
-
-    def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[np.ndarray]:
-        for s in range(0, len(self), rows):
-            with reading(self.where, f"rows {s}..: unreadable"):
-                block = np.asarray(self.dataset[s : s + rows], dtype=np.float32)
-            check_finite(block, s, self.where)
-            yield block
-
-
 def open_hdf5(path: Path) -> SourceSet:
     try:
         import h5py
@@ -450,7 +414,7 @@ def _hdf5_source(f: Any, where: str) -> SourceSet:
                 f"'test' has shape {test.shape}, 'train' dimension {train.shape[1]}",
                 where=where,
             )
-        queries = H5Source(test, f"{where}:test")
+        queries = ArraySource(test, f"{where}:test")
     neighbors = distances = None
     nb = _h5_member(f, "neighbors", "iu", where)
     if nb is not None:
@@ -470,7 +434,7 @@ def _hdf5_source(f: Any, where: str) -> SourceSet:
                     f"'distances' has shape {distances.shape}, 'neighbors' {neighbors.shape}",
                     where=where,
                 )
-    base = H5Source(train, f"{where}:train")
+    base = ArraySource(train, f"{where}:train")
     return SourceSet(
         base, queries, neighbors, distances, metric, kind="hdf5", files=[where], closers=[f]
     )
@@ -873,8 +837,7 @@ def open_source(
     else:
         raise UserError(
             f"unknown dataset format {suffix or '(no suffix)'!r} "
-            "(known: .hdf5 .fvecs .ivecs .bvecs .fbin .u8bin .i8bin .ibin .npy .parquet, "
-            "or a directory)",
+            f"(known: {' '.join(s for s in SUFFIXES if s not in ('.h5', '.hdf'))}, or a directory)",
             where=str(p),
         )
     if q_path is not None:

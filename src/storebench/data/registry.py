@@ -165,11 +165,3 @@ ENTRIES: tuple[Entry, ...] = (
 )
 
 REGISTRY: dict[str, Entry] = {e.name: e for e in ENTRIES}
-
-
-def names() -> list[str]:
-    return [e.name for e in ENTRIES]
-
-
-def get(name: str) -> Entry | None:
-    return REGISTRY.get(name)

@@ -12,7 +12,7 @@ the same whatever the chunk size, so any slice can be regenerated alone.
 Scalar fields for filters come the same way: ``uniform_ints`` (DocArray's
 ``tags.i``), ``label_column`` (a keyword that matches a chosen fraction of
 the rows, as VectorDBBench's label filters: 1%, 10%, 50%, 99%) and
-``string_columns`` (arangob's ``--complexity``: that many string attributes
+``string_chunks`` (arangob's ``--complexity``: that many string attributes
 of a given size).
 """
 
@@ -62,16 +62,13 @@ def vector_chunks(
     kind: Kind = "embedding",
     seed: int = 0,
     clusters: int = 64,
-    chunk: int = CHUNK,
     stream: int = 0,
 ) -> Iterator[np.ndarray]:
-    """float32 vectors in chunks of at most ``chunk`` rows. Rows are generated
-    in fixed blocks of ``CHUNK``, so row i is the same whatever ``chunk``."""
+    """float32 vectors in chunks of ``CHUNK`` rows, each from its own random
+    stream: row i is the same whatever ``n``."""
     if kind not in KINDS:
         raise ValueError(f"unknown synthetic kind {kind!r} (use {', '.join(KINDS)})")
     shape = _rotation(seed, dim) if kind == "embedding" else _centers(seed, clusters, dim)
-    pending: list[np.ndarray] = []
-    held = 0
     for ci, start in enumerate(range(0, n, CHUNK)):
         rows = min(CHUNK, n - start)
         rng = _chunk_rng(seed, ci, stream)
@@ -83,18 +80,7 @@ def vector_chunks(
             which = rng.integers(0, clusters, rows)
             noise = rng.normal(0.0, 0.35, (rows, dim)).astype(np.float32)
             part = shape[which] + noise
-        if chunk == CHUNK:
-            yield part
-            continue
-        pending.append(part)
-        held += rows
-        while held >= chunk:
-            allp = np.concatenate(pending) if len(pending) > 1 else pending[0]
-            yield allp[:chunk]
-            rest = allp[chunk:]
-            pending, held = ([rest] if len(rest) else []), len(rest)
-    if chunk != CHUNK and held:
-        yield np.concatenate(pending)
+        yield part
 
 
 def fill(
@@ -116,7 +102,7 @@ def fill(
 def vectors(
     n: int, dim: int, kind: Kind = "embedding", seed: int = 0, clusters: int = 64, stream: int = 0
 ) -> np.ndarray:
-    parts = vector_chunks(n, dim, kind, seed, clusters, stream=stream)
+    parts = vector_chunks(n, dim, kind, seed, clusters, stream)
     return fill(np.empty((n, dim), np.float32), parts)
 
 
@@ -185,15 +171,3 @@ def string_chunks(n: int, count: int, size: int, seed: int = 0) -> Iterator[dict
             letters = rng.integers(97, 123, (rows, size), dtype=np.uint8)
             out[f"test{a + 1}"] = letters.view(f"S{size}").ravel().astype(f"<U{size}")
         yield out
-
-
-def string_columns(n: int, count: int, size: int, seed: int = 0) -> dict[str, np.ndarray]:
-    parts = list(string_chunks(n, count, size, seed))
-    return {
-        f"test{a + 1}": (
-            np.concatenate([p[f"test{a + 1}"] for p in parts])
-            if parts
-            else np.empty(0, f"<U{size}")
-        )
-        for a in range(count)
-    }

@@ -417,6 +417,12 @@ def exact_knn(
     return pos_out, dist_out
 
 
+def exact_knn_work(rows: int, nq: int) -> int:
+    """What ``exact_knn`` tells ``progress`` in all: the data rows it reads,
+    once per block of queries."""
+    return rows * -(-nq // _QUERY_BLOCK)
+
+
 def exact_knn_bytes(nq: int, k: int, threads: int | None = None) -> int:
     """The most memory ``exact_knn`` takes for ``nq`` queries: its bounded
     scratch, the k best kept per query in each segment, and the results."""

@@ -24,6 +24,7 @@ where there is one (a container). ``driver.memory_check: false`` (or
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from collections.abc import Sequence
@@ -175,16 +176,27 @@ def check(scenario: Scenario, runs: list[Run]) -> None:
 
 
 def _loc(scenario: Scenario, run: Run, keys: tuple[str, ...]) -> tuple[str, ...]:
-    """Where to point: the first of ``keys`` the user set (``--set``, a grid
-    axis, the file's params), else the first."""
+    """Where to point: of ``keys`` the user set (``--set``, a grid axis, else
+    the file's params), the one whose default would shrink the need most
+    (``n=200 dim=1000000000`` is dim's doing); else the first of ``keys``."""
     grid = scenario.file.grid
-    for key in keys:
+
+    def flag(key: str) -> tuple[str, ...] | None:
         if f"params.{key}" in scenario.overrides:
             return ("params", key)
-        for g in (key, f"params.{key}"):
-            if g in grid:
-                return ("grid", g)
-    for key in keys:
-        if key in scenario.file.params:
-            return ("params", key)
+        return next((("grid", g) for g in (key, f"params.{key}") if g in grid), None)
+
+    in_file = {k: ("params", k) for k in keys if k in scenario.file.params}
+    for found in ({k: at for k in keys if (at := flag(k))}, in_file):
+        if found:
+            return found[min(found, key=lambda k: _need_at_default(run, k))]
     return ("params", keys[0])
+
+
+def _need_at_default(run: Run, key: str) -> int:
+    """The run's need with parameter ``key`` back at its default."""
+    field = type(run.params).model_fields.get(key)
+    update = {} if field is None else {key: field.get_default(call_default_factory=True)}
+    params = run.params.model_copy(update=update)
+    est = estimate(dataclasses.replace(run, params=params), _tmpfs(tempfile.gettempdir()))
+    return 0 if est is None else sum(est[0].values())

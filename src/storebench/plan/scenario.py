@@ -27,7 +27,7 @@ from storebench.driver.choice import choose_executor, executor_class
 from storebench.errors import UserError
 from storebench.plan import loading
 from storebench.results import files as results
-from storebench.stores.base import Store, StoreSpec, store_class
+from storebench.stores.base import StoreSpec, store_class
 from storebench.stores.config import SpecError, StoreOptions
 from storebench.stores.params import EngineParams, IndexParams, SearchParams
 from storebench.workloads.base import workload_class
@@ -222,14 +222,6 @@ class Scenario:
                 return ("grid", g)
         return ("params", *key.split("."))
 
-    def _check_store(self, i: int, entry: StoreEntry, cls: type[Store]) -> StoreOptions:
-        """The store's URL and options, as the store reads them (connecting
-        to nothing); the options typed."""
-        try:
-            return cls.check_spec(entry.url, entry.options)
-        except SpecError as exc:
-            raise self.error(("stores", i, *exc.key), exc.message) from exc
-
     def plan(self) -> list[Run]:
         """The runs, made (and every parameter validated) once: ``load``
         makes them, a runner takes them from here."""
@@ -265,7 +257,10 @@ class Scenario:
                 cls = store_class(entry.engine)
             except UserError as exc:
                 raise self.error(("stores", i, "engine"), str(exc).split(": ", 1)[-1]) from exc
-            checked.append(self._check_store(i, entry, cls))
+            try:  # the URL and options as the store reads them (connecting to nothing)
+                checked.append(cls.check_spec(entry.url, entry.options))
+            except SpecError as exc:
+                raise self.error(("stores", i, *exc.key), exc.message) from exc
             missing = sorted(str(c) for c in wl.requires - cls.capabilities)
             if missing:
                 raise self.error(
