@@ -201,14 +201,10 @@ class FalkorDBStore(Store):
         if not self.options.graph:
             self.fill_option("graph", f"storebench_{uuid.uuid4().hex[:12]}")
         self.graph_name = str(self.options.graph)
-        try:
-            self.db = self._connect()
-            self.graph = self.db.select_graph(self.graph_name)
-            # a graph that exists now is someone's: never deleted by this store
-            self._made_graph = self.graph_name not in self._graphs()
-        except BaseException:
-            self.close()
-            raise
+        self.db = self._connect()
+        self.graph = self.db.select_graph(self.graph_name)
+        # a graph that exists now is someone's: never deleted by this store
+        self._made_graph = self.graph_name not in self._graphs()
 
     def _connect(self) -> falkordb.FalkorDB:
         url = self.spec.url or ""

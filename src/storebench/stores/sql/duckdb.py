@@ -49,10 +49,18 @@ import pyarrow as pa
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.errors import UserError
-from storebench.stores.base import Capability, Collection, RamUse, SearchResult, Store, StoreSpec
+from storebench.stores.base import (
+    Capability,
+    Collection,
+    RamUse,
+    SearchResult,
+    Store,
+    StoreSpec,
+    nearest,
+)
 from storebench.stores.config import DIRECTORY
 from storebench.stores.params import HnswIndex, HnswSearch, IndexParams, Order
-from storebench.stores.sql.sqlite import find_sql, nearest, quote, where_sql
+from storebench.stores.sql.sqlite import find_sql, quote, where_sql
 
 _SQL_TYPE = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR"}
 _ARROW_TYPE = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}

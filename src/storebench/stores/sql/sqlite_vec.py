@@ -34,7 +34,7 @@ import sqlite_vec
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.errors import NotSupported
-from storebench.stores.base import Collection, RamUse, SearchResult, StoreSpec
+from storebench.stores.base import Collection, RamUse, SearchResult, StoreSpec, nearest
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.params import IndexParams
 from storebench.stores.sql.sqlite import (
@@ -43,7 +43,6 @@ from storebench.stores.sql.sqlite import (
     Synchronous,
     chunks,
     create_table,
-    nearest,
     quote,
     where_sql,
 )

@@ -67,6 +67,7 @@ class RedisStore(Store):
     url_form = REDIS_URL
     # the managed Redis keeps the hashes and the vector index in RAM
     ram = RamUse(overhead=256, hnsw_m=16, fixed_mib=16)
+    handles = ("client",)
 
     class Options(StoreOptions):
         managed_only = ("persistence", "server_args")
@@ -90,11 +91,7 @@ class RedisStore(Store):
         # per concurrent writer, reused through a free list
         self._writers: list[redis.Connection] = []
         self._spare: list[redis.Connection] = []
-        try:
-            self.client = self._connect()
-        except BaseException:
-            self.close()
-            raise
+        self.client = self._connect()
 
     def _send(self, commands: list[list[Any]]) -> None:
         """Sends ``commands`` on one connection, every one before reading any
@@ -248,9 +245,6 @@ class RedisStore(Store):
         }
 
     def close(self) -> None:
-        client = getattr(self, "client", None)
-        if client is not None:
-            client.close()
         for conn in getattr(self, "_writers", ()):
             conn.disconnect()
         super().close()
