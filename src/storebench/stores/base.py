@@ -88,21 +88,23 @@ class SearchResult:
     ids: np.ndarray  # (q, k) int64
     distances: np.ndarray  # (q, k) float32
 
-
-def nearest(queries: Sequence[Any], k: int, rows_of: Callable[[Any], list[Any]]) -> SearchResult:
-    """A search result from each query's ``(id, distance)`` rows, nearest
-    first (``rows_of``: one query's, at most k; ``queries``: the vectors, or
-    the engine's answer to each), padded with -1 and inf; nothing is asked
-    for k = 0."""
-    ids = np.full((len(queries), k), -1, np.int64)
-    dist = np.full((len(queries), k), np.inf, np.float32)
-    for i, q in enumerate(queries if k else ()):
-        rows = rows_of(q)
-        if rows:
-            found, d = zip(*rows, strict=True)
-            ids[i, : len(rows)] = found
-            dist[i, : len(rows)] = d
-    return SearchResult(ids, dist)
+    @classmethod
+    def from_rows(
+        cls, queries: Sequence[Any], k: int, rows_of: Callable[[Any], list[Any]]
+    ) -> SearchResult:
+        """A search result from each query's ``(id, distance)`` rows, nearest
+        first (``rows_of``: one query's, at most k; ``queries``: the vectors, or
+        the engine's answer to each), padded with -1 and inf; nothing is asked
+        for k = 0."""
+        ids = np.full((len(queries), k), -1, np.int64)
+        dist = np.full((len(queries), k), np.inf, np.float32)
+        for i, q in enumerate(queries if k else ()):
+            rows = rows_of(q)
+            if rows:
+                found, d = zip(*rows, strict=True)
+                ids[i, : len(rows)] = found
+                dist[i, : len(rows)] = d
+        return cls(ids, dist)
 
 
 def redact_url(url: str | None) -> str | None:

@@ -603,14 +603,9 @@ class AgdbStore(Store):
         """What carries the queries (the seam: the embedded store runs the
         same queries in its own process instead): here the server's HTTP API."""
         url = self.spec.url or ""
-        parts = urlsplit(url)
+        parts = urlsplit(url)  # a user and a password, or AGDB_PASSWORD (``_login``)
         user = unquote(parts.username or "")
         password = unquote(parts.password or "") or os.environ.get("AGDB_PASSWORD", "")
-        if not user or not password:
-            raise UserError(
-                f"expected http://user:password@host:port (or AGDB_PASSWORD), got {redact_url(url)!r}",
-                where="store agdb url",
-            )
         base = f"http://{parts.hostname}:{parts.port or 3000}{parts.path}"
         try:
             api = AgdbApi(base, user, password)

@@ -61,7 +61,6 @@ from storebench.stores.base import (
     SearchResult,
     Store,
     StoreSpec,
-    nearest,
     redact_url,
 )
 from storebench.stores.columns import batch_from_records, plain
@@ -333,7 +332,7 @@ class LuceneCollection(Collection):
             dist = score_to_distance(scores, self.schema.metric)
             return list(zip([int(h["_id"]) for h in hits], dist, strict=True))
 
-        return nearest(results, k, rows_of)
+        return SearchResult.from_rows(results, k, rows_of)
 
     def count(self) -> int:
         self.store._refresh(self.name)

@@ -34,7 +34,7 @@ import sqlite_vec
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.errors import NotSupported
-from storebench.stores.base import Collection, RamUse, SearchResult, StoreSpec, nearest
+from storebench.stores.base import Collection, RamUse, SearchResult, StoreSpec
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.params import IndexParams
 from storebench.stores.sql.sqlite import (
@@ -144,7 +144,7 @@ class SQLiteVecCollection(SQLiteFileCollection):
         sql += " ORDER BY distance"
         db = self._db
         queries = np.ascontiguousarray(vectors, np.float32)
-        return nearest(
+        return SearchResult.from_rows(
             queries, k, lambda q: db.execute(sql, [q.tobytes(), int(k), *extra]).fetchall()
         )
 

@@ -44,15 +44,7 @@ from chromadb.config import Settings
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import And, Cmp, Filter, In, Not, Or, Range
 from storebench.errors import UserError
-from storebench.stores.base import (
-    Capability,
-    Collection,
-    RamUse,
-    SearchResult,
-    Store,
-    StoreSpec,
-    nearest,
-)
+from storebench.stores.base import Capability, Collection, RamUse, SearchResult, Store, StoreSpec
 from storebench.stores.columns import batch_from_records, plain
 from storebench.stores.config import DIRECTORY
 from storebench.stores.params import HnswIndex, HnswSearch, Order
@@ -223,7 +215,7 @@ class ChromaCollection(Collection):
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         w = self._where(where)
         if len(vectors) == 0 or k == 0 or w is FALSE:
-            return nearest(vectors, k, lambda q: [])
+            return SearchResult.from_rows(vectors, k, lambda q: [])
         r = self._c.query(
             query_embeddings=np.asarray(vectors, np.float32),
             n_results=k,
@@ -231,7 +223,9 @@ class ChromaCollection(Collection):
             include=["distances"],
         )
         answers = list(zip(r["ids"], r["distances"] or [], strict=True))
-        out = nearest(answers, k, lambda a: list(zip(a[0][:k], a[1][:k], strict=True)))
+        out = SearchResult.from_rows(
+            answers, k, lambda a: list(zip(a[0][:k], a[1][:k], strict=True))
+        )
         dist, metric = out.distances, self.schema.metric
         if metric == "l2":
             np.sqrt(np.maximum(dist, 0.0), out=dist)

@@ -69,7 +69,6 @@ from storebench.stores.base import (
     SearchResult,
     Store,
     StoreSpec,
-    nearest,
     redact_url,
 )
 from storebench.stores.columns import batch_from_records
@@ -279,7 +278,7 @@ class MilvusCollection(Collection):
             consistency_level=self.store.options.search_consistency,
             **self._kw,
         )
-        out = nearest(res, k, lambda hits: [(h["id"], h["distance"]) for h in hits])
+        out = SearchResult.from_rows(res, k, lambda hits: [(h["id"], h["distance"]) for h in hits])
         dist, found = out.distances, out.ids >= 0
         if self._metric == "L2":
             dist[found] = np.sqrt(np.maximum(dist[found], 0))

@@ -56,7 +56,6 @@ from storebench.stores.base import (
     SearchResult,
     Store,
     StoreSpec,
-    nearest,
     redact_url,
 )
 from storebench.stores.columns import batch_from_records, plain
@@ -253,7 +252,7 @@ class WeaviateCollection(Collection):
             )
             return [(from_uuid(o.uuid), o.metadata.distance) for o in res.objects[:k]]
 
-        out = nearest(vectors, k, rows_of)
+        out = SearchResult.from_rows(vectors, k, rows_of)
         if self._sqrt:
             dist = out.distances
             np.sqrt(np.maximum(dist, 0), out=dist, where=np.isfinite(dist))

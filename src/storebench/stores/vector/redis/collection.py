@@ -15,7 +15,7 @@ import redis
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.errors import StorebenchError
-from storebench.stores.base import AsyncView, Collection, SearchResult, nearest
+from storebench.stores.base import AsyncView, Collection, SearchResult
 from storebench.stores.params import HnswIndex, HnswSearch, Order
 from storebench.stores.vector.redis import native
 from storebench.stores.vector.redis.aio import RedisAsyncView
@@ -294,7 +294,7 @@ class RedisCollection(Collection):
             pairs = zip(res[1::2], res[2::2], strict=True)
             return [(self._id_of(key), float(val[1])) for key, val in pairs]
 
-        out = nearest(replies, k, rows_of)
+        out = SearchResult.from_rows(replies, k, rows_of)
         out_d, metric = out.distances, self.schema.metric
         if metric == "l2":
             np.sqrt(np.maximum(out_d, 0), out=out_d)
