@@ -94,14 +94,14 @@ def test_store_without_url_is_refused_when_opened_directly():
 def test_url_forms(monkeypatch):
     monkeypatch.delenv("STOREBENCH_ARANGODB_USERNAME", raising=False)
     monkeypatch.delenv("STOREBENCH_ARANGODB_PASSWORD", raising=False)
-    t = ArangoStore._parse("http://me:s%40cret@db.example:8530/bench")
+    t = ArangoStore.check_url("http://me:s%40cret@db.example:8530/bench")
     assert t == {
         "host": "http://db.example:8530",
         "database": "bench",
         "username": "me",
         "password": "s@cret",
     }
-    t = ArangoStore._parse("https://db.example")  # ArangoDB's port, the _system database
+    t = ArangoStore.check_url("https://db.example")  # ArangoDB's port, the _system database
     assert (t["host"], t["database"], t["username"], t["password"]) == (
         "https://db.example:8529",
         "_system",
@@ -110,11 +110,11 @@ def test_url_forms(monkeypatch):
     )
     monkeypatch.setenv("STOREBENCH_ARANGODB_USERNAME", "envuser")
     monkeypatch.setenv("STOREBENCH_ARANGODB_PASSWORD", "envpw")
-    t = ArangoStore._parse("http://[::1]:8529/x")
+    t = ArangoStore.check_url("http://[::1]:8529/x")
     assert (t["host"], t["username"], t["password"]) == ("http://[::1]:8529", "envuser", "envpw")
     for bad in ("tcp://host:8529/db", "http:///db", "http://h:8529/a/b"):
         with pytest.raises(UserError, match="arangodb url"):
-            ArangoStore._parse(bad)
+            ArangoStore.check_url(bad)
 
 
 # --- AQL compilation, checked against the numpy reference ------------------------

@@ -40,14 +40,13 @@ from urllib.parse import quote, urlsplit
 from storebench.common.retry import NETWORK, cause, run_retrying
 from storebench.errors import StorebenchError, UserError
 from storebench.servers.base import Server, ServerError
-from storebench.servers.cache import install_main
+from storebench.servers.cache import engine_cache, install_main
 
 AGDB_VERSION = "~0.16.0"  # the cargo version requirement (the study's 0.16)
 BINARY = "agdb_server"
 USER = "storebench"
 API = "/api/v1"
 LOG_LEVELS = ("off", "error", "warn", "info", "debug", "trace")
-DB_TYPES = ("mapped", "file", "memory")
 
 
 # --- the binary ----------------------------------------------------------------
@@ -55,11 +54,7 @@ DB_TYPES = ("mapped", "file", "memory")
 
 def install_root() -> Path:
     """Where ``--install`` puts the server (``<root>/bin/agdb_server``)."""
-    env = os.environ.get("STOREBENCH_DATA")
-    if env:
-        return Path(env).expanduser() / "agdb"
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "storebench" / "agdb"
+    return engine_cache("agdb")
 
 
 def _candidates() -> list[Path]:

@@ -146,7 +146,8 @@ class Server:
 
     @property
     def url(self) -> str:
-        raise NotImplementedError
+        """What a store connects to; the default: HTTP on its port."""
+        return f"http://127.0.0.1:{self.port}"
 
     # --- helpers for subclasses ---------------------------------------------------
     def run_prepare(self, cmd: list[str], what: str, **kw: Any) -> subprocess.CompletedProcess[str]:

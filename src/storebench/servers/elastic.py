@@ -239,10 +239,6 @@ class LuceneServer(Server):
             "allocated_processors": str(node["os"]["allocated_processors"]),
         }
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
 
 class ElasticsearchServer(LuceneServer):
     name = "elasticsearch"

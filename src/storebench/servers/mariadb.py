@@ -25,7 +25,6 @@ import os
 import secrets
 import shutil
 import subprocess
-from pathlib import Path
 from typing import ClassVar, Literal
 from urllib.parse import quote
 
@@ -216,7 +215,3 @@ class MariaDBServer(Server):
     @property
     def url(self) -> str:
         return f"mysql://{USER}:{quote(self.password, safe='')}@127.0.0.1:{self.port}/{DATABASE}"
-
-    @property
-    def socket_path(self) -> Path:
-        return self.dir / "mariadb.sock"

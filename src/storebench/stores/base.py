@@ -18,7 +18,10 @@ capabilities) refer to one another and are read together by every adapter.
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import functools
+import importlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -84,6 +87,24 @@ class SearchResult:
 
     ids: np.ndarray  # (q, k) int64
     distances: np.ndarray  # (q, k) float32
+
+    @classmethod
+    def from_rows(
+        cls, queries: Sequence[Any], k: int, rows_of: Callable[[Any], list[Any]]
+    ) -> SearchResult:
+        """A search result from each query's ``(id, distance)`` rows, nearest
+        first (``rows_of``: one query's, at most k; ``queries``: the vectors, or
+        the engine's answer to each), padded with -1 and inf; nothing is asked
+        for k = 0."""
+        ids = np.full((len(queries), k), -1, np.int64)
+        dist = np.full((len(queries), k), np.inf, np.float32)
+        for i, q in enumerate(queries if k else ()):
+            rows = rows_of(q)
+            if rows:
+                found, d = zip(*rows, strict=True)
+                ids[i, : len(rows)] = found
+                dist[i, : len(rows)] = d
+        return cls(ids, dist)
 
 
 def redact_url(url: str | None) -> str | None:
@@ -161,8 +182,8 @@ class StoreSpec:
 
     def open(self) -> Store:
         """The store, on this spec as it is. If opening fails or is
-        interrupted half-way, what it had started goes (a private
-        directory). A spec without a URL for a store that is managed with a
+        interrupted half-way, what it had started goes (the adapter's
+        ``close`` on what its ``__init__`` opened, a private directory). A spec without a URL for a store that is managed with a
         server is refused: ``stores.opening.open_store`` starts the server
         (client processes open the spec that has its URL)."""
         cls = store_class(self.engine)
@@ -176,6 +197,9 @@ class StoreSpec:
         try:
             type(store).__init__(store, self)
         except BaseException:
+            # the adapter's own close, on whatever its __init__ got to open
+            with contextlib.suppress(Exception):
+                store.close()
             Store.close(store)
             raise
         return store
@@ -386,15 +410,28 @@ class Store:
     ram: ClassVar[RamUse] = RamUse()
     # set by __init__; here too for a store whose __init__ did not get that far
     _private_dir: str | None = None
+    # attributes holding the engine's client objects: ``close`` closes each
+    # one that is set (before removing the private directory)
+    handles: ClassVar[tuple[str, ...]] = ()
+    # the server it can be managed with, as "<module>:<class>" of
+    # ``storebench.servers`` (imported only when used); None: none
+    server: ClassVar[str | None] = None
 
     @classmethod
     def managed_server(cls, options: Any) -> Callable[[], Server] | None:
         """How to make the local server this store runs on when given no
         URL, from its checked ``Options``: a callable that builds the
         ``Server`` (not started; ``stores.opening`` starts it, hands the
-        store its URL and stops it after). None (the default): the store
-        runs embedded, or needs a URL."""
-        return None
+        store its URL and stops it after). The default: the ``server``
+        class, given the options only it takes (``Options.managed_only``)
+        by their names; None without one (the store runs embedded, or
+        needs a URL)."""
+        if cls.server is None:
+            return None
+        module, name = cls.server.split(":")
+        server_class = getattr(importlib.import_module(f"storebench.servers.{module}"), name)
+        given = {k: getattr(options, k) for k in options.managed_only}
+        return functools.partial(server_class, **given)
 
     @classmethod
     def check_url(cls, url: str | None) -> Any:
@@ -594,6 +631,11 @@ class Store:
         an external engine stays (``drop`` removes what the run created).
         Adapters close their own handles first. A managed server is not the
         store's: ``stores.opening.OpenStore.close`` stops it after this."""
+        for name in self.handles:
+            handle = getattr(self, name, None)
+            if handle is not None:
+                setattr(self, name, None)
+                handle.close()
         if self._private_dir is not None:
             leftovers.remove_dir(self._private_dir)
             self._private_dir = None

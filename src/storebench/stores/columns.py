@@ -12,7 +12,7 @@ the arrays as they find them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,11 @@ from storebench.stores.base import Collection, RamUse
 from storebench.stores.params import Order
 
 DTYPES = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
+
+
+def plain(value: Any) -> Any:
+    """A numpy scalar as Python's own (what engine clients take); else as is."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def batch_from_rows(
@@ -49,6 +54,26 @@ def batch_from_rows(
         )
         vecs = flat.reshape(len(rows), -1)
     return DocBatch(np.array(cols[0], np.int64), fields, vecs)
+
+
+def batch_from_records(
+    schema: Schema,
+    ids: Sequence[Any],
+    records: Sequence[Any],
+    value: Callable[[Any, str], Any],
+    vectors: Any = None,
+) -> DocBatch:
+    """Documents an engine returns one record each (a dict, an object) as
+    a batch: ``ids`` (ints, or their text), each schema field's value
+    ``value(record, field)``, ``vectors`` (rows of the schema's dim, as an
+    array or lists; None: no vectors)."""
+    fields = {
+        f: np.array([value(r, f) for r in records], DTYPES[kind])
+        for f, kind in schema.fields.items()
+    }
+    if vectors is not None:
+        vectors = np.asarray(vectors, np.float32).reshape(len(ids), int(schema.dim or 0))
+    return DocBatch(np.array(ids, np.int64), fields, vectors)
 
 
 class Columns:

@@ -77,6 +77,7 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Cmp, Filter, In, Range, boolean_text
 from storebench.errors import UserError
 from storebench.stores.base import DOCUMENTS, Capability, Collection, Store, StoreSpec, redact_url
+from storebench.stores.columns import batch_from_records, batch_from_rows
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.params import IndexParams, Order
 
@@ -109,7 +110,6 @@ def _target(url: str, parts: SplitResult | None) -> dict[str, Any]:
 
 
 VEC = "vec"
-_NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
 _AQL_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _MAX_IDS = 10_000  # ids per get / update / delete request
 _CURSOR_BATCH = 10_000  # rows per cursor batch of a find
@@ -225,7 +225,7 @@ class ArangoCollection(Collection):
     def _writer(self) -> Any:
         """Where inserts go: the collection, or the same through async
         execution (fire and forget: the server keeps no result)."""
-        if not self.store.async_inserts:
+        if not self.store.options.async_:
             return self._c()
         w = getattr(self._local, "w", None)
         if w is None:
@@ -243,21 +243,16 @@ class ArangoCollection(Collection):
         return [dict(zip(names, row, strict=True)) for row in zip(*cols, strict=True)]
 
     def _to_batch(self, found: list[dict[str, Any]], with_vectors: bool) -> DocBatch:
-        ids = np.array([int(d["_key"]) for d in found], np.int64)
-        fields: dict[str, np.ndarray] = {
-            f: np.array([d[k] for d in found], dtype=_NP_TYPE[self.schema.fields[f]])
-            for f, k in self._keys.items()
-        }
         vecs = None
         if with_vectors and self._vec:
-            raw = b"".join(base64.b64decode(d[VEC]) for d in found)
-            vecs = np.frombuffer(raw, np.float32).reshape(len(found), int(self.schema.dim or 0))
-        return DocBatch(ids, fields, vecs)
+            vecs = np.frombuffer(b"".join(base64.b64decode(d[VEC]) for d in found), np.float32)
+        ids = [d["_key"] for d in found]
+        return batch_from_records(self.schema, ids, found, lambda d, f: d[self._keys[f]], vecs)
 
     def insert(self, docs: DocBatch) -> None:
         rows = self._docs(docs, self._fields)
         target = self._writer()
-        if self.store.insert_api == "import":
+        if self.store.options.insert_api == "import":
             res = target.import_bulk(
                 rows, halt_on_error=True, details=False, on_duplicate="replace"
             )
@@ -299,15 +294,8 @@ class ArangoCollection(Collection):
         cursor = self.store.db().aql.execute(
             query, bind_vars=bind, batch_size=_CURSOR_BATCH, count=False
         )
-        rows = list(cursor)
-        if not rows:
-            return DocBatch.empty(self.schema).select(None, vectors=False)
-        cols = list(zip(*rows, strict=True))
-        fields: dict[str, np.ndarray] = {
-            f: np.array(cols[i + 1], dtype=_NP_TYPE[self.schema.fields[f]])
-            for i, f in enumerate(self._fields)
-        }
-        return DocBatch(np.array([int(k) for k in cols[0]], np.int64), fields)
+        # rows (key, fields...): the key is the id's text
+        return batch_from_rows(self.schema, list(cursor), with_vectors=False)
 
     def find_query(
         self,
@@ -369,27 +357,15 @@ class ArangoStore(Store):
         self._local = threading.local()
         self._clients: list[Any] = []
         self._lock = threading.Lock()
-        self.async_inserts = self.options.async_
-        self.insert_api = self.options.insert_api
         self.timeout = self.options.request_timeout
-        self._target = self._parse(spec.url or "")
+        self._target = self.check_url(spec.url)  # where to connect, as whom
         try:
             # fail now, not in the first timed call
             self._server_version = str(self.db().version())
         except (ArangoError, OSError, requests.RequestException) as exc:
-            self.close()
             raise UserError(
                 f"cannot use ArangoDB at {redact_url(spec.url)}: {exc}", where="store arangodb"
             ) from exc
-        except BaseException:
-            self.close()
-            raise
-
-    @classmethod
-    def _parse(cls, url: str) -> dict[str, Any]:
-        """Where to connect, as whom (``_target``); a ``UserError`` for a URL
-        not of the form."""
-        return cls.check_url(url)
 
     def db(self) -> Any:
         """This thread's database handle (its own client and HTTP session)."""

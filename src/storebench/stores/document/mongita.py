@@ -150,6 +150,7 @@ class MongitaStore(Store):
     # a Python dict per document, in this process (the disk engine caches them)
     ram = RamUse(fields=2, overhead=1024)
     Options = InMemoryMode
+    handles = ("client",)
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -190,9 +191,3 @@ class MongitaStore(Store):
     def versions(self) -> dict[str, str]:
         v = metadata.version("mongita")
         return {"engine": f"Mongita {v}", "client": f"mongita {v} (embedded)"}
-
-    def close(self) -> None:
-        client = getattr(self, "client", None)
-        if client is not None:
-            client.close()
-        super().close()

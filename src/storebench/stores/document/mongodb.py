@@ -20,9 +20,8 @@ defaults to ``storebench``). Without one, a FerretDB server is started on
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import SplitResult
 
 import numpy as np
@@ -38,9 +37,6 @@ from storebench.stores.config import UrlForm
 from storebench.stores.document.mongodocs import VEC, MongoDocs
 from storebench.stores.document.mongoquery import key, to_mongodb
 from storebench.stores.params import IndexParams, Order
-
-if TYPE_CHECKING:
-    from storebench.servers.base import Server
 
 DATABASE = "storebench"
 
@@ -115,17 +111,13 @@ class MongoCollection(MongoDocs):
 
 class MongoStore(Store):
     engine = "mongodb"
+    server = "ferretdb:FerretDBServer"
     collection = MongoCollection
     capabilities = DOCUMENTS | {Capability.ORDER, Capability.SHARED_ACROSS_PROCESSES}
     extra = "mongodb"
     url_form = URL_FORM
     ram = RamUse(fields=2, overhead=256, fixed_mib=64)  # FerretDB on SQLite: pages cached
-
-    @classmethod
-    def managed_server(cls, options: Any) -> Callable[[], Server]:
-        from storebench.servers.ferretdb import FerretDBServer
-
-        return FerretDBServer
+    handles = ("client",)
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -135,7 +127,6 @@ class MongoStore(Store):
         try:
             info = self.client.admin.command("buildInfo")
         except pymongo.errors.PyMongoError as exc:
-            self.client.close()
             raise UserError(
                 f"cannot reach a MongoDB server at {redact_url(url)}: {exc}", where="store mongodb"
             ) from exc
@@ -157,12 +148,6 @@ class MongoStore(Store):
 
     def versions(self) -> dict[str, str]:
         return {"engine": self._engine, "client": f"pymongo {metadata.version('pymongo')}"}
-
-    def close(self) -> None:
-        client = getattr(self, "client", None)
-        if client is not None:
-            client.close()
-        super().close()
 
 
 def _engine_name(info: dict[str, Any]) -> str:

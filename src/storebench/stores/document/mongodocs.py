@@ -15,10 +15,10 @@ import numpy as np
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
 from storebench.stores.base import Collection, Store
+from storebench.stores.columns import batch_from_records
 from storebench.stores.document.mongoquery import key
 
 VEC = "_vector"
-_NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
 
 
 class MongoDocs(Collection):
@@ -59,13 +59,8 @@ class MongoDocs(Collection):
             yield d
 
     def _to_batch(self, found: list[dict[str, Any]], with_vectors: bool) -> DocBatch:
-        ids = np.array([int(d["_id"]) for d in found], np.int64)
-        fields: dict[str, np.ndarray] = {
-            f: np.array([d[k] for d in found], dtype=_NP_TYPE[self.schema.fields[f]])
-            for f, k in self._keys.items()
-        }
         vecs = None
         if with_vectors and self._vec:
-            dim = int(self.schema.dim or 0)
-            vecs = np.frombuffer(b"".join(d[VEC] for d in found), np.float32).reshape(-1, dim)
-        return DocBatch(ids, fields, vecs)
+            vecs = np.frombuffer(b"".join(d[VEC] for d in found), np.float32)
+        ids = [int(d["_id"]) for d in found]
+        return batch_from_records(self.schema, ids, found, lambda d, f: d[self._keys[f]], vecs)

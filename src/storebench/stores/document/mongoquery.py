@@ -16,10 +16,9 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-import numpy as np
-
 from storebench.data.filters import And, Cmp, Filter, In, Not, Or, Range
 from storebench.errors import UserError
+from storebench.stores.columns import plain
 
 MAX_ALTERNATIVES = 512
 _OP = {"eq": "$eq", "ne": "$ne", "lt": "$lt", "le": "$lte", "gt": "$gt", "ge": "$gte"}
@@ -33,22 +32,18 @@ def key(field: str) -> str:
     return field.replace(".", "\uff0e")
 
 
-def _plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def _nnf(f: Filter, neg: bool, where: str) -> list[list[Literal]]:
     """Alternatives (OR) of conjunctions (AND) of literals."""
     if isinstance(f, Cmp):
         op = (_NEG_OP if neg else _OP)[f.op]
-        return [[(f.field, op, _plain(f.value))]]
+        return [[(f.field, op, plain(f.value))]]
     if isinstance(f, Range):
-        lo, hi = _plain(f.lo), _plain(f.hi)
+        lo, hi = plain(f.lo), plain(f.hi)
         if neg:
             return [[(f.field, "$lt", lo)], [(f.field, "$gt", hi)]]
         return [[(f.field, "$gte", lo), (f.field, "$lte", hi)]]
     if isinstance(f, In):
-        return [[(f.field, "$nin" if neg else "$in", [_plain(v) for v in f.values])]]
+        return [[(f.field, "$nin" if neg else "$in", [plain(v) for v in f.values])]]
     if isinstance(f, Not):
         return _nnf(f.part, not neg, where)
     if isinstance(f, And | Or):

@@ -65,11 +65,10 @@ query builders and its result decoding must change together; the transport
 
 from __future__ import annotations
 
-import functools
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 from urllib.parse import SplitResult, unquote, urlsplit
 
 import numpy as np
@@ -78,7 +77,7 @@ from pydantic import StrictBool
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import And, Cmp, Filter, In, Not, Or, Range
 from storebench.errors import StorebenchError, UserError
-from storebench.servers.agdb import AgdbApi, AgdbError, AgdbServer, DbElement, Query, QueryResult
+from storebench.servers.agdb import AgdbApi, AgdbError, DbElement, Query, QueryResult
 from storebench.stores.base import (
     DOCUMENTS,
     Capability,
@@ -88,11 +87,9 @@ from storebench.stores.base import (
     StoreSpec,
     redact_url,
 )
+from storebench.stores.columns import batch_from_records, plain
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.params import IndexParams, Order
-
-if TYPE_CHECKING:
-    from storebench.servers.base import Server
 
 VECTOR = "_vector"
 EDGE_VALUE = 1  # the value of the {field: 1} property on a reference edge
@@ -193,13 +190,9 @@ _OPS = {
 }
 
 
-def _num(v: Any) -> Any:
-    return v.item() if isinstance(v, np.generic) else v
-
-
 def _cmp_data(field: str, op: str, value: Any, kind: str) -> dict[str, Any]:
     """One comparison as condition data, the value in the field's type."""
-    v = _num(value)
+    v = plain(value)
     target: dict[str, Any]
     if kind in ("int", "bool"):
         if isinstance(v, str):
@@ -244,7 +237,7 @@ def _in_data(field: str, values: tuple[Any, ...], kind: str) -> dict[str, Any]:
             return _NEVER
         # agdb's Any on strings is a substring test: an Or of equalities instead
         return {"Where": [_cond(p, "And" if i == 0 else "Or") for i, p in enumerate(parts)]}
-    nums = [float(_num(v)) for v in values if not isinstance(_num(v), str)]
+    nums = [float(plain(v)) for v in values if not isinstance(plain(v), str)]
     if kind == "float":
         vec: dict[str, Any] = {"VecF64": nums}
     else:
@@ -300,7 +293,7 @@ def _pinned_ref(f: Filter | None, refs: Iterable[str]) -> tuple[str, int] | None
     parts = f.parts if isinstance(f, And) else (f,)
     for p in parts:
         if isinstance(p, Cmp) and p.op == "eq" and p.field in refs:
-            v = _num(p.value)
+            v = plain(p.value)
             if isinstance(v, int | float) and float(v).is_integer():
                 return p.field, int(v)
     return None
@@ -509,32 +502,12 @@ class AgdbCollection(Collection):
         return self._decode(res["elements"], vectors=False)
 
     def _decode(self, elements: list[DbElement], vectors: bool) -> DocBatch:
-        ids: list[int] = []
-        cols: dict[str, list[Any]] = {f: [] for f in self._fields}
-        vecs: list[list[float]] = []
-        with_vec = vectors and self._vec
-        for el in elements:
-            d = {kv["key"]["String"]: _plain(kv["value"]) for kv in el["values"]}
-            ids.append(d[self.idkey])
-            for f in self._fields:
-                cols[f].append(d[f])
-            if with_vec:
-                vecs.append(d[VECTOR])
-        fields: dict[str, np.ndarray] = {}
-        for f, values in cols.items():
-            kind = self._kinds[f]
-            if kind == "int":
-                fields[f] = np.array(values, dtype=np.int64)
-            elif kind == "float":
-                fields[f] = np.array(values, dtype=np.float64)
-            elif kind == "bool":
-                fields[f] = np.array(values, dtype=np.int64).astype(np.bool_)
-            else:
-                fields[f] = np.array(values, dtype=object)
-        vec_arr = None
-        if with_vec:
-            vec_arr = np.array(vecs, dtype=np.float32).reshape(len(ids), int(self.schema.dim or 0))
-        return DocBatch(np.array(ids, dtype=np.int64), fields, vec_arr)
+        docs = [
+            {kv["key"]["String"]: _plain(kv["value"]) for kv in el["values"]} for el in elements
+        ]
+        vecs = [d[VECTOR] for d in docs] if vectors and self._vec else None
+        ids = [d[self.idkey] for d in docs]
+        return batch_from_records(self.schema, ids, docs, lambda d, f: d[f], vecs)
 
     def count(self) -> int:
         (res,) = self._exec(
@@ -550,7 +523,7 @@ class AgdbCollection(Collection):
     def compact(self) -> None:
         """agdb's optimize on the database (defragments; with the
         ``shrink_to_fit`` option it also gives the free space back)."""
-        self.store.api.optimize(self.store.owner, self.db, self.store.shrink_to_fit)
+        self.store.api.optimize(self.store.owner, self.db, self.store.options.shrink_to_fit)
 
     def _drop(self) -> None:
         self.store.api.exec_mut(
@@ -599,6 +572,7 @@ def _login(url: str, parts: SplitResult | None) -> SplitResult | None:
 
 class AgdbStore(Store):
     engine = "agdb"
+    server = "agdb:AgdbServer"
     capabilities = DOCUMENTS | {
         Capability.ORDER,
         Capability.SIZE,
@@ -609,6 +583,7 @@ class AgdbStore(Store):
     url_form = UrlForm("http://user:password@host:port[/basepath]", schemes=("http",), parse=_login)
     # the managed agdb keeps its database in memory; vectors as f64
     ram = RamUse(vector=8, fields=2, overhead=256, fixed_mib=32)
+    handles = ("api",)
 
     class Options(StoreOptions):
         managed_only = ("log_level", "sync_mode")
@@ -618,41 +593,19 @@ class AgdbStore(Store):
         log_level: Literal["off", "error", "warn", "info", "debug", "trace"] = "warn"
         sync_mode: Literal["none", "commit"] | None = None
 
-    @classmethod
-    def managed_server(cls, options: Options) -> Callable[[], Server]:
-        return functools.partial(
-            AgdbServer, log_level=options.log_level, sync_mode=options.sync_mode
-        )
-
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        opts = self.options
-        self.db_type = opts.db_type
-        self.db_override: str | None = opts.db
-        self.shrink_to_fit = opts.shrink_to_fit
         self._created_dbs: set[str] = set()
         self._roots: dict[tuple[str, str], int] = {}  # (db, collection) -> root node id
-        try:
-            self.api = self._open_transport()
-        except BaseException:
-            self.close()
-            raise
+        self.api = self._open_transport()
 
     def _open_transport(self) -> AgdbApi:
         """What carries the queries (the seam: the embedded store runs the
         same queries in its own process instead): here the server's HTTP API."""
-        return self._connect()
-
-    def _connect(self) -> AgdbApi:
         url = self.spec.url or ""
-        parts = urlsplit(url)
+        parts = urlsplit(url)  # a user and a password, or AGDB_PASSWORD (``_login``)
         user = unquote(parts.username or "")
         password = unquote(parts.password or "") or os.environ.get("AGDB_PASSWORD", "")
-        if not user or not password:
-            raise UserError(
-                f"expected http://user:password@host:port (or AGDB_PASSWORD), got {redact_url(url)!r}",
-                where="store agdb url",
-            )
         base = f"http://{parts.hostname}:{parts.port or 3000}{parts.path}"
         try:
             api = AgdbApi(base, user, password)
@@ -667,8 +620,8 @@ class AgdbStore(Store):
     def db_for(self, name: str) -> str:
         """The agdb database of a collection: the ``db`` option, else the name
         without its last ``_part`` (a run's collections share their prefix)."""
-        if self.db_override:
-            return str(self.db_override)
+        if self.options.db:
+            return str(self.options.db)
         return name.rsplit("_", 1)[0] if "_" in name.strip("_") else name
 
     def size_unit(self, coll: Collection) -> object:
@@ -688,12 +641,12 @@ class AgdbStore(Store):
     def _ensure_db(self, db: str) -> None:
         info = self._dbs().get(db)
         if info is None:
-            self.api.db_add(self.owner, db, self.db_type)
+            self.api.db_add(self.owner, db, self.options.db_type)
             self._created_dbs.add(db)
-        elif info["db_type"] != self.db_type:
+        elif info["db_type"] != self.options.db_type:
             raise UserError(
                 f"agdb database {self.owner}/{db} exists with db_type {info['db_type']}, "
-                f"not {self.db_type}: choose another collection prefix or the db option",
+                f"not {self.options.db_type}: choose another collection prefix or the db option",
                 where="store agdb",
             )
 
@@ -778,9 +731,3 @@ class AgdbStore(Store):
             "engine": f"agdb_server {self.api.version()}",
             "client": "storebench agdb HTTP JSON client (http.client)",
         }
-
-    def close(self) -> None:
-        api = getattr(self, "api", None)
-        if api is not None:
-            api.close()
-        super().close()

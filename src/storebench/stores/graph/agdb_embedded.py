@@ -194,6 +194,7 @@ class EmbeddedAgdb:
 
 class AgdbEmbeddedStore(AgdbStore):
     engine = "agdb-embedded"
+    server = None  # agdb runs in this process
     capabilities = AgdbStore.capabilities - {Capability.SHARED_ACROSS_PROCESSES}
     extra = None  # the extension is built by tools/setup.py, not a pip extra
     url_form = DIRECTORY
@@ -208,10 +209,6 @@ class AgdbEmbeddedStore(AgdbStore):
         sync_mode: Literal["none", "commit"] | None = None
         # agdb calls running at once (the server's tokio worker threads); 0: no bound
         workers: NonNegativeInt | None = None
-
-    @classmethod
-    def managed_server(cls, options: Any) -> None:
-        return None  # agdb runs in this process
 
     def _open_transport(self) -> EmbeddedAgdb:  # type: ignore[override]
         self.owner = OWNER

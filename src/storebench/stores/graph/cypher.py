@@ -20,6 +20,7 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import SQL_CMP, And, Cmp, Filter, In, Range, boolean_text, fields_of
 from storebench.errors import StorebenchError, UserError
 from storebench.stores.base import Collection
+from storebench.stores.columns import plain
 from storebench.stores.params import Order
 
 ID, VEC = "id", "vec"
@@ -46,10 +47,6 @@ def check_fields(schema: Schema, engine: str, ident: Callable[[str], str]) -> No
             raise UserError(
                 f"field name {f!r} is reserved by the {engine} store", where=f"store {engine}"
             )
-
-
-def plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def to_cypher(

@@ -40,12 +40,10 @@ if this store created it and nothing is left in it.
 
 from __future__ import annotations
 
-import functools
 import os
 import uuid
-from collections.abc import Callable
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import falkordb
 import numpy as np
@@ -62,9 +60,6 @@ from storebench.stores.graph import cypher
 from storebench.stores.graph.cypher import ID, VEC, MissingReference, last_per_id
 from storebench.stores.params import IndexParams
 from storebench.stores.vector.redis import REDIS_URL
-
-if TYPE_CHECKING:
-    from storebench.servers.base import Server
 
 
 class IndexFailed(StorebenchError):
@@ -181,6 +176,7 @@ class FalkorDBStore(Store):
     url_form = REDIS_URL
     # the managed FalkorDB keeps the graph in RAM; vectors as lists of doubles
     ram = RamUse(vector=8, fields=2, overhead=256, fixed_mib=32)
+    server = "falkordb:FalkorDBServer"
 
     class Options(StoreOptions):
         managed_only = ("persistence", "module_args")
@@ -188,27 +184,15 @@ class FalkorDBStore(Store):
         persistence: Literal["none", "rdb", "aof"] = "none"
         module_args: list[str | int | float] = []
 
-    @classmethod
-    def managed_server(cls, options: Options) -> Callable[[], Server]:
-        from storebench.servers.falkordb import FalkorDBServer
-
-        return functools.partial(
-            FalkorDBServer, persistence=options.persistence, args=options.module_args
-        )
-
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
         if not self.options.graph:
             self.fill_option("graph", f"storebench_{uuid.uuid4().hex[:12]}")
         self.graph_name = str(self.options.graph)
-        try:
-            self.db = self._connect()
-            self.graph = self.db.select_graph(self.graph_name)
-            # a graph that exists now is someone's: never deleted by this store
-            self._made_graph = self.graph_name not in self._graphs()
-        except BaseException:
-            self.close()
-            raise
+        self.db = self._connect()
+        self.graph = self.db.select_graph(self.graph_name)
+        # a graph that exists now is someone's: never deleted by this store
+        self._made_graph = self.graph_name not in self._graphs()
 
     def _connect(self) -> falkordb.FalkorDB:
         url = self.spec.url or ""

@@ -289,6 +289,7 @@ class KuzuStore(Store):
     capabilities = DOCUMENTS | {Capability.ORDER, Capability.SIZE, Capability.COMPACT}
     extra = "kuzu"
     url_form = FILE
+    handles = ("db",)
 
     class Options(InMemoryMode):
         buffer_pool_mb: PositiveInt | None = None
@@ -303,7 +304,6 @@ class KuzuStore(Store):
         try:
             self.db = kuzu.Database(path, **kw)
         except RuntimeError as exc:
-            self.close()
             raise UserError(
                 f"cannot open the Kuzu database {path}: {exc}", where="store kuzu"
             ) from exc
@@ -442,8 +442,4 @@ class KuzuStore(Store):
 
     def close(self) -> None:
         self._local = threading.local()
-        db = getattr(self, "db", None)
-        if db is not None:
-            db.close()
-            self.db = None  # type: ignore[assignment]
         super().close()

@@ -41,11 +41,10 @@ builder.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -55,7 +54,6 @@ from pydantic import NonNegativeInt, PositiveFloat, PositiveInt, StrictBool
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import And, Cmp, Filter, In, Not, Or, Range
 from storebench.errors import ForeignDataError, StorebenchError, UserError
-from storebench.servers.elastic import LuceneServer
 from storebench.stores.base import (
     Capability,
     Collection,
@@ -65,11 +63,9 @@ from storebench.stores.base import (
     StoreSpec,
     redact_url,
 )
+from storebench.stores.columns import batch_from_records, plain
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.params import HnswIndex, HnswSearch, Order
-
-if TYPE_CHECKING:
-    from storebench.servers.base import Server
 
 VECTOR_FIELD = "sb_vec"
 MAX_WINDOW = 10_000  # index.max_result_window's default: deeper pages scroll
@@ -78,7 +74,6 @@ _NP = orjson.OPT_SERIALIZE_NUMPY
 _JSON = {"content-type": "application/json", "accept": "application/json"}
 _NDJSON = {"content-type": "application/x-ndjson", "accept": "application/json"}
 _MAPPING = {"int": "long", "float": "double", "bool": "boolean", "str": "keyword"}
-_NP_TYPE: dict[str, Any] = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
 # index names: lowercase, none of \ / * ? " < > | space , # :, not starting with - _ +
 _VALID_NAME = re.compile(r"^(?![-_+])[^A-Z\\/*?\"<>| ,#:]{1,255}$")
 
@@ -90,28 +85,24 @@ class EngineError(StorebenchError):
 # --- filters -------------------------------------------------------------------
 
 
-def _plain(v: Any) -> Any:
-    return v.item() if isinstance(v, np.generic) else v
-
-
 _RANGE_OP = {"lt": "lt", "le": "lte", "gt": "gt", "ge": "gte"}
 
 
 def to_query(f: Filter) -> dict[str, Any]:
     """Compile a storebench filter to a Query DSL bool/term/terms/range query."""
     if isinstance(f, Cmp):
-        value = _plain(f.value)
+        value = plain(f.value)
         if f.op == "eq":
             return {"term": {f.field: value}}
         if f.op == "ne":
             return {"bool": {"must_not": [{"term": {f.field: value}}]}}
         return {"range": {f.field: {_RANGE_OP[f.op]: value}}}
     if isinstance(f, Range):
-        return {"range": {f.field: {"gte": _plain(f.lo), "lte": _plain(f.hi)}}}
+        return {"range": {f.field: {"gte": plain(f.lo), "lte": plain(f.hi)}}}
     if isinstance(f, In):
         if not f.values:
             return {"match_none": {}}
-        return {"terms": {f.field: [_plain(v) for v in f.values]}}
+        return {"terms": {f.field: [plain(v) for v in f.values]}}
     if isinstance(f, And):
         return {"bool": {"filter": [to_query(p) for p in f.parts]}}
     if isinstance(f, Or):
@@ -196,7 +187,7 @@ class LuceneCollection(Collection):
         """Send NDJSON lines (one or two per action), split into requests of
         at most BULK_BYTES, and fail on any item error not in ``ignore``."""
         params: dict[str, Any] = {"filter_path": "errors,items.*.error"}
-        if self.store.refresh == "wait_for":
+        if self.store.options.refresh == "wait_for":
             params["refresh"] = "wait_for"
         for body in _chunks(lines):
             res = self.store._request("POST", self._path + "/_bulk", params, body, _NDJSON)
@@ -236,17 +227,10 @@ class LuceneCollection(Collection):
 
     # --- reads ---------------------------------------------------------------------
     def _to_batch(self, hits: list[dict[str, Any]], with_vectors: bool) -> DocBatch:
-        if not hits:
-            empty = DocBatch.empty(self.schema)
-            return empty if with_vectors else empty.select(None, vectors=False)
         srcs = [h["_source"] for h in hits]
-        fields = {
-            f: np.array([s.get(f) for s in srcs], dtype=_NP_TYPE[k]) for f, k in self._kinds.items()
-        }
-        vecs = None
-        if with_vectors:
-            vecs = float32_exact([s[VECTOR_FIELD] for s in srcs]).reshape(len(srcs), -1)
-        return DocBatch(np.array([int(h["_id"]) for h in hits], np.int64), fields, vecs)
+        vecs = float32_exact([s[VECTOR_FIELD] for s in srcs]) if with_vectors else None
+        ids = [h["_id"] for h in hits]
+        return batch_from_records(self.schema, ids, srcs, lambda s, f: s.get(f), vecs)
 
     def get(self, ids: np.ndarray) -> DocBatch:
         if not len(ids):
@@ -318,15 +302,12 @@ class LuceneCollection(Collection):
 
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         self.store._before_read(self.name)
-        q = len(vectors)
-        ids = np.full((q, k), -1, np.int64)
-        dist = np.full((q, k), np.inf, np.float32)
         filt = to_query(where) if where is not None else None
         bodies = [
             orjson.dumps(self.store._knn_body(v, k, self._ef, filt), option=_NP) for v in vectors
         ]
         fp = "hits.hits._id,hits.hits._score"
-        if q == 1:
+        if len(vectors) == 1:
             results = [
                 self.store._request("POST", self._path + "/_search", {"filter_path": fp}, bodies[0])
             ]
@@ -342,15 +323,16 @@ class LuceneCollection(Collection):
                 _NDJSON,
             )
             results = res.get("responses", [])
-        for row, r in enumerate(results):
+
+        def rows_of(r: dict[str, Any]) -> list[tuple[int, float]]:
             if "error" in r:
                 raise EngineError(f"{self.store.engine} msearch: {r['error']}")
             hits = r.get("hits", {}).get("hits", [])[:k]
-            if hits:
-                ids[row, : len(hits)] = [int(h["_id"]) for h in hits]
-                scores = np.array([h["_score"] for h in hits], np.float64)
-                dist[row, : len(hits)] = score_to_distance(scores, self.schema.metric)
-        return SearchResult(ids, dist)
+            scores = np.array([h["_score"] for h in hits], np.float64)
+            dist = score_to_distance(scores, self.schema.metric)
+            return list(zip([int(h["_id"]) for h in hits], dist, strict=True))
+
+        return SearchResult.from_rows(results, k, rows_of)
 
     def count(self) -> int:
         self.store._refresh(self.name)
@@ -372,7 +354,7 @@ class LuceneCollection(Collection):
                 where="store.index",
             )
         self.store._refresh(self.name)
-        if self.store.force_merge:
+        if self.store.options.force_merge:
             self._forcemerge()
         self.store._request(
             "GET",
@@ -482,20 +464,11 @@ class LuceneStore(Store):
     url_form = UrlForm("http(s)://[user:password@]host:port", schemes=("http", "https"))
     Options = LuceneOptions
     collection = LuceneCollection
-    server_class: ClassVar[type[LuceneServer]]
     client_name: ClassVar[str]  # the Python client's distribution name
-
-    @classmethod
-    def managed_server(cls, options: LuceneOptions) -> Callable[[], Server]:
-        return functools.partial(cls.server_class, heap=options.heap)
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
         opts = self.options
-        self.refresh = opts.refresh
-        self.force_merge = opts.force_merge
-        self.shards = opts.shards
-        self.replicas = opts.replicas
         self.timeout = opts.request_timeout
         self._dirty: set[str] = set()  # written since the last refresh (auto)
         self.client: Any = None
@@ -504,11 +477,10 @@ class LuceneStore(Store):
             tls = {"verify_certs": opts.verify_certs, "ca_certs": opts.ca_certs}
             self.client = self._connect(url, auth, {k: v for k, v in tls.items() if v is not None})
             self._request("GET", "/_cluster/health", {"filter_path": "status"})
-        except BaseException as exc:
-            where = redact_url(self.spec.url)
-            self.close()
-            if isinstance(exc, UserError) or not isinstance(exc, Exception):
+        except Exception as exc:
+            if isinstance(exc, UserError):
                 raise
+            where = redact_url(self.spec.url)
             raise UserError(f"cannot use {self.engine} at {where}: {exc}", where="store") from None
 
     def _split_url(self, url: str) -> tuple[str, tuple[str, str] | None]:
@@ -576,7 +548,7 @@ class LuceneStore(Store):
             raise
 
     def _wrote(self, name: str) -> None:
-        if self.refresh == "auto":
+        if self.options.refresh == "auto":
             self._dirty.add(name)
 
     def _before_read(self, name: str) -> None:
@@ -607,8 +579,8 @@ class LuceneStore(Store):
         body = {
             "settings": {
                 "index": {
-                    "number_of_shards": self.shards,
-                    "number_of_replicas": self.replicas,
+                    "number_of_shards": self.options.shards,
+                    "number_of_replicas": self.options.replicas,
                     # size_bytes reads the store stats, cached 10 s by default
                     "store.stats_refresh_interval": "0s",
                     **self._index_settings(),
@@ -642,7 +614,7 @@ class LuceneStore(Store):
         out: dict[str, dict[str, Any]] = {}
         if "query_total" in search:
             ms = search.get("query_time_in_millis", 0) + search.get("fetch_time_in_millis", 0)
-            calls = search["query_total"] // self.shards
+            calls = search["query_total"] // self.options.shards
             out["search"] = {"calls": calls, "time_s": ms / 1e3, "command": "search"}
         if "index_total" in indexing:
             ms = indexing.get("index_time_in_millis", 0)

@@ -22,7 +22,6 @@ import numpy as np
 from elasticsearch import ApiError, Elasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 
-from storebench.servers.elastic import ElasticsearchServer
 from storebench.stores.lucene.common import VECTOR_FIELD, LuceneStore, Request, hnsw_parameters
 from storebench.stores.params import HnswIndex
 
@@ -31,8 +30,8 @@ _SIMILARITY = {"l2": "l2_norm", "cosine": "cosine", "ip": "max_inner_product"}
 
 class ElasticsearchStore(LuceneStore):
     engine = "elasticsearch"
+    server = "elastic:ElasticsearchServer"
     extra = "elasticsearch"
-    server_class = ElasticsearchServer
     client_name = "elasticsearch"
 
     def _connect(self, url: str, auth: tuple[str, str] | None, tls: dict[str, Any]) -> Any:

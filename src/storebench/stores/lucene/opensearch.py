@@ -23,7 +23,6 @@ import orjson
 from opensearchpy import OpenSearch, TransportError
 from opensearchpy.serializer import JSONSerializer
 
-from storebench.servers.elastic import OpenSearchServer
 from storebench.stores.lucene.common import VECTOR_FIELD, LuceneStore, Request, hnsw_parameters
 from storebench.stores.params import HnswIndex
 
@@ -44,8 +43,8 @@ class _Orjson(JSONSerializer):
 
 class OpenSearchStore(LuceneStore):
     engine = "opensearch"
+    server = "elastic:OpenSearchServer"
     extra = "opensearch"
-    server_class = OpenSearchServer
     client_name = "opensearch-py"
 
     def _connect(self, url: str, auth: tuple[str, str] | None, tls: dict[str, Any]) -> Any:

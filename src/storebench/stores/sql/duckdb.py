@@ -52,7 +52,7 @@ from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, RamUse, SearchResult, Store, StoreSpec
 from storebench.stores.config import DIRECTORY
 from storebench.stores.params import HnswIndex, HnswSearch, IndexParams, Order
-from storebench.stores.sql.sqlite import find_sql, nearest, quote, where_sql
+from storebench.stores.sql.sqlite import find_sql, quote, where_sql
 
 _SQL_TYPE = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR"}
 _ARROW_TYPE = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}
@@ -221,7 +221,9 @@ class DuckDBCollection(Collection):
             sql = f"SELECT id, {d} AS d FROM {t}{cond} ORDER BY d, id LIMIT {int(k)}"
         db = self._db
         queries = np.asarray(vectors, np.float32)
-        return nearest(queries, k, lambda q: db.execute(sql, [q.tolist(), *params]).fetchall())
+        return SearchResult.from_rows(
+            queries, k, lambda q: db.execute(sql, [q.tolist(), *params]).fetchall()
+        )
 
     def count(self) -> int:
         return int(_one(self._db.execute(f"SELECT count(*) FROM {quote(self.name)}")))

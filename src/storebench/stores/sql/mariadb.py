@@ -30,13 +30,10 @@ the default, or another MariaDB engine such as ``Aria``).
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
-import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from importlib import metadata
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import SplitResult, unquote
 
 import numpy as np
@@ -58,10 +55,7 @@ from storebench.stores.base import (
 from storebench.stores.columns import batch_from_rows
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.params import IndexParams, Order
-from storebench.stores.sql.sqlite import find_sql
-
-if TYPE_CHECKING:
-    from storebench.servers.base import Server
+from storebench.stores.sql.sqlite import PerThread, find_sql
 
 _MAX_IDS = 10_000  # ids per IN (...) list
 _MAX_IDENT = 64
@@ -216,6 +210,7 @@ def _target(url: str, parts: SplitResult | None) -> dict[str, Any]:
 
 class MariaDBStore(Store):
     engine = "mariadb"
+    server = "mariadb:MariaDBServer"
     collection = MariaDBCollection
     capabilities = DOCUMENTS | {
         Capability.ORDER,
@@ -247,43 +242,26 @@ class MariaDBStore(Store):
                     buffer_pool_bytes(str(value))
             return v
 
-    @classmethod
-    def managed_server(cls, options: Options) -> Callable[[], Server]:
-        from storebench.servers.mariadb import MariaDBServer
-
-        settings = {k: str(v) for k, v in options.settings.items()}
-        return functools.partial(MariaDBServer, settings=settings, tuning=options.tuning)
-
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        self._local = threading.local()
-        self._all: list[Any] = []
-        self._lock = threading.Lock()
-        self.table_engine = self.options.table_engine
+        self._target = self.check_url(self.spec.url)
+        self._conns = PerThread(self._connect)
+        self.connection()  # fail now, not in the first timed operation
+
+    def _connect(self) -> Any:
         try:
-            self._target = self.check_url(self.spec.url)
-            self.connection()  # fail now, not in the first timed operation
-        except BaseException:
-            self.close()
-            raise
+            return pymysql.connect(
+                **self._target, autocommit=True, charset="utf8mb4", connect_timeout=60
+            )
+        except pymysql.MySQLError as exc:
+            raise UserError(
+                f"cannot connect to MariaDB at {redact_url(self.spec.url)}: {exc}",
+                where="store mariadb",
+            ) from exc
 
     def connection(self) -> Any:
         """This thread's connection (autocommit)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            try:
-                conn = pymysql.connect(
-                    **self._target, autocommit=True, charset="utf8mb4", connect_timeout=60
-                )
-            except pymysql.MySQLError as exc:
-                raise UserError(
-                    f"cannot connect to MariaDB at {redact_url(self.spec.url)}: {exc}",
-                    where="store mariadb",
-                ) from exc
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
-        return conn
+        return self._conns.get()
 
     def has_collection(self, name: str) -> bool:
         with self.connection().cursor() as cur:
@@ -309,7 +287,7 @@ class MariaDBStore(Store):
         cols += [f"INDEX i{i} ({quote(f)})" for i, f in enumerate(schema.indexed)]
         with self.connection().cursor() as cur:
             cur.execute(
-                f"CREATE TABLE {quote(name)} ({', '.join(cols)}) ENGINE={self.table_engine} "
+                f"CREATE TABLE {quote(name)} ({', '.join(cols)}) ENGINE={self.options.table_engine} "
                 "CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin"
             )
         return coll
@@ -339,10 +317,5 @@ class MariaDBStore(Store):
         }
 
     def close(self) -> None:
-        with self._lock:
-            conns, self._all = self._all, []
-        for c in conns:
-            with contextlib.suppress(Exception):
-                c.close()
-        self._local = threading.local()
+        self._conns.close()
         super().close()

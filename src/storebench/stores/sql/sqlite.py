@@ -12,6 +12,7 @@ temporary directory and removes it on close.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import uuid
@@ -78,23 +79,6 @@ def create_table(db: Any, name: str, schema: Schema, extra: Iterable[str] = ()) 
         db.execute(f"CREATE INDEX {quote(name + '__' + f)} ON {quote(name)} ({quote(f)})")
 
 
-def nearest(
-    queries: np.ndarray, k: int, rows_of: Callable[[np.ndarray], list[Any]]
-) -> SearchResult:
-    """A search result from each query's ``(id, distance)`` rows, nearest
-    first (``rows_of``: one query's, at most k), padded with -1 and inf;
-    nothing is asked for k = 0."""
-    ids = np.full((len(queries), k), -1, np.int64)
-    dist = np.full((len(queries), k), np.inf, np.float32)
-    for i, q in enumerate(queries if k else ()):
-        rows = rows_of(q)
-        if rows:
-            found, d = zip(*rows, strict=True)
-            ids[i, : len(rows)] = found
-            dist[i, : len(rows)] = d
-    return SearchResult(ids, dist)
-
-
 class _Closable(Protocol):
     def close(self) -> None: ...
 
@@ -121,10 +105,16 @@ class PerThread(Generic[C]):
                 self._all.append(db)
         return db
 
+    def opened(self) -> list[C]:
+        """Every connection open now (any thread's)."""
+        with self._lock:
+            return list(self._all)
+
     def close(self) -> None:
         with self._lock:
             for db in self._all:
-                db.close()
+                with contextlib.suppress(Exception):  # a dead server's connection
+                    db.close()
             self._all.clear()
         self._local = threading.local()
 

@@ -43,7 +43,6 @@ from storebench.stores.sql.sqlite import (
     Synchronous,
     chunks,
     create_table,
-    nearest,
     quote,
     where_sql,
 )
@@ -145,7 +144,7 @@ class SQLiteVecCollection(SQLiteFileCollection):
         sql += " ORDER BY distance"
         db = self._db
         queries = np.ascontiguousarray(vectors, np.float32)
-        return nearest(
+        return SearchResult.from_rows(
             queries, k, lambda q: db.execute(sql, [q.tobytes(), int(k), *extra]).fetchall()
         )
 

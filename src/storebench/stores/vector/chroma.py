@@ -45,6 +45,7 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import And, Cmp, Filter, In, Not, Or, Range
 from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, RamUse, SearchResult, Store, StoreSpec
+from storebench.stores.columns import batch_from_records, plain
 from storebench.stores.config import DIRECTORY
 from storebench.stores.params import HnswIndex, HnswSearch, Order
 
@@ -52,15 +53,10 @@ _SPACE = {"l2": "l2", "cosine": "cosine", "ip": "ip"}
 _NAME = "storebench"  # the one Chroma collection inside each collection directory
 _NEG_OP = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le"}
 _CHROMA_OP = {"eq": "$eq", "ne": "$ne", "lt": "$lt", "le": "$lte", "gt": "$gt", "ge": "$gte"}
-_NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
 
 # Constant filters: Chroma has no literal true/false; they are folded away.
 TRUE: dict[str, Any] = {"$true": True}
 FALSE: dict[str, Any] = {"$false": True}
-
-
-def _plain(v: Any) -> Any:
-    return v.item() if isinstance(v, np.generic) else v
 
 
 def _fold(op: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -101,7 +97,7 @@ def compile_filter(f: Filter, kinds: Mapping[str, str], negate: bool = False) ->
 
 def _cast(value: Any, kind: str) -> Any:
     """The value in the field's type; None where no value of that type equals it."""
-    value = _plain(value)
+    value = plain(value)
     if kind == "float" and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     if kind == "int" and isinstance(value, float):
@@ -110,7 +106,7 @@ def _cast(value: Any, kind: str) -> Any:
 
 
 def _cmp(field: str, op: str, value: Any, kind: str) -> dict[str, Any]:
-    value = _plain(value)
+    value = plain(value)
     if kind == "str" and op not in ("eq", "ne"):
         raise UserError(f"Chroma cannot compare strings with {op} ({field})", where="filter")
     if kind == "int" and isinstance(value, float) and not value.is_integer():
@@ -149,19 +145,10 @@ class ChromaCollection(Collection):
         return [dict(zip(fields, row, strict=True)) for row in zip(*cols, strict=True)]
 
     def _batch(self, ids: list[str], metas: list[Any] | None, embs: Any, vectors: bool) -> DocBatch:
-        n = len(ids)
-        fields: dict[str, np.ndarray] = {}
-        for f in self._fields:
-            values = [m[f] for m in metas] if metas is not None else []
-            fields[f] = np.array(values, dtype=_NP_TYPE[self._kinds[f]])
         vecs = None
         if vectors and self.schema.dim is not None:
-            vecs = (
-                np.asarray(embs, np.float64).astype(np.float32)
-                if n
-                else np.empty((0, self.schema.dim), np.float32)
-            )
-        return DocBatch(np.array(ids, dtype=np.int64), fields, vecs)
+            vecs = embs if len(ids) else []
+        return batch_from_records(self.schema, ids, metas or [], lambda m, f: m[f], vecs)
 
     @staticmethod
     def _keys(ids: np.ndarray) -> list[str]:
@@ -226,29 +213,25 @@ class ChromaCollection(Collection):
         return self._batch(r["ids"], r["metadatas"], None, vectors=False)
 
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
-        nq = len(vectors)
-        ids = np.full((nq, k), -1, np.int64)
-        dist = np.full((nq, k), np.inf, np.float32)
         w = self._where(where)
-        if nq == 0 or k == 0 or w is FALSE:
-            return SearchResult(ids, dist)
+        if len(vectors) == 0 or k == 0 or w is FALSE:
+            return SearchResult.from_rows(vectors, k, lambda q: [])
         r = self._c.query(
             query_embeddings=np.asarray(vectors, np.float32),
             n_results=k,
             where=None if w is TRUE else w,
             include=["distances"],
         )
-        found, dists = r["ids"], r["distances"] or []
-        for i, (row_ids, row_d) in enumerate(zip(found, dists, strict=True)):
-            m = min(len(row_ids), k)
-            ids[i, :m] = np.array(row_ids[:m], dtype=np.int64)
-            dist[i, :m] = row_d[:m]
-        metric = self.schema.metric
+        answers = list(zip(r["ids"], r["distances"] or [], strict=True))
+        out = SearchResult.from_rows(
+            answers, k, lambda a: list(zip(a[0][:k], a[1][:k], strict=True))
+        )
+        dist, metric = out.distances, self.schema.metric
         if metric == "l2":
             np.sqrt(np.maximum(dist, 0.0), out=dist)
         elif metric == "ip":
             dist -= np.float32(1.0)  # Chroma's ip distance is 1 - ip
-        return SearchResult(ids, dist)
+        return out
 
     def count(self) -> int:
         return int(self._c.count())

@@ -44,14 +44,13 @@ expressions and index lifecycle) differing only in the server they declare.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -72,15 +71,12 @@ from storebench.stores.base import (
     StoreSpec,
     redact_url,
 )
+from storebench.stores.columns import batch_from_records
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.params import HnswIndex, HnswSearch, IndexParams, Order
 
-if TYPE_CHECKING:
-    from storebench.servers.base import Server
-
 _METRIC = {"l2": "L2", "ip": "IP", "cosine": "COSINE"}
 _TYPE = {"int": DataType.INT64, "float": DataType.DOUBLE, "bool": DataType.BOOL}
-_NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
 _OPS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _PAGE = 16_384  # Milvus's largest query window (offset + limit)
 _POLL_S = 0.02  # interval between describe_index polls while the engine builds
@@ -166,17 +162,9 @@ class MilvusCollection(Collection):
         return rows
 
     def _batch_out(self, rows: list[Any], with_vectors: bool) -> DocBatch:
-        if not rows:
-            empty = DocBatch.empty(self.schema)
-            return empty if with_vectors else empty.select(None, vectors=False)
-        fields: dict[str, np.ndarray] = {
-            f: np.array([r[self._attr[f]] for r in rows], dtype=_NP_TYPE[self._kinds[f]])
-            for f in self._fields
-        }
-        vecs = None
-        if with_vectors:
-            vecs = np.array([r["v"] for r in rows], dtype=np.float32)
-        return DocBatch(np.array([r["id"] for r in rows], np.int64), fields, vecs)
+        vecs = [r["v"] for r in rows] if with_vectors else None
+        ids = [r["id"] for r in rows]
+        return batch_from_records(self.schema, ids, rows, lambda r, f: r[self._attr[f]], vecs)
 
     # --- the vector index -----------------------------------------------------
     def _create_index(self, index_type: str, params: Mapping[str, Any]) -> None:
@@ -290,21 +278,15 @@ class MilvusCollection(Collection):
             consistency_level=self.store.options.search_consistency,
             **self._kw,
         )
-        q = len(vectors)
-        ids = np.full((q, k), -1, np.int64)
-        dist = np.full((q, k), np.inf, np.float32)
-        for j, hits in enumerate(res):
-            for c, h in enumerate(hits):
-                ids[j, c] = h["id"]
-                dist[j, c] = h["distance"]
-        found = ids >= 0
+        out = SearchResult.from_rows(res, k, lambda hits: [(h["id"], h["distance"]) for h in hits])
+        dist, found = out.distances, out.ids >= 0
         if self._metric == "L2":
             dist[found] = np.sqrt(np.maximum(dist[found], 0))
         elif self._metric == "IP":
             dist[found] = -dist[found]
         else:
             dist[found] = 1.0 - dist[found]
-        return SearchResult(ids, dist)
+        return out
 
     def count(self) -> int:
         if not self.store._count_star:  # Milvus 2.2: no count(*), the ids are counted
@@ -364,6 +346,7 @@ class MilvusStore(Store):
     """The real Milvus: managed, the standalone server of release ``version``."""
 
     engine = "milvus"
+    server = "milvus_standalone:MilvusServer"
     capabilities = frozenset(Capability) - {Capability.ORDER, Capability.SIZE, Capability.PIPELINE}
     Index = HnswIndex
     Search = HnswSearch
@@ -386,10 +369,6 @@ class MilvusStore(Store):
             except UserError as exc:
                 raise ValueError(str(exc).split(": ", 1)[-1]) from None
 
-    @classmethod
-    def managed_server(cls, options: Options) -> Callable[[], Server]:
-        return functools.partial(milvus_standalone.MilvusServer, version=options.version)
-
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
         self.ef: int | None = None  # set_search_params; None: the engine's
@@ -410,11 +389,7 @@ class MilvusStore(Store):
             self._lite_path = path
             self.spec = self.spec.with_(url=uri)
             self.fill_option("lite_path", path)
-        try:
-            self.client = self._connect()
-        except BaseException:
-            self.close()
-            raise
+        self.client = self._connect()
 
     def _connect(self) -> MilvusClient:
         parts = urlsplit(self.spec.url or "")
@@ -514,13 +489,8 @@ class MilvusLiteStore(MilvusStore):
     """Milvus Lite 3: managed in its own process, or in this one on a file."""
 
     engine = "milvus-lite"
+    server = "milvus:MilvusLiteServer"
     url_form = LITE_URL_FORM
 
     class Options(SearchConsistency):
         lite_path: str | None = None  # set by the store: the file a path url named
-
-    @classmethod
-    def managed_server(cls, options: StoreOptions) -> Callable[[], Server]:
-        from storebench.servers.milvus import MilvusLiteServer
-
-        return MilvusLiteServer

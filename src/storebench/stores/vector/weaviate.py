@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import SplitResult, parse_qs
 
 import numpy as np
@@ -58,11 +58,9 @@ from storebench.stores.base import (
     StoreSpec,
     redact_url,
 )
+from storebench.stores.columns import batch_from_records, plain
 from storebench.stores.config import UrlForm
 from storebench.stores.params import HnswIndex, HnswSearch, Order
-
-if TYPE_CHECKING:
-    from storebench.servers.base import Server
 
 _TYPES = {
     "int": DataType.INT,
@@ -70,7 +68,6 @@ _TYPES = {
     "bool": DataType.BOOL,
     "str": DataType.TEXT,
 }
-_NP_TYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "str": object}
 _METRIC = {
     "l2": VectorDistances.L2_SQUARED,
     "cosine": VectorDistances.COSINE,
@@ -121,14 +118,10 @@ def _target(url: str, parts: SplitResult | None) -> tuple[str, int, int]:
 URL_FORM = UrlForm("http://host:port[?grpc_port=N]", schemes=("http",), parse=_target)
 
 
-def _plain(v: Any) -> Any:
-    return v.item() if isinstance(v, np.generic) else v
-
-
 def compile_filter(f: Filter, props: Mapping[str, str]) -> Any:
     """A storebench filter as a Weaviate filter."""
     if isinstance(f, Cmp):
-        p, v = W.by_property(props[f.field]), _plain(f.value)
+        p, v = W.by_property(props[f.field]), plain(f.value)
         return {
             "eq": p.equal,
             "ne": p.not_equal,
@@ -141,12 +134,12 @@ def compile_filter(f: Filter, props: Mapping[str, str]) -> Any:
         p = props[f.field]
         return W.all_of(
             [
-                W.by_property(p).greater_or_equal(_plain(f.lo)),
-                W.by_property(p).less_or_equal(_plain(f.hi)),
+                W.by_property(p).greater_or_equal(plain(f.lo)),
+                W.by_property(p).less_or_equal(plain(f.hi)),
             ]
         )
     if isinstance(f, In):
-        values = [_plain(v) for v in f.values]
+        values = [plain(v) for v in f.values]
         if not values:  # matches nothing
             return W.by_id().contains_any([to_uuid(-1)]) & W.by_id().not_equal(to_uuid(-1))
         return W.by_property(props[f.field]).contains_any(values)
@@ -181,16 +174,11 @@ class WeaviateCollection(Collection):
         return out
 
     def _to_batch(self, objs: list[Any], with_vectors: bool) -> DocBatch:
-        ids = np.array([from_uuid(o.uuid) for o in objs], np.int64)
-        fields = {
-            f: np.array([o.properties[p] for o in objs], dtype=_NP_TYPE[self.schema.fields[f]])
-            for f, p in self._props.items()
-        }
-        vecs = None
-        if with_vectors and self._vec:
-            dim = int(self.schema.dim or 0)
-            vecs = np.array([o.vector[VECTOR] for o in objs], np.float32).reshape(-1, dim)
-        return DocBatch(ids, fields, vecs)
+        vecs = [o.vector[VECTOR] for o in objs] if with_vectors and self._vec else None
+        ids = [from_uuid(o.uuid) for o in objs]
+        return batch_from_records(
+            self.schema, ids, objs, lambda o, f: o.properties[self._props[f]], vecs
+        )
 
     def insert(self, docs: DocBatch) -> None:
         """Objects with an existing id replace it (Weaviate's batch import)."""
@@ -257,18 +245,18 @@ class WeaviateCollection(Collection):
 
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         filters = None if where is None else compile_filter(where, self._props)
-        ids = np.full((len(vectors), k), -1, np.int64)
-        dist = np.full((len(vectors), k), np.inf, np.float32)
-        for qi, q in enumerate(vectors):
+
+        def rows_of(q: np.ndarray) -> list[tuple[int, float]]:
             res = self.c.query.near_vector(
                 q.tolist(), limit=k, filters=filters, return_metadata=MetadataQuery(distance=True)
             )
-            for j, o in enumerate(res.objects[:k]):
-                ids[qi, j] = from_uuid(o.uuid)
-                dist[qi, j] = o.metadata.distance
+            return [(from_uuid(o.uuid), o.metadata.distance) for o in res.objects[:k]]
+
+        out = SearchResult.from_rows(vectors, k, rows_of)
         if self._sqrt:
+            dist = out.distances
             np.sqrt(np.maximum(dist, 0), out=dist, where=np.isfinite(dist))
-        return SearchResult(ids, dist)
+        return out
 
     def count(self) -> int:
         return int(self.c.aggregate.over_all(total_count=True).total_count or 0)
@@ -306,6 +294,7 @@ class WeaviateCollection(Collection):
 
 class WeaviateStore(Store):
     engine = "weaviate"
+    server = "weaviate:WeaviateServer"
     capabilities = frozenset(Capability) - {
         Capability.SIZE,
         Capability.COMPACT,
@@ -317,12 +306,7 @@ class WeaviateStore(Store):
     url_form = URL_FORM
     collection = WeaviateCollection
     ram = RamUse(vector=0, fields=2, overhead=512, hnsw_m=DEFAULTS["m"], fixed_mib=256)
-
-    @classmethod
-    def managed_server(cls, options: Any) -> Callable[[], Server]:
-        from storebench.servers.weaviate import WeaviateServer
-
-        return WeaviateServer
+    handles = ("client",)
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -383,9 +367,3 @@ class WeaviateStore(Store):
             "engine": f"Weaviate {self._version}",
             "client": f"weaviate-client {metadata.version('weaviate-client')}",
         }
-
-    def close(self) -> None:
-        client = getattr(self, "client", None)
-        if client is not None:
-            client.close()
-        super().close()

@@ -4,12 +4,10 @@ made and found, the managed PostgreSQL it declares."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import threading
 from collections.abc import Callable
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 from urllib.parse import SplitResult
 
 import numpy as np
@@ -25,10 +23,7 @@ from storebench.stores.config import StoreOptions, UrlForm, check_port
 from storebench.stores.params import HnswIndex, HnswSearch, IndexParams
 from storebench.stores.sql.pgvector.codec import RAW_CURSOR, VectorDumper, VectorLoader
 from storebench.stores.sql.pgvector.collection import BUFFER, PgVectorCollection
-from storebench.stores.sql.sqlite import quote
-
-if TYPE_CHECKING:
-    from storebench.servers.base import Server
+from storebench.stores.sql.sqlite import PerThread, quote
 
 _SQL_TYPE = {"int": "bigint", "float": "double precision", "bool": "boolean", "str": "text"}
 _MAX_IDENT = 63  # PostgreSQL truncates longer identifiers (NAMEDATALEN - 1)
@@ -49,6 +44,7 @@ def _libpq(url: str, parts: SplitResult | None) -> dict[str, Any]:
 class PgVectorStore(Store):
     async_ops = "native"
     engine = "pgvector"
+    server = "postgres:PostgresServer"
     collection = PgVectorCollection
     capabilities = frozenset(Capability)
     Index = HnswIndex
@@ -96,26 +92,15 @@ class PgVectorStore(Store):
                 memory_bytes("maintenance_work_mem", v)
             return v
 
-    @classmethod
-    def managed_server(cls, options: Options) -> Callable[[], Server]:
-        from storebench.servers.postgres import PostgresServer
-
-        return functools.partial(PostgresServer, settings=options.settings, tuning=options.tuning)
-
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        self._local = threading.local()
-        self._all: list[psycopg.Connection[Any]] = []
-        self._lock = threading.Lock()
+        self._local = threading.local()  # this thread's writer, prepared queries, settings
+        self._conns = PerThread(self._connect)
         self._session_vars: dict[str, str] = {}
         self._generation = 0
         self._vector_oid = 0  # the vector type's (``_register``)
-        try:
-            conn = self.connection()  # fail now, not in the first timed operation
-            self._vector_ready(conn)
-        except BaseException:
-            self.close()
-            raise
+        conn = self.connection()  # fail now, not in the first timed operation
+        self._vector_ready(conn)
 
     # --- connections -----------------------------------------------------------
     def cannot_connect(self, exc: Exception) -> UserError:
@@ -133,6 +118,7 @@ class PgVectorStore(Store):
         sync = self.options.synchronous_commit
         if sync is not None:
             conn.execute("SELECT set_config('synchronous_commit', %s, false)", [sync])
+        self._register(conn)
         return conn
 
     def _vector_ready(self, conn: psycopg.Connection[Any]) -> None:
@@ -147,9 +133,7 @@ class PgVectorStore(Store):
                     f"and could not be created: {exc}",
                     where="store pgvector",
                 ) from exc
-        with self._lock:
-            conns = list(self._all)
-        for c in conns:  # connections opened before the type existed
+        for c in self._conns.opened():  # connections opened before the type existed
             self._register(c)
 
     def _register(self, conn: psycopg.Connection[Any]) -> None:
@@ -164,15 +148,7 @@ class PgVectorStore(Store):
 
     def connection(self) -> psycopg.Connection[Any]:
         """This thread's connection (autocommit: each statement commits)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._connect()
-            self._register(conn)
-            self._local.conn = conn
-            self._local.generation = -1
-            with self._lock:
-                self._all.append(conn)
-        return conn
+        return self._conns.get()
 
     def _writer(self) -> psycopg.Cursor[Any]:
         """This thread's binary cursor for inserts, made once (setting one up
@@ -294,10 +270,6 @@ class PgVectorStore(Store):
         return {"engine": engine, "client": f"psycopg {metadata.version('psycopg')} ({impl})"}
 
     def close(self) -> None:
-        with self._lock:
-            conns, self._all = self._all, []
-        for c in conns:
-            with contextlib.suppress(Exception):  # a dead server's connection
-                c.close()
+        self._conns.close()
         self._local = threading.local()
         super().close()

@@ -289,19 +289,18 @@ class RedisCollection(Collection):
 
     def _knn_result(self, replies: Sequence[Any], k: int) -> SearchResult:
         """Ids and distances (the metric's, from the engine's) of FT.SEARCH replies."""
-        out_ids = np.full((len(replies), k), -1, np.int64)
-        out_d = np.full((len(replies), k), np.inf, np.float32)
-        for j, res in enumerate(replies):
-            keys, vals = res[1::2], res[2::2]
-            for c, (key, val) in enumerate(zip(keys, vals, strict=True)):
-                out_ids[j, c] = self._id_of(key)
-                out_d[j, c] = float(val[1])
-        metric = self.schema.metric
+
+        def rows_of(res: Any) -> list[tuple[int, float]]:
+            pairs = zip(res[1::2], res[2::2], strict=True)
+            return [(self._id_of(key), float(val[1])) for key, val in pairs]
+
+        out = SearchResult.from_rows(replies, k, rows_of)
+        out_d, metric = out.distances, self.schema.metric
         if metric == "l2":
             np.sqrt(np.maximum(out_d, 0), out=out_d)
         elif metric == "ip":
             out_d -= 1.0
-        return SearchResult(out_ids, out_d)
+        return out
 
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         vecs = np.ascontiguousarray(vectors, dtype=np.float32)

@@ -4,12 +4,11 @@ managed Redis it declares."""
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from collections.abc import Callable
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 from urllib.parse import SplitResult
 
 import redis
@@ -24,9 +23,6 @@ from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.params import HnswIndex, HnswSearch
 from storebench.stores.vector.redis.codec import pairs
 from storebench.stores.vector.redis.collection import RedisCollection
-
-if TYPE_CHECKING:
-    from storebench.servers.base import Server
 
 _pack_command: Callable[[tuple[Any, ...]], bytes] | None
 try:  # the redis extra brings hiredis: commands packed in C, as redis-py does with it
@@ -67,19 +63,13 @@ class RedisStore(Store):
     url_form = REDIS_URL
     # the managed Redis keeps the hashes and the vector index in RAM
     ram = RamUse(overhead=256, hnsw_m=16, fixed_mib=16)
+    handles = ("client",)
+    server = "redis:RedisServer"
 
     class Options(StoreOptions):
         managed_only = ("persistence", "server_args")
         persistence: Literal["none", "rdb", "aof"] = "none"
         server_args: list[str | int | float] = []
-
-    @classmethod
-    def managed_server(cls, options: Options) -> Callable[[], Server]:
-        from storebench.servers.redis import RedisServer
-
-        return functools.partial(
-            RedisServer, persistence=options.persistence, args=options.server_args
-        )
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -90,11 +80,7 @@ class RedisStore(Store):
         # per concurrent writer, reused through a free list
         self._writers: list[redis.Connection] = []
         self._spare: list[redis.Connection] = []
-        try:
-            self.client = self._connect()
-        except BaseException:
-            self.close()
-            raise
+        self._connect()
 
     def _send(self, commands: list[list[Any]]) -> None:
         """Sends ``commands`` on one connection, every one before reading any
@@ -134,7 +120,8 @@ class RedisStore(Store):
         if error is not None:
             raise error
 
-    def _connect(self) -> redis.Redis:
+    def _connect(self) -> None:
+        """``client``, on a server with the search module (``close`` closes it)."""
         url = self.spec.url or ""
         kw: dict[str, Any] = {
             "protocol": 2,  # the reply shapes parsed here
@@ -147,24 +134,21 @@ class RedisStore(Store):
         }
         if "@" not in url and os.environ.get("REDIS_PASSWORD"):
             kw["password"] = os.environ["REDIS_PASSWORD"]
-        client = redis.Redis.from_url(url, **kw)
+        client = self.client = redis.Redis.from_url(url, **kw)
         try:
             client.ping()
             modules = client.execute_command("MODULE", "LIST")
         except redis.RedisError as exc:
-            client.close()
             raise UserError(
                 f"cannot reach Redis at {redact_url(url)}: {exc}", where="store redis"
             ) from exc
         names = {pairs(m).get("name", b"").lower() for m in modules}
         if not names & {b"search", b"ft"}:
-            client.close()
             raise UserError(
                 f"Redis at {redact_url(url)} has no search module (RediSearch)",
                 where="store redis",
             )
         self._modules = {pairs(m)["name"].decode(): str(pairs(m).get("ver", "")) for m in modules}
-        return client
 
     # --- own keys only ----------------------------------------------------------
     def _own_keys(self, prefix: str, batch: int = 1000) -> Any:
@@ -248,9 +232,6 @@ class RedisStore(Store):
         }
 
     def close(self) -> None:
-        client = getattr(self, "client", None)
-        if client is not None:
-            client.close()
         for conn in getattr(self, "_writers", ()):
             conn.disconnect()
         super().close()
