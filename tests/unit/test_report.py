@@ -142,6 +142,23 @@ def test_a_registered_view_shows_and_a_failing_one_becomes_a_note(recs):
         reg[:] = [v for v in reg if not v.name.startswith("zz_")]
 
 
+def test_tables_of_repeats_say_which_run_their_rows_are_from(recs, tmp_path):
+    """A row of repeats is one run's (the best by its headline task): the
+    terminal, Markdown and HTML tables all say so, a single run's do not."""
+    from storebench.report.terminal import study_tables
+
+    rule = "best of 2 by ops/s of find_by_vector"
+    tables = study_tables(recs)
+    assert [t.title for t in tables] == ["memory", "sqlite"] * 2  # crud's latency, rates
+    said = f"Repeats: every number in a row is one run's (its run column), the {rule}."
+    assert all(said in t.note for t in tables)
+    assert not any("Repeats:" in t.note for t in study_tables([r for r in recs if r.repeat == 0]))
+    written = build.write(recs, tmp_path / "report")
+    page, said = written.markdown.read_text(), "Repeats: every number in a row is one run"
+    assert page.count(said) >= 5  # under each crud table and the summary's
+    assert written.html.read_text().count(said) == page.count(said)
+
+
 def test_docarray_tables_have_the_study_columns(recs):
     secs = views.run_views(views.ViewInput("crud", recs), plots=False)
     lat = next(s for s in secs if s.id == "crud-crud_latency")

@@ -116,8 +116,8 @@ class Point:
         return " ".join(parts)
 
 
-def points(c: Config, how: str) -> list[Point]:
-    chosen = c.pick(how)
+def points(v: ViewInput, c: Config) -> list[Point]:
+    chosen = v.pick(c)
     out = []
     seen: set[str] = set()
     for run in [chosen.run, *c.runs]:
@@ -235,7 +235,7 @@ def search_table(v: ViewInput) -> list[Block]:
     blocks: list[Block] = []
     for store in distinct([c.engine for c in configs]):
         mine = [c for c in configs if c.engine == store]
-        fams = [f for c in mine for f in families([p for p in points(c, v.how) if not p.filter])]
+        fams = [f for c in mine for f in families([p for p in points(v, c) if not p.filter])]
         all_clients = sorted({p.clients for f in fams for p in f})
         skeys = catalogue.ordered(k for f in fams for p in f for k in score_keys(p))
         rows = []
@@ -286,9 +286,7 @@ def _metric(run: Record, p: Point, key: str) -> str:
 def qps_clients(v: ViewInput) -> list[Block]:
     rows = []
     counts: list[int] = []
-    fams = [
-        f for c in configs_of(v) for f in families([p for p in points(c, v.how) if not p.filter])
-    ]
+    fams = [f for c in configs_of(v) for f in families([p for p in points(v, c) if not p.filter])]
     for f in fams:
         counts += [p.clients for p in f if p.clients not in counts]
     counts.sort()
@@ -328,7 +326,7 @@ def recall_qps(v: ViewInput) -> list[Block]:
     one point per configuration and search setting with its spread over the
     repeats, each store's Pareto front labelled with its settings."""
     configs = configs_of(v)
-    pts = [p for c in configs for p in points(c, v.how) if not p.filter]
+    pts = [p for c in configs for p in points(v, c) if not p.filter]
     counts = sorted({p.clients for p in pts})
     if not pts:
         return []
@@ -406,7 +404,7 @@ def concurrency(v: ViewInput) -> list[Block]:
     fams = [
         f
         for c in configs_of(v)
-        for f in families([p for p in points(c, v.how) if not p.filter])
+        for f in families([p for p in points(v, c) if not p.filter])
         if len(f) > 1
     ]
     if not fams:
@@ -489,7 +487,7 @@ def filtered(v: ViewInput) -> list[Block]:
     fams: list[tuple[str, dict[float, Point]]] = []
     for c in configs_of(v):
         groups: dict[tuple[str, Any], dict[float, Point]] = {}
-        for p in points(c, v.how):
+        for p in points(v, c):
             if p.filter is None or p.selectivity is None:
                 continue
             groups.setdefault((p.setting_text, p.n), {})[p.selectivity] = p
@@ -537,7 +535,7 @@ def client_engine(v: ViewInput) -> list[Block]:
     rows = []
     any_engine = False
     for c in configs_of(v):
-        for p in points(c, v.how):
+        for p in points(v, c):
             t = p.t
             if t is None:
                 continue
@@ -622,7 +620,7 @@ def tune_table(v: ViewInput) -> list[Block]:
     rows = []
     keys = index_keys(v)
     for c in configs_of(v):
-        pts = [p for p in points(c, v.how) if not p.filter]
+        pts = [p for p in points(v, c) if not p.filter]
         if not pts:
             continue
         by = {p.clients: p for p in pts}
@@ -677,7 +675,7 @@ def _flag(c: Config) -> str:
     "tune", "tune_probes", "Recall per search parameter (the tuner's probes)", needs_plots=True
 )
 def tune_probes(v: ViewInput) -> list[Block]:
-    chosen = [(c, c.chosen(v.how)) for c in configs_of(v)]
+    chosen = [(c, v.pick(c).run) for c in configs_of(v)]
     chosen = [(c, r) for c, r in chosen if _tuning_of(r).get("probes")]
     if not chosen:
         return []
@@ -753,7 +751,7 @@ def _per_size(v: ViewInput) -> tuple[list[tuple[Config, int, dict[int, Point]]],
     per: list[tuple[Config, int, dict[int, Point]]] = []
     for c in configs_of(v):
         by_n: dict[int, dict[int, Point]] = {}
-        for p in points(c, v.how):
+        for p in points(v, c):
             if p.filter or p.n is None:
                 continue
             by_n.setdefault(p.n, {})[p.clients] = p

@@ -44,7 +44,7 @@ from storebench.report.footprint import (
     footprint_cells,
 )
 from storebench.report.terminal import docs_per_s, fmt_mean, fmt_ns, fmt_rate
-from storebench.report.views import Block, Figure, Section, Table, Text, distinct
+from storebench.report.views import Block, Figure, Section, Table, Text, distinct, repeats_note
 from storebench.results import scores as catalogue
 from storebench.results.records import TaskRecord
 from storebench.results.scores import RECALL
@@ -445,6 +445,7 @@ def study(workload: str, recs: list[Record], how: str) -> Section:
                 ["configuration", *heads, "vs leader", "caution", *FOOTPRINT_COLUMNS]
                 + ["runs", "run"],
                 rows,
+                note=repeats_note([e.pick for e in shown]),
                 align=["l", *["r"] * (len(heads) + 1), "l", "r", "r", "r", "r", "l"],
             )
         )

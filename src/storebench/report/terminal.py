@@ -289,18 +289,25 @@ def fitted_table(
     """A rich table of ``rows`` that fits ``width`` (``fit_columns``):
     cells wrap at spaces, a word longer than its column (text only: numbers
     set the column's width) folds; the caption names the columns left out,
-    and the value of those that hold one value in every row."""
+    and the value of those that hold one value in every row. What the
+    stalls mark means (``views.STALLS_NOTE``) is said where a cell shown
+    carries it, and only there."""
+    from storebench.report.views import STALLS_NOTE, stalls_note
+
     aligns = list(aligns or ["l"] + ["r"] * (len(headers) - 1))
     fit = fit_columns(headers, rows, width, priorities)
     t = Table(title=title, title_justify="left")
     for i, w, h in zip(fit.kept, fit.widths, fit.headers, strict=True):
         t.add_column(h, justify="left" if aligns[i] == "l" else "right", width=w, overflow="fold")
-    for row in rows:  # cells are data, never markup: "storebench[hnswlib]" stays whole
-        cells = (row[i] if i < len(row) else "" for i in fit.kept)
+    shown = [[row[i] if i < len(row) else "" for i in fit.kept] for row in rows]
+    for cells in shown:  # cells are data, never markup: "storebench[hnswlib]" stays whole
         t.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))
-    notes: list[str | Text] = []
-    if caption:
-        notes.append(caption)
+    why = stalls_note([*([_plain(c) for c in row] for row in shown), list(fit.same.values())])
+    if isinstance(caption, str) and not why:  # a view's note says it of all its columns
+        caption = caption.replace(f". {STALLS_NOTE}", ".").replace(STALLS_NOTE, "")
+    notes: list[str | Text] = [caption] if caption else []
+    if why and why not in _plain(caption or ""):
+        notes.append(why)
     if fit.same:
         notes.append("in every row: " + ", ".join(f"{h}={v}" for h, v in fit.same.items()))
     if others := [h for h in fit.hidden if h not in fit.same]:
@@ -406,18 +413,13 @@ def run_table(rec: RunRecord | dict[str, Any], width: int = 160) -> Table:
         for i, col in enumerate(RUN_COLUMNS)
         if col not in ("docs/s", "recall", "note") or any(_plain(r[i]) for r in rows)
     ]
-    from storebench.report.views import stalls_note
-
-    notes = [Text(n) for n in [stalls_note(rows)] if n]
-    if rec.error:
-        notes.append(Text(f"error: {rec.error}", "red"))
     return fitted_table(
         [RUN_COLUMNS[i] for i in used],
         [[r[i] for i in used] for r in rows],
         width,
         ["l" if RUN_COLUMNS[i] in ("task", "note") else "r" for i in used],
         title=run_title(rec),
-        caption=Text("\n").join(notes) if notes else None,
+        caption=Text(f"error: {rec.error}", "red") if rec.error else None,
     )
 
 
@@ -555,7 +557,7 @@ def study_tables(recs: Sequence[RunRecord | dict[str, Any]]) -> list[Any]:
     Markdown report shows them), for one run as for many; a workload with
     no table of its own gets the shared ones (each task per configuration,
     the run metrics): ``views.Table`` blocks."""
-    from storebench.report.views import ALL, ViewInput, views_for
+    from storebench.report.views import ALL, ViewInput, view_blocks, views_for
     from storebench.report.views import Table as ViewTable
 
     by_workload: dict[str, list[RunRecord]] = {}
@@ -567,7 +569,7 @@ def study_tables(recs: Sequence[RunRecord | dict[str, Any]]) -> list[Any]:
         tables = [view for view in views_for(workload) if not view.needs_plots]
         own = [view for view in tables if view.workload != ALL]
         for view in own or tables:
-            out += [b for b in view.fn(v) if isinstance(b, ViewTable)]
+            out += [b for b in view_blocks(view, v) if isinstance(b, ViewTable)]
     return out
 
 
