@@ -14,6 +14,7 @@ from storebench.measure.metrics import Histogram
 from storebench.report import build, data, export, summary, views
 from storebench.report import compare as cmp
 from storebench.report.plots import pareto_front
+from storebench.results import records
 
 pytest.importorskip("matplotlib")
 pytest.importorskip("pandas")
@@ -98,10 +99,10 @@ def test_repeats_form_one_configuration_whatever_the_private_db_path(recs):
 
 
 def test_a_url_the_user_gave_stays_part_of_the_configuration():
-    assert data.private_location("/tmp/storebench-sqlite-ab12cd34/store.db")
-    assert data.private_location("/tmp/storebench-qdrant-edge-zuvypwyr")  # the directory itself
-    assert not data.private_location("/data/bench.db")
-    assert not data.private_location("postgresql://h/db")
+    assert records.private_location("/tmp/storebench-sqlite-ab12cd34/store.db")
+    assert records.private_location("/tmp/storebench-qdrant-edge-zuvypwyr")  # the directory itself
+    assert not records.private_location("/data/bench.db")
+    assert not records.private_location("postgresql://h/db")
 
 
 def test_credentials_are_redacted_in_any_text():

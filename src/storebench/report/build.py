@@ -17,7 +17,6 @@ from storebench.report.data import (
     aggregation_note,
     cautions,
     configurations,
-    identity,
     safe_mapping,
     safe_text,
     short_key,
@@ -58,6 +57,12 @@ def _duration(r: Record) -> str:
     return f"{(b - a).total_seconds():.1f}s"
 
 
+def _tally(values: list[Any]) -> list[tuple[Any, int]]:
+    """Distinct values (as JSON reads them back) in first-seen order, each with its count."""
+    seen = Counter(json.dumps(v, sort_keys=True, default=str) for v in values)
+    return [(json.loads(key), n) for key, n in seen.items()]
+
+
 def metadata_sections(recs: list[Record]) -> list[Section]:
     """Runs (status, versions, what varies), shared parameters, machines, failures."""
     out: list[Section] = []
@@ -66,7 +71,7 @@ def metadata_sections(recs: list[Record]) -> list[Section]:
     ]
     rows, classes = [], []
     for r in recs:
-        ident = identity(r)
+        ident = r.identity()
         err = safe_text(r.error)
         rows.append(
             [
@@ -120,7 +125,7 @@ def metadata_sections(recs: list[Record]) -> list[Section]:
         mine = [r for r in recs if r.workload == wl]
         v = set(varying_keys(mine))
         shared: dict[str, object] = {}
-        for k, val in identity(mine[0]).items():
+        for k, val in mine[0].identity().items():
             if k not in v and k not in ("workload", "store.engine"):
                 shared[k] = val
         prow = [[k, safe_text(_fmt(val))] for k, val in shared.items()]
@@ -130,15 +135,7 @@ def metadata_sections(recs: list[Record]) -> list[Section]:
 
     # machines and versions
     mrows = []
-    seen: Counter[str] = Counter()
-    first: dict[str, Record] = {}
-    for r in recs:
-        m = r.machine
-        key = json.dumps(m, sort_keys=True, default=str)
-        seen[key] += 1
-        first.setdefault(key, r)
-    for key, n in seen.items():
-        m = first[key].machine
+    for m, n in _tally([r.machine for r in recs]):
         mrows.append(
             [
                 safe_text(m.get("hostname")),
@@ -152,13 +149,7 @@ def metadata_sections(recs: list[Record]) -> list[Section]:
             ]
         )
     vrows = []
-    vseen: Counter[str] = Counter()
-    for r in recs:
-        ver = safe_mapping(r.versions)
-        key = json.dumps([store_label(r), ver], sort_keys=True, default=str)
-        vseen[key] += 1
-    for key, n in vseen.items():
-        label, ver = json.loads(key)
+    for (label, ver), n in _tally([[store_label(r), safe_mapping(r.versions)] for r in recs]):
         vrows.append(
             [
                 label,

@@ -10,14 +10,13 @@ from typing import Any
 from storebench.report import plots
 from storebench.report.data import (
     Config,
-    Spread,
     TaskSummary,
     aggregation_note,
     headline_value,
     histogram,
     percentiles,
 )
-from storebench.report.terminal import RUN_COLUMNS, fmt_mean, fmt_ns, fmt_rate
+from storebench.report.terminal import RUN_COLUMNS, fmt_ns, fmt_rate, task_cells, task_notes
 from storebench.report.views import ALL, Block, Table, Text, ViewInput, distinct, register
 from storebench.results import scores as catalogue
 from storebench.results.records import TaskRecord
@@ -39,48 +38,19 @@ def timed_tasks(configs: list[Config], min_ops: int = 2) -> list[str]:
     return names
 
 
-def _spread_note(s: Spread | None, what: str) -> str:
-    if s is None or s.n < 2:
-        return ""
-    return f"{what} ±{s.rel_range * 50:.0f}% over {s.n}"
-
-
 def task_row(ts: TaskSummary, t: TaskRecord | None, run: str = "") -> list[str]:
     """One task of the chosen run (``t``), with the spread over the runs (``ts``)."""
     if ts.unsupported or t is None or not t.measured:
         why = ts.unsupported or (t.unsupported if t is not None else None) or "not measured"
         return [ts.name, *["-"] * 10, "not supported: " + why if ts.unsupported else why, run]
-
-    def lat(k: str) -> str:
-        return fmt_ns(t.number(f"latency_ns.{k}"))
-
     notes = [
         f"{k}={catalogue.text(k, t.scores[k])}" for k in t.score_keys() if t.number(k) is not None
     ]
-    if sum(t.errors.values()):
-        notes.append(f"errors={sum(t.errors.values())}")
-    if not t.complete:
-        notes.append("partial")
-    if t.index_build == "during_insert":
-        notes.append("index built during upload")
-    if n := _spread_note(ts.spread("ops_per_s"), "ops/s"):
-        notes.append(n)
-    same = t.items == t.ops
-    return [
-        ts.name,
-        str(t.clients),
-        f"{t.ops:,}",
-        fmt_rate(t.ops_per_s),
-        "" if same else fmt_rate(t.items_per_s),
-        fmt_mean(t.latency_ns),
-        lat("p50"),
-        lat("p95"),
-        lat("p99"),
-        lat("max"),
-        str(len(ts.measured)),
-        " ".join(notes),
-        run,
-    ]
+    notes += task_notes(t)
+    s = ts.spread("ops_per_s")
+    if s is not None and s.n > 1:
+        notes.append(f"ops/s ±{s.rel_range * 50:.0f}% over {s.n}")
+    return [ts.name, *task_cells(t), str(len(ts.measured)), " ".join(notes), run]
 
 
 TASK_COLUMNS = [*RUN_COLUMNS[:10], "runs", "note", "run"]

@@ -31,11 +31,10 @@ from storebench.report.data import (
     Config,
     Pick,
     Record,
-    Spread,
     TaskSummary,
     aggregation_note,
+    clients_text,
     headline_value,
-    identity,
     short_key,
     short_run,
     varying_keys,
@@ -56,12 +55,6 @@ WORKLOADS = ("search", "tune", "scale")
 
 
 # --- what the records hold -----------------------------------------------------------
-
-
-def configs_of(v: ViewInput) -> list[Config]:
-    """Configurations of the ok runs, repeats together (a managed server's
-    new port each run is no part of one: ``records.config_identity``)."""
-    return v.configs()
 
 
 @dataclass
@@ -141,11 +134,18 @@ def points(v: ViewInput, c: Config) -> list[Point]:
     return out
 
 
-def families(pts: list[Point]) -> list[list[Point]]:
+def families(v: ViewInput, configs: list[Config]) -> list[list[Point]]:
+    """The unfiltered points of ``configs`` by family (points that differ
+    only in clients), each by clients."""
     by: dict[tuple[str, str, str, Any], list[Point]] = {}
-    for p in pts:
+    for p in (p for c in configs for p in points(v, c) if not p.filter):
         by.setdefault(p.family, []).append(p)
     return [sorted(f, key=lambda p: p.clients) for f in by.values()]
+
+
+def qps_cells(by: dict[int, Point], counts: list[int]) -> list[str]:
+    """QPS at each client count (``by``: a family's points by clients)."""
+    return [qps(by[n]) if n in by else "-" for n in counts]
 
 
 def score_keys(p: Point, score: Score | None = None) -> list[str]:
@@ -156,10 +156,6 @@ def recall_key(p: Point) -> str | None:
     return next(iter(score_keys(p, RECALL)), None)
 
 
-def _spread(ts: TaskSummary, field: str) -> Spread | None:
-    return ts.latency(field[4:]) if field.startswith("lat_") else ts.spread(field)
-
-
 def shown(p: Point, field: str, fmt: Callable[[float], str]) -> str:
     """The chosen run's value, ± half the range over the runs relative to
     the median (``lat_mean``: a latency)."""
@@ -167,7 +163,7 @@ def shown(p: Point, field: str, fmt: Callable[[float], str]) -> str:
     if v is None:
         return "-"
     text = fmt(v)
-    s = _spread(p.ts, field)
+    s = p.ts.latency(field[4:]) if field.startswith("lat_") else p.ts.spread(field)
     if s is not None and s.n > 1:
         text += f" ±{s.rel_range * 50:.0f}%"
     return text
@@ -197,7 +193,7 @@ def index_keys(v: ViewInput) -> list[str]:
 
 
 def ident_cells(c: Config, keys: list[str]) -> list[str]:
-    ident = identity(c.first)
+    ident = c.first.identity()
     return ["-" if ident.get(k) is None else str(ident.get(k)) for k in keys]
 
 
@@ -221,21 +217,17 @@ def index_cell(t: TaskRecord | None) -> str:
     return seconds(t)
 
 
-def run_cell(pk: Pick) -> str:
-    return pk.run_short
-
-
 # --- search -----------------------------------------------------------------------
 
 
 @register("search", "search_table", "Recall vs QPS per configuration (the Redis study's table)")
 def search_table(v: ViewInput) -> list[Block]:
-    configs = configs_of(v)
+    configs = v.configs()
     keys = index_keys(v)
     blocks: list[Block] = []
     for store in distinct([c.engine for c in configs]):
         mine = [c for c in configs if c.engine == store]
-        fams = [f for c in mine for f in families([p for p in points(v, c) if not p.filter])]
+        fams = families(v, mine)
         all_clients = sorted({p.clients for f in fams for p in f})
         skeys = catalogue.ordered(k for f in fams for p in f for k in score_keys(p))
         rows = []
@@ -247,20 +239,20 @@ def search_table(v: ViewInput) -> list[Block]:
             # the setting's own scores (its 1-client task's)
             row += [_metric(run, one, k) for k in skeys]
             row += [lat(one, "mean"), lat(one, "p95")] if one.clients == 1 else ["-"] * 2
-            row += [qps(by[n]) if n in by else "-" for n in all_clients]
+            row += qps_cells(by, all_clients)
             row += [
                 seconds(phase_task(run, "upload")),
                 index_cell(phase_task(run, "index")),
                 *footprint_cells(footprint(run)),
                 str(len(one.config.runs)),
-                run_cell(one.pick),
+                one.pick.run_short,
             ]
             rows.append(row)
         if not rows:
             continue
         header = [short_key(k) for k in keys] + ["search", *map(catalogue.title, skeys)]
         header += ["mean (1 client)", "p95 (1 client)"]
-        header += [f"QPS {n} client{'s' if n > 1 else ''}" for n in all_clients]
+        header += [f"QPS {clients_text(n)}" for n in all_clients]
         header += ["upload", "index", *FOOTPRINT_COLUMNS, "runs", "run"]
         blocks.append(Table(store, header, rows))
     if blocks:
@@ -285,24 +277,21 @@ def _metric(run: Record, p: Point, key: str) -> str:
 @register("search", "qps_clients", "QPS per client count")
 def qps_clients(v: ViewInput) -> list[Block]:
     rows = []
-    counts: list[int] = []
-    fams = [f for c in configs_of(v) for f in families([p for p in points(v, c) if not p.filter])]
-    for f in fams:
-        counts += [p.clients for p in f if p.clients not in counts]
-    counts.sort()
+    fams = families(v, v.configs())
+    counts = sorted({p.clients for f in fams for p in f})
     for f in fams:
         by = {p.clients: p for p in f}
-        row = [f[0].label()] + [qps(by[n]) if n in by else "-" for n in counts]
+        row = [f[0].label(), *qps_cells(by, counts)]
         lo, hi = by[min(by)], by[max(by)]
         q0, q1 = lo.number("ops_per_s"), hi.number("ops_per_s")
         row.append(f"{q1 / q0:.2f}x" if q0 and q1 and hi is not lo else "-")
         sat = [str(p.clients) for p in f if _saturated(p)]
         row.append(", ".join(sat) or "-")
-        row.append(run_cell(f[0].pick))
+        row.append(f[0].pick.run_short)
         rows.append(row)
     if not rows or len(counts) < 2:
         return []
-    header = ["configuration", *(f"{n} client{'s' if n > 1 else ''}" for n in counts)]
+    header = ["configuration", *map(clients_text, counts)]
     header += [f"{counts[-1]} / {counts[0]}", "client saturated at", "run"]
     return [
         Text(
@@ -325,7 +314,7 @@ def recall_qps(v: ViewInput) -> list[Block]:
     """Recall against QPS, one panel per client count (one y range for all),
     one point per configuration and search setting with its spread over the
     repeats, each store's Pareto front labelled with its settings."""
-    configs = configs_of(v)
+    configs = v.configs()
     pts = [p for c in configs for p in points(v, c) if not p.filter]
     counts = sorted({p.clients for p in pts})
     if not pts:
@@ -358,7 +347,7 @@ def recall_qps(v: ViewInput) -> list[Block]:
                         f"{r:.4f}",
                         qps(p),
                         str(len(p.ts.measured)),
-                        run_cell(p.pick),
+                        p.pick.run_short,
                         "" if store in stores else "not drawn",
                     ]
                 )
@@ -372,7 +361,7 @@ def recall_qps(v: ViewInput) -> list[Block]:
                 continue
             recalls += [x for x, _ in xy]
             plots.pareto_series(ax, xy, spans, names, store, s=14)
-        ax.set_title(f"{n} client{'s' if n > 1 else ''}", fontsize="medium")
+        ax.set_title(clients_text(n), fontsize="medium")
         ax.set_xlabel(plots.plain(catalogue.title(rkey)))
         ax.set_ylabel("queries per second")
         plots.rate_axis(ax, "y")
@@ -401,12 +390,7 @@ def recall_qps(v: ViewInput) -> list[Block]:
 def concurrency(v: ViewInput) -> list[Block]:
     """Latency against throughput as the client count grows inside a run:
     one line per configuration and setting, points labelled with clients."""
-    fams = [
-        f
-        for c in configs_of(v)
-        for f in families([p for p in points(v, c) if not p.filter])
-        if len(f) > 1
-    ]
+    fams = [f for f in families(v, v.configs()) if len(f) > 1]
     if not fams:
         return []
     drawn, rest = plots.keep_series(
@@ -432,7 +416,7 @@ def concurrency(v: ViewInput) -> list[Block]:
             p99.append(t)
             rows.append([f[0].label(), str(p.clients), qps(p), lat(p, "mean")])
             rows[-1] += [lat(p, "p50"), lat(p, "p99"), "yes" if _saturated(p) else ""]
-            rows[-1].append(run_cell(p.pick))
+            rows[-1].append(p.pick.run_short)
             rows[-1].append("" if f in drawn else "not drawn")
             if f in drawn:
                 ax.annotate(
@@ -485,7 +469,7 @@ def filtered(v: ViewInput) -> list[Block]:
     rows = []
     sel: list[float] = []
     fams: list[tuple[str, dict[float, Point]]] = []
-    for c in configs_of(v):
+    for c in v.configs():
         groups: dict[tuple[str, Any], dict[float, Point]] = {}
         for p in points(v, c):
             if p.filter is None or p.selectivity is None:
@@ -511,7 +495,7 @@ def filtered(v: ViewInput) -> list[Block]:
                 continue
             row += [ratio(q, next(iter(score_keys(q, k)), None)) for k in kinds]
             row.append(lat(q, "p50"))
-        row.append(run_cell(next(iter(ps.values())).pick))
+        row.append(next(iter(ps.values())).pick.run_short)
         rows.append(row)
     header = ["configuration"]
     for s in sel:
@@ -534,7 +518,7 @@ def client_engine(v: ViewInput) -> list[Block]:
     row from one task of one run."""
     rows = []
     any_engine = False
-    for c in configs_of(v):
+    for c in v.configs():
         for p in points(v, c):
             t = p.t
             if t is None:
@@ -555,7 +539,7 @@ def client_engine(v: ViewInput) -> list[Block]:
                     fmt_ns(ours) if ours is not None else "-",
                     fmt_ns(eng["mean_ns"]) if eng else "-",
                     fmt_ns(share) if share is not None else "-",
-                    run_cell(p.pick),
+                    p.pick.run_short,
                 ]
             )
     if not rows:
@@ -606,10 +590,6 @@ def _num(x: float | None, fmt: str) -> str:
 # --- tune ---------------------------------------------------------------------------------
 
 
-def data_value(rec: Record) -> float:
-    return headline_value(rec) or 0.0
-
-
 def _tuning_of(rec: Record) -> dict[str, Any]:
     t = rec.metrics.get("tune")
     return t if isinstance(t, dict) else {}
@@ -619,7 +599,7 @@ def _tuning_of(rec: Record) -> dict[str, Any]:
 def tune_table(v: ViewInput) -> list[Block]:
     rows = []
     keys = index_keys(v)
-    for c in configs_of(v):
+    for c in v.configs():
         pts = [p for p in points(v, c) if not p.filter]
         if not pts:
             continue
@@ -638,7 +618,7 @@ def tune_table(v: ViewInput) -> list[Block]:
         ]
         row += [lat(one, k) for k in ("mean", "p50", "p95", "p99")]
         row += [qps(one), str(top.clients), qps(top), *footprint_cells(footprint(one.pick.run))]
-        row += [str(len(c.runs)), run_cell(one.pick)]
+        row += [str(len(c.runs)), one.pick.run_short]
         rows.append(row)
     if not rows:
         return []
@@ -675,7 +655,7 @@ def _flag(c: Config) -> str:
     "tune", "tune_probes", "Recall per search parameter (the tuner's probes)", needs_plots=True
 )
 def tune_probes(v: ViewInput) -> list[Block]:
-    chosen = [(c, v.pick(c).run) for c in configs_of(v)]
+    chosen = [(c, v.pick(c).run) for c in v.configs()]
     chosen = [(c, r) for c, r in chosen if _tuning_of(r).get("probes")]
     if not chosen:
         return []
@@ -684,7 +664,7 @@ def tune_probes(v: ViewInput) -> list[Block]:
     rows = []
     target = None
     drawn, rest = plots.keep_series(
-        chosen, lambda cr: data_value(cr[1]), group=lambda cr: cr[0].engine
+        chosen, lambda cr: headline_value(cr[1]) or 0.0, group=lambda cr: cr[0].engine
     )
     recalls: list[float] = []
     for c, run in chosen:
@@ -749,7 +729,7 @@ def _per_size(v: ViewInput) -> tuple[list[tuple[Config, int, dict[int, Point]]],
     """(configuration, size, points by clients) for each size, and the client counts."""
     counts: list[int] = []
     per: list[tuple[Config, int, dict[int, Point]]] = []
-    for c in configs_of(v):
+    for c in v.configs():
         by_n: dict[int, dict[int, Point]] = {}
         for p in points(v, c):
             if p.filter or p.n is None:
@@ -779,14 +759,14 @@ def scale_table(v: ViewInput) -> list[Block]:
         ]
         row += [one.setting_text, ratio(one, recall_key(one))]
         row += [lat(one, "mean"), lat(one, "p99")]
-        row += [qps(by[k]) if k in by else "-" for k in counts]
+        row += qps_cells(by, counts)
         size = footprint(run, lambda t, n=n: t.n == n, _steps(run).get(n, {}))
         row += footprint_cells(size)
         row.append("" if tun.get("reached", True) else "target not reached")
-        row.append(run_cell(one.pick))
+        row.append(one.pick.run_short)
         rows.append(row)
     header = ["configuration", "n", "upload", "index", "search", "recall", "mean", "p99"]
-    header += [f"QPS {k} client{'s' if k > 1 else ''}" for k in counts]
+    header += [f"QPS {clients_text(k)}" for k in counts]
     header += [*FOOTPRINT_COLUMNS, "note", "run"]
     return [
         Text(
@@ -821,7 +801,7 @@ def scale_plot(v: ViewInput) -> list[Block]:
         left.plot(ns, means, color=st["color"], marker=st["marker"], label=label)
         for j, k in enumerate(counts):
             ys = [by[k].number("ops_per_s") if k in by else None for _, _, by in mine]
-            name = f"{label} · {k} client{'s' if k > 1 else ''}"
+            name = f"{label} · {clients_text(k)}"
             sk = plots.style(name)
             right.plot(
                 ns,

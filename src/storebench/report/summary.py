@@ -15,9 +15,9 @@ tables they describe could disagree.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from storebench.measure import noise
 from storebench.report import plots
@@ -27,8 +27,8 @@ from storebench.report.data import (
     Record,
     Spread,
     cautions,
+    clients_text,
     configurations,
-    identity,
     safe_text,
     short_key,
     store_label,
@@ -46,16 +46,12 @@ from storebench.report.footprint import (
 from storebench.report.terminal import docs_per_s, fmt_mean, fmt_ns, fmt_rate
 from storebench.report.views import Block, Figure, Section, Table, Text, distinct, repeats_note
 from storebench.results import scores as catalogue
-from storebench.results.records import TaskRecord
+from storebench.results.records import TaskRecord, as_number
 from storebench.results.scores import RECALL
 
 # search: the recall a setting must reach to be ranked (the tune scenario's
 # default target; tune records carry their own)
 TARGET_RECALL = 0.95
-
-
-def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
 
 
 # --- ranking -------------------------------------------------------------------------
@@ -136,10 +132,6 @@ def lead(entries: list[Entry]) -> Lead | None:
 # --- per workload: what its headline is -----------------------------------------------
 
 
-def _headline(run: Record) -> TaskRecord | None:
-    return run.headline_task()
-
-
 def _rate_field(workload: str) -> str:
     """The number a workload ranks by: documents/s for ingest (batches
     differ between configurations), else the headline task's ops/s."""
@@ -149,19 +141,19 @@ def _rate_field(workload: str) -> str:
 def _recall_of(run: Record) -> float | None:
     """The setting's own recall (as the study tables show it); for scale,
     the headline task's (its size's)."""
-    t = _headline(run)
+    t = run.headline_task()
     from_task = next(
         (x for k in (t.score_keys(RECALL) if t else []) if (x := t.number(k)) is not None), None
     )
     if run.workload == "scale" and from_task is not None:
         return from_task
-    own = _num(run.scores.get(catalogue.first(run.scores) or ""))
+    own = as_number(run.scores.get(catalogue.first(run.scores) or ""))
     return own if own is not None else from_task
 
 
 def _target(run: Record) -> float:
     t = run.metrics.get("tune")
-    if isinstance(t, dict) and _num(t.get("target")) is not None:
+    if isinstance(t, dict) and as_number(t.get("target")) is not None:
         return float(t["target"])
     return TARGET_RECALL
 
@@ -171,7 +163,7 @@ def entries(workload: str, recs: list[Record], how: str) -> list[Entry]:
     rate = _rate_field(workload)
     for c in configurations(recs):
         pk = c.pick(how)
-        t = _headline(pk.run)
+        t = pk.run.headline_task()
         value = t.number(rate) if t is not None else None
         spread = c.task(t.name).spread(rate) if t is not None else None
         if workload == "ingest" and (docs := docs_per_s(pk.run)) is not None:
@@ -195,7 +187,7 @@ def _lat(t: TaskRecord | None, key: str) -> str:
 def _one_client(run: Record) -> TaskRecord | None:
     """The single-client task of the headline's search setting (and size,
     for scale): its latency."""
-    head = _headline(run)
+    head = run.headline_task()
     for t in run.tasks:
         if (
             t.measured
@@ -209,7 +201,7 @@ def _one_client(run: Record) -> TaskRecord | None:
 
 
 def _clients(t: TaskRecord | None) -> str:
-    return "" if t is None else f" ({t.clients} client{'s' if t.clients != 1 else ''})"
+    return "" if t is None else f" ({clients_text(t.clients)})"
 
 
 Columns = tuple[list[str], Callable[[Entry], list[str]]]
@@ -218,10 +210,11 @@ Columns = tuple[list[str], Callable[[Entry], list[str]]]
 def _columns(workload: str, ents: list[Entry]) -> Columns:
     """The study's own headline columns."""
     rate_name = "docs/s" if _rate_field(workload) == "items_per_s" else "ops/s"
+    qps = "QPS" + _clients(next((e.run.headline_task() for e in ents), None))
     if workload in ("search", "scale"):
 
         def search_row(e: Entry) -> list[str]:
-            t, one = _headline(e.run), _one_client(e.run)
+            t, one = e.run.headline_task(), _one_client(e.run)
             chosen = (t.search or t.setting or {}) if t is not None else {}
             setting = " ".join(f"{k}={v}" for k, v in chosen.items())
             return [
@@ -232,7 +225,6 @@ def _columns(workload: str, ents: list[Entry]) -> Columns:
                 _lat(one, "p99"),
             ]
 
-        qps = "QPS" + _clients(next((_headline(e.run) for e in ents), None))
         return ["search", "recall", qps, "p50 (1 client)", "p99 (1 client)"], search_row
     if workload == "tune":
 
@@ -247,32 +239,23 @@ def _columns(workload: str, ents: list[Entry]) -> Columns:
                 fmt_rate(e.value),
             ]
 
-        qps = "QPS" + _clients(next((_headline(e.run) for e in ents), None))
         return ["tuned", "recall", "mean (1 client)", "p99 (1 client)", qps], tune_row
     if workload == "crud":
-        from storebench.report.crud import TASKS
+        from storebench.report.crud import RATE_COLUMNS, rate_cells
 
         def crud_row(e: Entry) -> list[str]:
-            cells = []
-            for name in TASKS:
-                t = e.run.task(name)
-                if t is None or not t.measured:
-                    cells.append("n/s" if t is not None else "-")
-                    continue
-                field_ = "items_per_s" if name in ("create", "update", "delete") else "ops_per_s"
-                cells.append(fmt_rate(t.number(field_)))
-            return ["-" if e.recall is None else f"{e.recall:.4f}", *cells]
+            recall = "-" if e.recall is None else f"{e.recall:.4f}"
+            return [recall, *rate_cells(e.config, e.run)]
 
         for e in ents:
             e.recall = _recall_of(e.run)
-        head = ["recall", "find by vector QPS", "find by condition QPS", "create DPS"]
-        return [*head, "read QPS", "update DPS", "delete DPS"], crud_row
+        return ["recall", *RATE_COLUMNS], crud_row
     # social (agdb's table: per operation), ingest and the rest: each task's
     # mean latency beside the ranked rate
     names = distinct([t.name for e in ents for t in e.run.tasks if t.measured and t.histogram])[:6]
 
     def generic_row(e: Entry) -> list[str]:
-        t = _headline(e.run)
+        t = e.run.headline_task()
         cells = [t.name if t else "-", fmt_rate(e.value)]
         return cells + [_lat(e.run.task(n), "mean") for n in names]
 
@@ -283,10 +266,10 @@ def _columns(workload: str, ents: list[Entry]) -> Columns:
 
 
 def _what(workload: str, ents: list[Entry]) -> str:
-    t = next((t for e in ents if (t := _headline(e.run)) is not None), None)
+    t = next((t for e in ents if (t := e.run.headline_task()) is not None), None)
     if workload in VECTOR_WORKLOADS:
         target = _target(ents[0].run) if ents else TARGET_RECALL
-        at = f" at {t.clients} client{'s' if t.clients != 1 else ''}" if t is not None else ""
+        at = f" at {clients_text(t.clients)}" if t is not None else ""
         return f"QPS{at} with recall ≥ {target:g}"
     if workload == "ingest":
         counted = distinct([e.run.metrics.get("counted") for e in ents]) if ents else []
@@ -362,8 +345,8 @@ def conditions(recs: list[Record]) -> str:
     )
     loads = [r.machine_load or {} for r in recs]
     busy = [ld for ld in loads if ld.get("busy")]
-    other = [v for ld in loads if (v := _num(ld.get("other_cpu_cores"))) is not None]
-    load1 = [v for ld in loads if (v := _num(ld.get("load_1m_max"))) is not None]
+    other = [v for ld in loads if (v := as_number(ld.get("other_cpu_cores"))) is not None]
+    load1 = [v for ld in loads if (v := as_number(ld.get("load_1m_max"))) is not None]
     load = f"{len(busy)} of {len(recs)} run(s) on a busy machine" if busy else "no run flagged busy"
     if other:
         load += f" (other processes up to {max(other):.1f} cores"
@@ -384,7 +367,7 @@ def warnings(recs: list[Record]) -> list[str]:
     out = []
     bad = [r for r in recs if not r.ok]
     if bad:
-        kinds = ", ".join(f"{n} {s}" for s, n in _count([safe_text(r.status) for r in bad]))
+        kinds = ", ".join(f"{n} {s}" for s, n in Counter(safe_text(r.status) for r in bad).items())
         out.append(
             f"{len(bad)} of {len(recs)} run(s) did not finish ({kinds}): left out of the tables "
             "and charts; their errors are under Runs that did not finish."
@@ -410,10 +393,6 @@ def warnings(recs: list[Record]) -> list[str]:
             "quiet machine, or with more repeats, before trusting a ranking they touch."
         )
     return out
-
-
-def _count(xs: list[str]) -> list[tuple[str, int]]:
-    return [(x, xs.count(x)) for x in distinct(xs)]
 
 
 def study(workload: str, recs: list[Record], how: str) -> Section:
@@ -469,7 +448,7 @@ def matrix(ents: list[Entry]) -> list[Block]:
         return []
 
     def column(e: Entry) -> str:
-        ident = identity(e.config.first)
+        ident = e.config.first.identity()
         return " ".join(f"{short_key(k)}={ident.get(k)}" for k in keys)
 
     cols = distinct([column(e) for e in ents])

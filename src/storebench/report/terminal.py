@@ -26,7 +26,7 @@ from rich.text import Text
 
 from storebench.results import records
 from storebench.results import scores as catalogue
-from storebench.results.records import RunRecord
+from storebench.results.records import RunRecord, TaskRecord
 from storebench.results.scores import RECALL
 
 
@@ -365,39 +365,41 @@ def run_title(rec: RunRecord) -> Text:
     )
 
 
+def task_cells(t: TaskRecord) -> list[str]:
+    """A measured task's clients, operations, rates and latencies, as every
+    per-task table prints them (``RUN_COLUMNS[1:10]``)."""
+    lat = t.latency_ns
+    return [
+        str(t.clients),
+        f"{t.ops:,}",
+        fmt_rate(t.ops_per_s),
+        fmt_rate(t.items_per_s) if t.items != t.ops else "",
+        fmt_mean(lat),
+        *(fmt_ns(lat.get(k)) for k in ("p50", "p95", "p99", "max")),
+    ]
+
+
+def task_notes(t: TaskRecord) -> list[str]:
+    """What a per-task row notes beside its numbers: how the index was
+    built, failed and skipped operations, a task cut short."""
+    notes = ["index built during upload"] if t.index_build == "during_insert" else []
+    notes += [
+        f"{k}={n}"
+        for k, d in (("errors", t.errors), ("skipped", t.skipped))
+        if (n := sum(d.values()))
+    ]
+    return notes + ([] if t.complete else ["partial"])
+
+
 def run_rows(rec: RunRecord) -> list[list[str | Text]]:
     rows: list[list[str | Text]] = []
     for task in rec.tasks:
         if task.unsupported is not None:
             rows.append([task.name, *["-"] * 10, Text(task.unsupported, "dim")])
             continue
-        lat = task.latency_ns
         recall, notes = _recall_text(task)
-        notes = [f"{k}={v}" for k, v in (task.search or {}).items()] + notes
-        if task.index_build == "during_insert":
-            notes.append("index built during upload")
-        if task.errors:
-            notes.append(f"errors={sum(task.errors.values())}")
-        if task.skipped:
-            notes.append(f"skipped={sum(task.skipped.values())}")
-        if not task.complete:
-            notes.append("partial")
-        rows.append(
-            [
-                task.name,
-                str(task.clients),
-                f"{task.ops:,}",
-                fmt_rate(task.ops_per_s),
-                fmt_rate(task.items_per_s) if task.items != task.ops else "",
-                fmt_mean(lat),
-                fmt_ns(lat.get("p50")),
-                fmt_ns(lat.get("p95")),
-                fmt_ns(lat.get("p99")),
-                fmt_ns(lat.get("max")),
-                recall,
-                " ".join(notes),
-            ]
-        )
+        notes = [f"{k}={v}" for k, v in (task.search or {}).items()] + notes + task_notes(task)
+        rows.append([task.name, *task_cells(task), recall, " ".join(notes)])
     return rows
 
 
@@ -427,8 +429,7 @@ def docs_per_s(rec: RunRecord) -> float | None:
     """The run's own documents per second, where it counts them (ingest:
     to the last acknowledgment or until the engine holds every document):
     what ranks runs whose batches differ."""
-    x = rec.metrics.get("docs_per_s")
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+    return records.as_number(rec.metrics.get("docs_per_s"))
 
 
 def run_summary(rec: RunRecord | dict[str, Any]) -> dict[str, Any]:

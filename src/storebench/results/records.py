@@ -217,9 +217,12 @@ class TaskRecord(Fields):
             v = d.get(sub) if isinstance(d, dict) else None
         else:
             v = getattr(self, key, None)
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            return None
-        return float(v)
+        return as_number(v)
+
+
+def as_number(v: Any) -> float | None:
+    """``v`` as a float where it is a number (a bool is none), else None."""
+    return None if isinstance(v, bool) or not isinstance(v, int | float) else float(v)
 
 
 class SettingResult(Fields):
