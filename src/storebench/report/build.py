@@ -69,55 +69,32 @@ def metadata_sections(recs: list[Record]) -> list[Section]:
     vary = [
         k for k in varying_keys(recs) if k not in ("store.engine", "store.url", "versions.engine")
     ]
-    rows, classes = [], []
+    rows: list[dict[str, str]] = []
+    classes = []
     for r in recs:
         ident = r.identity()
         err = safe_text(r.error)
         rows.append(
-            [
-                safe_text(r.run_id),
-                safe_text(r.scenario),
-                safe_text(r.workload),
-                store_label(r),
-                safe_text(r.versions.get("engine", "-")),
-                safe_text(r.mode),
-                str(r.repeat),
-                " ".join(f"{short_key(k)}={_fmt(ident.get(k))}" for k in vary if k in ident),
-                safe_text(r.status),
-                safe_text(r.started_at),
-                _duration(r),
-                err if len(err) <= 160 else err[:159] + "…",
-            ]
+            {
+                "run": safe_text(r.run_id),
+                "scenario": safe_text(r.scenario),
+                "workload": safe_text(r.workload),
+                "store": store_label(r),
+                "engine version": safe_text(r.versions.get("engine", "-")),
+                "mode": safe_text(r.mode),
+                "repeat": str(r.repeat),
+                "varies": " ".join(
+                    f"{short_key(k)}={_fmt(ident.get(k))}" for k in vary if k in ident
+                ),
+                "status": safe_text(r.status),
+                "started": safe_text(r.started_at),
+                "took": _duration(r),
+                "error": err if len(err) <= 160 else err[:159] + "…",
+            }
         )
         classes.append(str(r.status))
-    out.append(
-        Section(
-            "runs",
-            "Runs",
-            [
-                Table(
-                    "",
-                    [
-                        "run",
-                        "scenario",
-                        "workload",
-                        "store",
-                        "engine version",
-                        "mode",
-                        "repeat",
-                        "varies",
-                        "status",
-                        "started",
-                        "took",
-                        "error",
-                    ],
-                    rows,
-                    align=["l"] * 6 + ["r", "l", "l", "l", "r", "l"],
-                    row_classes=classes,
-                )
-            ],
-        )
-    )
+    align = ["l"] * 6 + ["r", "l", "l", "l", "r", "l"]
+    out.append(Section("runs", "Runs", [Table.of("", rows, align=align, row_classes=classes)]))
 
     # parameters every run of a workload shares
     blocks: list[Table | Text | Figure] = []
@@ -137,16 +114,14 @@ def metadata_sections(recs: list[Record]) -> list[Section]:
     mrows = []
     for m, n in _tally([r.machine for r in recs]):
         mrows.append(
-            [
-                safe_text(m.get("hostname")),
-                safe_text(m.get("cpu_model")),
-                f"{m.get('cores_physical', '-')} / {m.get('cores_logical', '-')}",
-                _gib(m.get("memory_bytes")),
-                safe_text(m.get("os")),
-                safe_text(m.get("python")),
-                safe_text(m.get("numpy")),
-                str(n),
-            ]
+            {
+                "host": safe_text(m.get("hostname")),
+                "CPU": safe_text(m.get("cpu_model")),
+                "cores (phys / logical)": f"{m.get('cores_physical', '-')} / {m.get('cores_logical', '-')}",
+                "memory": _gib(m.get("memory_bytes")),
+                **{k: safe_text(m.get(k.lower())) for k in ("OS", "Python", "numpy")},
+                "runs": str(n),
+            }
         )
     vrows = []
     for (label, ver), n in _tally([[store_label(r), safe_mapping(r.versions)] for r in recs]):
@@ -168,21 +143,7 @@ def metadata_sections(recs: list[Record]) -> list[Section]:
             "machine",
             "Machines and versions",
             [
-                Table(
-                    "Machines",
-                    [
-                        "host",
-                        "CPU",
-                        "cores (phys / logical)",
-                        "memory",
-                        "OS",
-                        "Python",
-                        "numpy",
-                        "runs",
-                    ],
-                    mrows,
-                    align=["l", "l", "r", "r", "l", "l", "l", "r"],
-                ),
+                Table.of("Machines", mrows, align=["l", "l", "r", "r", "l", "l", "l", "r"]),
                 Table(
                     "Versions",
                     ["store", "engine", "storebench", "client libraries", "runs"],

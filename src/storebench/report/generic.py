@@ -266,39 +266,24 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
                 t = v.pick(c).run.task(name)
                 if t is None:
                     continue
-                q, p50, p99 = (
-                    t.ops_per_s,
-                    t.number("latency_ns.p50"),
-                    t.number("latency_ns.p99"),
-                )
-                if q and p50 is not None and p99 is not None:
-                    pts.append((c.first.params.get("clients"), q, p50, p99))
+                p99, p50 = (t.number(f"latency_ns.{k}") for k in ("p99", "p50"))
+                if t.ops_per_s and p50 is not None and p99 is not None:
+                    pts.append((c.first.params.get("clients"), t.ops_per_s, p99, p50))
             pts.sort(key=lambda p: json.dumps(p[0]))
-            if not pts:
-                continue
-            if fam not in drawn:
-                for clients, x, p50, y in pts:
-                    rows.append([name, fam.label, str(clients), fmt_rate(x), fmt_ns(p50)])
-                    rows[-1] += [fmt_ns(y), "not drawn"]
-                continue
-            st = plots.style(fam.label)
-            xs = [p[1] for p in pts]
-            ax.plot(
-                xs,
-                [p[3] for p in pts],
-                color=st["color"],
-                marker=st["marker"],
-                label=plots.short([fam.label])[0],
-            )
-            ax.plot(
-                xs, [p[2] for p in pts], color=st["color"], marker=st["marker"], ls="--", alpha=0.6
-            )
-            for clients, x, _, y in pts:
-                ax.annotate(
-                    f"{clients}", (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7
+            for clients, x, p99, p50 in pts:
+                rows.append(
+                    {
+                        "task": name,
+                        "configuration": fam.label,
+                        "clients": str(clients),
+                        "ops/s": fmt_rate(x),
+                        "p50": fmt_ns(p50),
+                        "p99": fmt_ns(p99),
+                        "chart": "" if fam in drawn else "not drawn",
+                    }
                 )
-                rows.append([name, fam.label, str(clients), fmt_rate(x)])
-                rows[-1] += [fmt_ns(_), fmt_ns(y), ""]
+            if pts and fam in drawn:
+                plots.latency_lines(ax, fam.label, pts, alpha=0.6)
         plots.fmt_ns_axis(ax, "y")
         plots.rate_axis(ax, "x")
         ax.set_xlabel("ops/s")
@@ -316,12 +301,7 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
             "labelled with it; one y range for all panels."
             + plots.left_out([f.label for f in rest], "beyond 8: each store's fastest first"),
         ),
-        Table(
-            "Points",
-            ["task", "configuration", "clients", "ops/s", "p50", "p99", "chart"],
-            rows,
-            align=["l", "l", "r", "r", "r", "r", "l"],
-        ),
+        Table.of("Points", rows, align=["l", "l", "r", "r", "r", "r", "l"]),
     ]
 
 

@@ -452,6 +452,26 @@ def legend(ax: Any, n: int) -> None:
         )
 
 
+def latency_lines(
+    ax: Any, series: str, pts: Sequence[tuple[Any, float, float, float]], alpha: float
+) -> None:
+    """One series of latency against throughput: ``pts`` are (clients, x,
+    y of the solid line, y of the dashed one), each point labelled with its
+    clients on the solid line."""
+    st = style(series)
+    xs = [x for _, x, _, _ in pts]
+    ax.plot(
+        xs,
+        [y for *_, y, _ in pts],
+        color=st["color"],
+        marker=st["marker"],
+        label=short([series])[0],
+    )
+    ax.plot(xs, [y for *_, y in pts], color=st["color"], marker=st["marker"], ls="--", alpha=alpha)
+    for clients, x, y, _ in pts:
+        ax.annotate(f"{clients}", (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
+
+
 def pareto_series(
     ax: Any,
     pts: list[tuple[float, float]],

@@ -402,33 +402,25 @@ def concurrency(v: ViewInput) -> list[Block]:
     ax = fig.axes[0]
     rows = []
     for f in fams:
-        xs, mean, p99 = [], [], []
+        pts = []
         for p in f:
-            q, m, t = (
-                p.number("ops_per_s"),
-                p.number("latency_ns.mean"),
-                p.number("latency_ns.p99"),
-            )
+            q, m, t = (p.number(k) for k in ("ops_per_s", "latency_ns.mean", "latency_ns.p99"))
             if not q or m is None or t is None:
                 continue
-            xs.append(q)
-            mean.append(m)
-            p99.append(t)
-            rows.append([f[0].label(), str(p.clients), qps(p), lat(p, "mean")])
-            rows[-1] += [lat(p, "p50"), lat(p, "p99"), "yes" if _saturated(p) else ""]
-            rows[-1].append(p.pick.run_short)
-            rows[-1].append("" if f in drawn else "not drawn")
-            if f in drawn:
-                ax.annotate(
-                    str(p.clients), (q, m), textcoords="offset points", xytext=(3, 3), fontsize=7
-                )
-        if not xs or f not in drawn:
-            continue
-        st = plots.style(f[0].label())
-        ax.plot(
-            xs, mean, color=st["color"], marker=st["marker"], label=plots.short([f[0].label()])[0]
-        )
-        ax.plot(xs, p99, color=st["color"], marker=st["marker"], ls="--", alpha=0.5)
+            pts.append((p.clients, q, m, t))
+            rows.append(
+                {
+                    "configuration": f[0].label(),
+                    "clients": str(p.clients),
+                    "QPS": qps(p),
+                    **{k: lat(p, k) for k in ("mean", "p50", "p99")},
+                    "client saturated": "yes" if _saturated(p) else "",
+                    "run": p.pick.run_short,
+                    "chart": "" if f in drawn else "not drawn",
+                }
+            )
+        if pts and f in drawn:
+            plots.latency_lines(ax, f[0].label(), pts, alpha=0.5)
     plots.fmt_ns_axis(ax, "y")
     plots.rate_axis(ax, "x")
     ax.set_xlabel("queries per second")
@@ -445,21 +437,7 @@ def concurrency(v: ViewInput) -> list[Block]:
             "labelled with it."
             + plots.left_out([f[0].label() for f in rest], "beyond 8: each store's fastest first"),
         ),
-        Table(
-            "Points",
-            [
-                "configuration",
-                "clients",
-                "QPS",
-                "mean",
-                "p50",
-                "p99",
-                "client saturated",
-                "run",
-                "chart",
-            ],
-            rows,
-        ),
+        Table.of("Points", rows),
     ]
 
 
@@ -528,19 +506,19 @@ def client_engine(v: ViewInput) -> list[Block]:
             ours = t.number("latency_ns.mean")
             share = eng.get("client_share_ns") if eng else None
             rows.append(
-                [
-                    p.label(),
-                    p.name,
-                    qps(p),
-                    _num(t.client_cpu_per_s, "{:.2f}"),
-                    _num(t.client_cpu_ceiling, "{:g}"),
-                    "yes" if t.client_saturated else "",
-                    _num(t.server_cpu_per_s, "{:.2f}"),
-                    fmt_ns(ours) if ours is not None else "-",
-                    fmt_ns(eng["mean_ns"]) if eng else "-",
-                    fmt_ns(share) if share is not None else "-",
-                    p.pick.run_short,
-                ]
+                {
+                    "configuration": p.label(),
+                    "task": p.name,
+                    "QPS": qps(p),
+                    "client CPU/s": _num(t.client_cpu_per_s, "{:.2f}"),
+                    "ceiling": _num(t.client_cpu_ceiling, "{:g}"),
+                    "saturated": "yes" if t.client_saturated else "",
+                    "server CPU/s": _num(t.server_cpu_per_s, "{:.2f}"),
+                    "our mean": fmt_ns(ours) if ours is not None else "-",
+                    "engine mean": fmt_ns(eng["mean_ns"]) if eng else "-",
+                    "ours - engine": fmt_ns(share) if share is not None else "-",
+                    "run": p.pick.run_short,
+                }
             )
     if not rows:
         return []
@@ -561,26 +539,7 @@ def client_engine(v: ViewInput) -> list[Block]:
             "commandstats), over the task including per-client warm-up calls; ours - engine: "
             "the client's and the network's share."
         )
-    return [
-        Text(note),
-        Table(
-            "Client and engine",
-            [
-                "configuration",
-                "task",
-                "QPS",
-                "client CPU/s",
-                "ceiling",
-                "saturated",
-                "server CPU/s",
-                "our mean",
-                "engine mean",
-                "ours - engine",
-                "run",
-            ],
-            rows,
-        ),
-    ]
+    return [Text(note), Table.of("Client and engine", rows)]
 
 
 def _num(x: float | None, fmt: str) -> str:

@@ -59,8 +59,7 @@ def _achieved(t: TaskRecord) -> str:
 
 @register("streaming", "streaming_table", "Search while inserting, per stage")
 def streaming_table(v: ViewInput) -> list[Block]:
-    rows = []
-    k = 10
+    rows: list[dict[str, str]] = []
     for c in v.configs():
         run = v.pick(c).run
         tasks = {t.name: t for t in run.tasks}
@@ -73,46 +72,33 @@ def streaming_table(v: ViewInput) -> list[Block]:
             for i, (ins_name, srch_name) in enumerate(pairs or [(None, None)]):
                 ins, srch = tasks.get(ins_name or ""), tasks.get(srch_name or "")
                 first = i == 0
+                # a stage's first row says what the stage is; the rest continue it
                 rows.append(
-                    [
-                        c.label if first else "",
-                        stage.get("label", "?") if first else "",
-                        f"{stage.get('visible', 0):,}" if first else "",
-                        str(srch.clients) if srch is not None else "-",
-                        fmt_rate(ins.target_rate) if ins is not None else "-",
-                        _achieved(ins) if ins is not None else "-",
-                        _lat(ins, "p50"),
-                        _lat(ins, "p99"),
-                        _svc(ins, "p50"),
-                        fmt_rate(srch.ops_per_s) if srch is not None else "-",
-                        _lat(srch, "p50"),
-                        _lat(srch, "p99"),
-                        _share(srch),
-                        (f"{recall:.4f}" if recall is not None else "-") if first else "",
-                        _lag(stage, timeout) if first else "",
-                        *(fp if first else ["", "", ""]),
-                    ]
+                    {
+                        "configuration": c.label if first else "",
+                        "stage": stage.get("label", "?") if first else "",
+                        "visible": f"{stage.get('visible', 0):,}" if first else "",
+                        "search clients": str(srch.clients) if srch is not None else "-",
+                        "insert target/s": fmt_rate(ins.target_rate) if ins is not None else "-",
+                        "insert achieved/s": _achieved(ins) if ins is not None else "-",
+                        "insert p50": _lat(ins, "p50"),
+                        "insert p99": _lat(ins, "p99"),
+                        "insert service p50": _svc(ins, "p50"),
+                        "search QPS": fmt_rate(srch.ops_per_s) if srch is not None else "-",
+                        "search p50": _lat(srch, "p50"),
+                        "search p99": _lat(srch, "p99"),
+                        "searched beside inserts": _share(srch),
+                        f"recall@{k}": ""
+                        if not first
+                        else "-"
+                        if recall is None
+                        else f"{recall:.4f}",
+                        "lag": _lag(stage, timeout) if first else "",
+                        **dict(zip(FOOTPRINT_COLUMNS, fp if first else ["", "", ""], strict=True)),
+                    }
                 )
     if not rows:
         return []
-    header = [
-        "configuration",
-        "stage",
-        "visible",
-        "search clients",
-        "insert target/s",
-        "insert achieved/s",
-        "insert p50",
-        "insert p99",
-        "insert service p50",
-        "search QPS",
-        "search p50",
-        "search p99",
-        "searched beside inserts",
-        f"recall@{k}",
-        "lag",
-        *FOOTPRINT_COLUMNS,
-    ]
     return [
         Text(
             "Each stage inserts its documents at the target rate (open loop: insert latency "
@@ -127,7 +113,7 @@ def streaming_table(v: ViewInput) -> list[Block]:
             "document is found by search. Footprint: at the stage's end (peak RSS of its "
             "tasks). " + aggregation_note(v.how) + " " + FOOTPRINT_NOTE
         ),
-        Table("Per stage", header, rows),
+        Table.of("Per stage", rows),
     ]
 
 

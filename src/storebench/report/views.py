@@ -91,6 +91,13 @@ class Table:
         if text and text not in self.note:
             self.note = f"{self.note.rstrip('.')}. {text}" if self.note else text
 
+    @classmethod
+    def of(cls, title: str, rows: list[dict[str, str]], **kw: Any) -> Table:
+        """A table of rows that name their cells' columns (the first row's
+        keys, in order; every row has the same): each column's name beside
+        its value, once."""
+        return cls(title, list(rows[0]) if rows else [], [list(r.values()) for r in rows], **kw)
+
     def aligns(self) -> list[str]:
         return self.align or ["l"] + ["r"] * (len(self.columns) - 1)
 
