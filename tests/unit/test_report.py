@@ -632,11 +632,11 @@ def test_the_recall_front_holds_every_point_and_label_inside_its_frame():
     from storebench.report import plots
 
     pts = [(0.77, 20000.0), (0.95, 9000.0), (0.998, 4000.0), (0.9998, 2500.0), (1.0, 300.0)]
-    names = {p: f"ef={2**i}" for i, p in enumerate(pts)}
     with plots.report_scope():
         fig = plots.new_figure()
         ax = fig.axes[0]
-        plots.pareto_series(ax, pts, [None] * len(pts), names, "hnswlib", marker="o")
+        front = [(x, y, None, f"ef={2**i}") for i, (x, y) in enumerate(pts)]
+        plots.pareto_series(ax, front, "hnswlib", marker="o")
         plots.rate_axis(ax, "y")
         plots.recall_axis(ax, [x for x, _ in pts], "x")
         plots.render(fig, "front", "front")

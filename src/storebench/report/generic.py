@@ -76,7 +76,7 @@ def recall_vs_qps(v: ViewInput) -> list[Block]:
         rows = []
         for store in stores:
             drawn = store in stores[: plots.MAX_SERIES]
-            pts, spans, names = [], [], {}
+            pts = []
             for c in configs:
                 if c.engine != store:
                     continue
@@ -85,17 +85,15 @@ def recall_vs_qps(v: ViewInput) -> list[Block]:
                 r = t.number(rkey) if t is not None else None
                 q = t.ops_per_s if t is not None else None
                 if r is not None and q:
-                    pts.append((r, q))
-                    s = c.task(task).spread("ops_per_s")
-                    spans.append((s.min, s.max) if s is not None and s.n > 1 else None)
-                    names[(r, q)] = c.label.removeprefix(store).strip()
+                    name = c.label.removeprefix(store).strip()
+                    pts.append((r, q, c.task(task).spread("ops_per_s"), name))
                     rows.append(
                         [c.label, catalogue.text(rkey, r), fmt_rate(q), str(pk.runs), pk.run_short]
                     )
                     rows[-1].append("" if drawn else "not drawn")
             if not pts or not drawn:
                 continue
-            plots.pareto_series(ax, pts, spans, names, store, marker=plots.style(store)["marker"])
+            plots.pareto_series(ax, pts, store, marker=plots.style(store)["marker"])
         if not rows:
             continue
         ax.set_xlabel(plots.plain(catalogue.title(rkey)))
@@ -158,9 +156,7 @@ def percentile_view(v: ViewInput) -> list[Block]:
     names = timed_tasks(configs)
     if not names:
         return []
-    nrows, ncols = plots.grid_shape(len(names))
-    fig = plots.new_figure(4.2 * ncols, 3.2 * nrows + 0.9, nrows, ncols, sharey=True)
-    axs = plots.axes(fig)
+    fig, axs = plots.panels(len(names))
     rows = []
     left: list[str] = []
     for ax, name in zip(axs, names, strict=False):
@@ -210,7 +206,6 @@ def percentile_view(v: ViewInput) -> list[Block]:
         plots.nines_axis(ax, top)
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title(plots.plain(name), fontsize="medium")
-    plots.hide_unused(fig, len(names))
     plots.figure_legend(fig, axs)
     fig.suptitle(plots.plain(f"{v.workload}: latency by percentile (log scale)"))
     return [
@@ -255,9 +250,7 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
     drawn, rest = plots.keep_series(
         fams, lambda f: max((headline_value(r) or 0.0) for r in f.runs), group=lambda f: f.engine
     )
-    nrows, ncols = plots.grid_shape(len(names))
-    fig = plots.new_figure(4.2 * ncols, 3.2 * nrows + 0.9, nrows, ncols, sharey=True)
-    axs = plots.axes(fig)
+    fig, axs = plots.panels(len(names))
     rows = []
     for ax, name in zip(axs, names, strict=False):
         for fam in fams:
@@ -289,7 +282,6 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
         ax.set_xlabel("ops/s")
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title(plots.plain(name), fontsize="medium")
-    plots.hide_unused(fig, len(names))
     plots.figure_legend(fig, axs)
     fig.suptitle(plots.plain(f"{v.workload}: latency vs throughput (numbers: clients)"))
     return [

@@ -395,18 +395,19 @@ def recall_axis(ax: Any, values: Sequence[float], axis: str = "x") -> None:
     a.set_minor_locator(NullLocator())
 
 
-def axes(fig: Any) -> list[Any]:
-    return list(fig.axes)
-
-
-def grid_shape(n: int, cols: int = 3) -> tuple[int, int]:
+def panels(
+    n: int, cols: int = 3, size: tuple[float, float] = (4.2, 3.2), extra: float = 0.9
+) -> tuple[Any, list[Any]]:
+    """A figure of ``n`` panels of ``size`` inches, at most ``cols`` a row
+    (``extra``: inches for the titles and legend), one y range for them
+    (``new_figure``); the grid's places left over hidden. Returns the figure
+    and the ``n`` panels."""
     cols = max(1, min(cols, n))
-    return (math.ceil(n / cols), cols)
-
-
-def hide_unused(fig: Any, used: int) -> None:
-    for ax in fig.axes[used:]:
+    rows = math.ceil(n / cols)
+    fig = new_figure(size[0] * cols, size[1] * rows + extra, rows, cols, sharey=True)
+    for ax in fig.axes[n:]:
         ax.set_visible(False)
+    return fig, fig.axes[:n]
 
 
 def log_axis(ax: Any, axis: str, fmt: Any) -> None:
@@ -473,20 +474,19 @@ def latency_lines(
 
 
 def pareto_series(
-    ax: Any,
-    pts: list[tuple[float, float]],
-    spans: Sequence[Any],
-    names: dict,
-    series: str,
-    **scatter: Any,
+    ax: Any, pts: Sequence[tuple[float, float, Any, str]], series: str, **scatter: Any
 ) -> None:
-    """One series' points (``scatter``: their marker options) with their
-    min-max bars, its Pareto front as a staircase and the front's points
-    labelled (``names``: point -> text)."""
+    """One series' points (x, y, y's spread over the repeats (a
+    ``data.Spread`` or None), label) with min-max bars (``scatter``: their
+    marker options), its Pareto front as a staircase and the front's points
+    labelled."""
     st = style(series)
-    ax.scatter([x for x, _ in pts], [y for _, y in pts], color=st["color"], **scatter)
-    error_bars(ax, [x for x, _ in pts], [y for _, y in pts], spans, st["color"])
-    front = pareto_front(pts)
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    ax.scatter(xs, ys, color=st["color"], **scatter)
+    spans = [(s.min, s.max) if s is not None and s.n > 1 else None for _, _, s, _ in pts]
+    error_bars(ax, xs, ys, spans, st["color"])
+    names = {(x, y): name for x, y, _, name in pts}
+    front = pareto_front(zip(xs, ys, strict=True))
     ax.plot(
         [x for x, _ in front],
         [y for _, y in front],

@@ -326,14 +326,12 @@ def recall_qps(v: ViewInput) -> list[Block]:
     stores, rest = plots.keep_series(
         stores, lambda s: max((p.number("ops_per_s") or 0.0) for p in pts if p.config.engine == s)
     )
-    nrows, ncols = plots.grid_shape(len(counts), 2)
-    fig = plots.new_figure(5.0 * ncols, 3.6 * nrows + 1.0, nrows, ncols, sharey=True)
-    axs = plots.axes(fig)
+    fig, axs = plots.panels(len(counts), 2, (5.0, 3.6), 1.0)
     rows = []
     recalls: list[float] = []
     for ax, n in zip(axs, counts, strict=False):
         for store in distinct([p.config.engine for p in pts]):
-            xy, spans, names = [], [], {}
+            front = []
             for p in pts:
                 if p.clients != n or p.config.engine != store:
                     continue
@@ -351,25 +349,19 @@ def recall_qps(v: ViewInput) -> list[Block]:
                         "" if store in stores else "not drawn",
                     ]
                 )
-                if store not in stores:
-                    continue
-                xy.append((r, q))
-                s = p.ts.spread("ops_per_s")
-                spans.append((s.min, s.max) if s is not None and s.n > 1 else None)
-                names[(r, q)] = p.setting_text
-            if not xy:
-                continue
-            recalls += [x for x, _ in xy]
-            plots.pareto_series(ax, xy, spans, names, store, s=14)
+                if store in stores:
+                    front.append((r, q, p.ts.spread("ops_per_s"), p.setting_text))
+            if front:
+                recalls += [x for x, *_ in front]
+                plots.pareto_series(ax, front, store, s=14)
         ax.set_title(clients_text(n), fontsize="medium")
         ax.set_xlabel(plots.plain(catalogue.title(rkey)))
         ax.set_ylabel("queries per second")
         plots.rate_axis(ax, "y")
         ax.grid(True, which="both", alpha=0.3)
         plots.legend(ax, len(stores))
-    for ax in axs[: len(counts)]:
+    for ax in axs:
         plots.recall_axis(ax, recalls, "x")
-    plots.hide_unused(fig, len(counts))
     fig.suptitle(plots.plain(f"{v.workload}: {rkey} vs QPS ({v.how} run), Pareto front per store"))
     return [
         plots.render(

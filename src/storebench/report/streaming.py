@@ -15,15 +15,11 @@ from storebench.report.footprint import (
     footprint,
     footprint_cells,
 )
-from storebench.report.terminal import fmt_ns, fmt_rate
+from storebench.report.terminal import fmt_latency, fmt_ns, fmt_rate
 from storebench.report.views import Block, Table, Text, ViewInput, register
 from storebench.results.records import TaskRecord
 
 SHARE_FULL = 0.95  # a search beside less of the inserts' time than this is flagged
-
-
-def _lat(t: TaskRecord | None, key: str) -> str:
-    return fmt_ns(t.latency_ns.get(key)) if t is not None and t.latency_ns else "-"
 
 
 def _lag(stage: dict[str, Any], timeout: Any) -> str:
@@ -31,11 +27,6 @@ def _lag(stage: dict[str, Any], timeout: Any) -> str:
         return f"> {timeout}s (not found)"
     lag = stage.get("lag_s")
     return "-" if lag is None else fmt_ns(lag * 1e9)
-
-
-def _svc(t: TaskRecord | None, key: str) -> str:
-    svc = t.service_ns if t is not None else None
-    return fmt_ns(svc.get(key)) if svc else "-"
 
 
 def _of_stage(at: Any) -> Callable[[TaskRecord], bool]:
@@ -81,12 +72,12 @@ def streaming_table(v: ViewInput) -> list[Block]:
                         "search clients": str(srch.clients) if srch is not None else "-",
                         "insert target/s": fmt_rate(ins.target_rate) if ins is not None else "-",
                         "insert achieved/s": _achieved(ins) if ins is not None else "-",
-                        "insert p50": _lat(ins, "p50"),
-                        "insert p99": _lat(ins, "p99"),
-                        "insert service p50": _svc(ins, "p50"),
+                        "insert p50": fmt_latency(ins, "p50"),
+                        "insert p99": fmt_latency(ins, "p99"),
+                        "insert service p50": fmt_latency(ins, "p50", "service_ns"),
                         "search QPS": fmt_rate(srch.ops_per_s) if srch is not None else "-",
-                        "search p50": _lat(srch, "p50"),
-                        "search p99": _lat(srch, "p99"),
+                        "search p50": fmt_latency(srch, "p50"),
+                        "search p99": fmt_latency(srch, "p99"),
                         "searched beside inserts": _share(srch),
                         f"recall@{k}": ""
                         if not first

@@ -43,7 +43,7 @@ from storebench.report.footprint import (
     footprint,
     footprint_cells,
 )
-from storebench.report.terminal import docs_per_s, fmt_mean, fmt_ns, fmt_rate
+from storebench.report.terminal import docs_per_s, fmt_latency, fmt_rate
 from storebench.report.views import Block, Figure, Section, Table, Text, distinct, repeats_note
 from storebench.results import scores as catalogue
 from storebench.results.records import TaskRecord, as_number
@@ -178,12 +178,6 @@ def entries(workload: str, recs: list[Record], how: str) -> list[Entry]:
     return out
 
 
-def _lat(t: TaskRecord | None, key: str) -> str:
-    if t is None:
-        return "-"
-    return fmt_mean(t.latency_ns) if key == "mean" else fmt_ns(t.number(f"latency_ns.{key}"))
-
-
 def _one_client(run: Record) -> TaskRecord | None:
     """The single-client task of the headline's search setting (and size,
     for scale): its latency."""
@@ -221,8 +215,8 @@ def _columns(workload: str, ents: list[Entry]) -> Columns:
                 setting or "-",
                 "-" if e.recall is None else f"{e.recall:.4f}",
                 fmt_rate(e.value),
-                _lat(one, "p50"),
-                _lat(one, "p99"),
+                fmt_latency(one, "p50"),
+                fmt_latency(one, "p99"),
             ]
 
         return ["search", "recall", qps, "p50 (1 client)", "p99 (1 client)"], search_row
@@ -234,8 +228,8 @@ def _columns(workload: str, ents: list[Entry]) -> Columns:
             return [
                 f"{tun.get('param')}={tun.get('value')}" if tun.get("param") else "-",
                 "-" if e.recall is None else f"{e.recall:.4f}",
-                _lat(one, "mean"),
-                _lat(one, "p99"),
+                fmt_latency(one, "mean"),
+                fmt_latency(one, "p99"),
                 fmt_rate(e.value),
             ]
 
@@ -257,7 +251,7 @@ def _columns(workload: str, ents: list[Entry]) -> Columns:
     def generic_row(e: Entry) -> list[str]:
         t = e.run.headline_task()
         cells = [t.name if t else "-", fmt_rate(e.value)]
-        return cells + [_lat(e.run.task(n), "mean") for n in names]
+        return cells + [fmt_latency(e.run.task(n), "mean") for n in names]
 
     return ["headline task", rate_name, *(f"{n} mean" for n in names)], generic_row
 

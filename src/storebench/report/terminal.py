@@ -52,6 +52,14 @@ def fmt_mean(latency_ns: dict[str, Any] | None) -> str:
     return fmt_ns(lat.get("mean")) + stalls(lat.get("mean"), lat.get("p95"))
 
 
+def fmt_latency(t: Any, key: str, of: str = "latency_ns") -> str:
+    """A task's latency ``key`` (``of``: or its service time), the mean
+    marked where it is above the p95; "-" without the task or the value."""
+    if t is None:
+        return "-"
+    return fmt_mean(getattr(t, of)) if key == "mean" else fmt_ns(t.number(f"{of}.{key}"))
+
+
 def fmt_rate(x: float | None) -> str:
     if not x:
         return "-"

@@ -107,7 +107,7 @@ def timeline_view(v: ViewInput) -> list[Block]:
         return []
     shown = runs[:MAX_RUNS]
     fig = plots.new_figure(9.0, 3.0 * len(shown) + 1.4, 2 * len(shown), 1)
-    axs = plots.axes(fig)
+    axs = list(fig.axes)
     rows = []
     for i, (label, run) in enumerate(shown):
         rate_ax, lat_ax = axs[2 * i], axs[2 * i + 1]

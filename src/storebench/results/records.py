@@ -53,7 +53,6 @@ if TYPE_CHECKING:
 #    not beside the other fields; a run's are its setting's.
 RECORD_VERSION = 3
 
-Status = Literal["ok", "failed", "interrupted", "skipped", "running"]
 IndexBuild = Literal["built", "during_insert"]
 
 
