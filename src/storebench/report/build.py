@@ -23,10 +23,12 @@ from storebench.report.data import (
     store_label,
     varying_keys,
 )
+from storebench.report.footprint import fmt_bytes
 from storebench.report.plots import slug
 from storebench.report.views import Figure, Section, Table, Text, ViewInput, distinct, run_views
 from storebench.results import records
 from storebench.results.files import now_iso, storebench_version
+from storebench.results.records import as_number
 
 
 @dataclass
@@ -40,10 +42,6 @@ def _fmt(v: object) -> str:
     if isinstance(v, dict | list):
         return json.dumps(v, sort_keys=True, default=str)
     return "-" if v is None else str(v)
-
-
-def _gib(n: object) -> str:
-    return f"{n / 2**30:.1f} GiB" if isinstance(n, int | float) else "-"
 
 
 def _duration(r: Record) -> str:
@@ -118,7 +116,7 @@ def metadata_sections(recs: list[Record]) -> list[Section]:
                 "host": safe_text(m.get("hostname")),
                 "CPU": safe_text(m.get("cpu_model")),
                 "cores (phys / logical)": f"{m.get('cores_physical', '-')} / {m.get('cores_logical', '-')}",
-                "memory": _gib(m.get("memory_bytes")),
+                "memory": fmt_bytes(as_number(m.get("memory_bytes"))),
                 **{k: safe_text(m.get(k.lower())) for k in ("OS", "Python", "numpy")},
                 "runs": str(n),
             }

@@ -176,16 +176,7 @@ def percentile_view(v: ViewInput) -> list[Block]:
             if (c, pk, h) in drawn:
                 xs, ys = plots.percentile_curve(h)
                 top = max(top, xs[-1])
-                st = plots.style(c.label)
-                ax.plot(
-                    xs,
-                    ys,
-                    color=st["color"],
-                    ls=st["linestyle"],
-                    marker=st["marker"],
-                    markevery=[len(xs) - 1],
-                    label=plots.short([c.label])[0],
-                )
+                plots.line(ax, c.label, xs, ys, markevery=[len(xs) - 1])
             # as the record's own percentiles: inside the exact min and max
             # it keeps (a bucket's top can pass them), so every table agrees
             t = pk.run.task(name)

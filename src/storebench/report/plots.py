@@ -453,22 +453,28 @@ def legend(ax: Any, n: int) -> None:
         )
 
 
+def line(ax: Any, series: str, xs: Sequence[Any], ys: Sequence[Any], **kw: Any) -> None:
+    """The series' line in its colour, marker and line style, labelled
+    with its name shortened (``kw``: any of them otherwise, or more)."""
+    st = style(series)
+    ax.plot(
+        xs,
+        ys,
+        **{"color": st["color"], "marker": st["marker"], "ls": st["linestyle"]}
+        | {"label": short([series])[0]}
+        | kw,
+    )
+
+
 def latency_lines(
     ax: Any, series: str, pts: Sequence[tuple[Any, float, float, float]], alpha: float
 ) -> None:
     """One series of latency against throughput: ``pts`` are (clients, x,
     y of the solid line, y of the dashed one), each point labelled with its
     clients on the solid line."""
-    st = style(series)
     xs = [x for _, x, _, _ in pts]
-    ax.plot(
-        xs,
-        [y for *_, y, _ in pts],
-        color=st["color"],
-        marker=st["marker"],
-        label=short([series])[0],
-    )
-    ax.plot(xs, [y for *_, y in pts], color=st["color"], marker=st["marker"], ls="--", alpha=alpha)
+    line(ax, series, xs, [y for *_, y, _ in pts], ls="-")
+    line(ax, series, xs, [y for *_, y in pts], ls="--", alpha=alpha, label=None)
     for clients, x, y, _ in pts:
         ax.annotate(f"{clients}", (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
 

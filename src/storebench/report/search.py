@@ -623,16 +623,8 @@ def tune_probes(v: ViewInput) -> list[Block]:
         target = t.get("target", target)
         pts = sorted((int(x), float(r)) for x, r in t["probes"])
         if (c, run) in drawn:
-            st = plots.style(c.label)
             recalls += [r for _, r in pts]
-            ax.plot(
-                [x for x, _ in pts],
-                [r for _, r in pts],
-                color=st["color"],
-                marker=st["marker"],
-                ls=st["linestyle"],
-                label=plots.short([c.label])[0],
-            )
+            plots.line(ax, c.label, [x for x, _ in pts], [r for _, r in pts])
         rows.append(
             [
                 c.label,
@@ -742,26 +734,18 @@ def scale_plot(v: ViewInput) -> list[Block]:
     configs = distinct([c.id for c, _, _ in per])
     for cid in configs:
         mine = [(c, n, by) for c, n, by in per if c.id == cid]
-        st = plots.style(mine[0][0].label)
         label = plots.short([mine[0][0].label])[0]
         ns = [n for _, n, _ in mine]
         means = []
         for _, _, by in mine:
             m = by[min(by)].number("latency_ns.mean")
             means.append(m if m is not None else float("nan"))
-        left.plot(ns, means, color=st["color"], marker=st["marker"], label=label)
+        plots.line(left, mine[0][0].label, ns, means, ls="-")
         for j, k in enumerate(counts):
             ys = [by[k].number("ops_per_s") if k in by else None for _, _, by in mine]
             name = f"{label} · {clients_text(k)}"
-            sk = plots.style(name)
-            right.plot(
-                ns,
-                [y if y else float("nan") for y in ys],
-                color=sk["color"],
-                marker=sk["marker"],
-                ls="-" if j == len(counts) - 1 else "--",
-                label=name,
-            )
+            ls = "-" if j == len(counts) - 1 else "--"
+            plots.line(right, name, ns, [y if y else float("nan") for y in ys], ls=ls, label=name)
     for ax in (left, right):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("documents")

@@ -5,7 +5,6 @@ visible at the stage's end, and the lag until a written document is found."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from storebench.report.data import aggregation_note
@@ -27,11 +26,6 @@ def _lag(stage: dict[str, Any], timeout: Any) -> str:
         return f"> {timeout}s (not found)"
     lag = stage.get("lag_s")
     return "-" if lag is None else fmt_ns(lag * 1e9)
-
-
-def _of_stage(at: Any) -> Callable[[TaskRecord], bool]:
-    """Whether a task ran in the stage ``at`` (its fraction)."""
-    return lambda t: t.stage == at
 
 
 def _share(t: TaskRecord | None) -> str:
@@ -58,7 +52,8 @@ def streaming_table(v: ViewInput) -> list[Block]:
         timeout = run.params.get("lag_timeout_s", "?")
         for stage in run.metrics.get("stages") or []:
             recall = stage.get("recall")
-            fp = footprint_cells(footprint(run, _of_stage(stage.get("stage")), stage))
+            at = stage.get("stage")  # the tasks of this stage: their footprint
+            fp = footprint_cells(footprint(run, lambda t, at=at: t.stage == at, stage))
             pairs = list(zip(stage.get("inserts") or [], stage.get("searches") or [], strict=False))
             for i, (ins_name, srch_name) in enumerate(pairs or [(None, None)]):
                 ins, srch = tasks.get(ins_name or ""), tasks.get(srch_name or "")
@@ -129,19 +124,9 @@ def streaming_plot(v: ViewInput) -> list[Block]:
     fig = plots.new_figure(4.0 * len(per_stage) + 1.0, 4.2, 1, len(per_stage), sharey=True)
     for ax, (stage, lines) in zip(fig.axes, per_stage.items(), strict=True):
         for name, pts in lines:
-            st = plots.style(name)
-            label = plots.short([name])[0]
             xs = [t.ops_per_s for t in pts]
-            for key, ls in (("p99", "-"), ("p50", "--")):
-                ys = [t.latency_ns.get(key) for t in pts]
-                ax.plot(
-                    xs,
-                    ys,
-                    color=st["color"],
-                    marker=st["marker"],
-                    ls=ls,
-                    label=label if key == "p99" else None,
-                )
+            plots.line(ax, name, xs, [t.latency_ns.get("p99") for t in pts], ls="-")
+            plots.line(ax, name, xs, [t.latency_ns.get("p50") for t in pts], ls="--", label=None)
             for t, x in zip(pts, xs, strict=True):
                 ax.annotate(f"c={t.clients}", (x, t.latency_ns.get("p99")), fontsize="x-small")
         plots.rate_axis(ax, "x")

@@ -79,6 +79,10 @@ class Entry:
     def run(self) -> Record:
         return self.pick.run
 
+    @property
+    def recall_text(self) -> str:
+        return "-" if self.recall is None else f"{self.recall:.4f}"
+
 
 @dataclass
 class Lead:
@@ -198,62 +202,57 @@ def _clients(t: TaskRecord | None) -> str:
     return "" if t is None else f" ({clients_text(t.clients)})"
 
 
-Columns = tuple[list[str], Callable[[Entry], list[str]]]
-
-
-def _columns(workload: str, ents: list[Entry]) -> Columns:
-    """The study's own headline columns."""
+def _columns(workload: str, ents: list[Entry]) -> Callable[[Entry], dict[str, str]]:
+    """The study's own headline cells of an entry, by column."""
     rate_name = "docs/s" if _rate_field(workload) == "items_per_s" else "ops/s"
     qps = "QPS" + _clients(next((e.run.headline_task() for e in ents), None))
     if workload in ("search", "scale"):
 
-        def search_row(e: Entry) -> list[str]:
+        def search_row(e: Entry) -> dict[str, str]:
             t, one = e.run.headline_task(), _one_client(e.run)
             chosen = (t.search or t.setting or {}) if t is not None else {}
-            setting = " ".join(f"{k}={v}" for k, v in chosen.items())
-            return [
-                setting or "-",
-                "-" if e.recall is None else f"{e.recall:.4f}",
-                fmt_rate(e.value),
-                fmt_latency(one, "p50"),
-                fmt_latency(one, "p99"),
-            ]
+            return {
+                "search": " ".join(f"{k}={v}" for k, v in chosen.items()) or "-",
+                "recall": e.recall_text,
+                qps: fmt_rate(e.value),
+                "p50 (1 client)": fmt_latency(one, "p50"),
+                "p99 (1 client)": fmt_latency(one, "p99"),
+            }
 
-        return ["search", "recall", qps, "p50 (1 client)", "p99 (1 client)"], search_row
+        return search_row
     if workload == "tune":
 
-        def tune_row(e: Entry) -> list[str]:
+        def tune_row(e: Entry) -> dict[str, str]:
             tun = e.run.metrics.get("tune") or {}
             one = _one_client(e.run)
-            return [
-                f"{tun.get('param')}={tun.get('value')}" if tun.get("param") else "-",
-                "-" if e.recall is None else f"{e.recall:.4f}",
-                fmt_latency(one, "mean"),
-                fmt_latency(one, "p99"),
-                fmt_rate(e.value),
-            ]
+            return {
+                "tuned": f"{tun.get('param')}={tun.get('value')}" if tun.get("param") else "-",
+                "recall": e.recall_text,
+                "mean (1 client)": fmt_latency(one, "mean"),
+                "p99 (1 client)": fmt_latency(one, "p99"),
+                qps: fmt_rate(e.value),
+            }
 
-        return ["tuned", "recall", "mean (1 client)", "p99 (1 client)", qps], tune_row
+        return tune_row
     if workload == "crud":
         from storebench.report.crud import RATE_COLUMNS, rate_cells
 
-        def crud_row(e: Entry) -> list[str]:
-            recall = "-" if e.recall is None else f"{e.recall:.4f}"
-            return [recall, *rate_cells(e.config, e.run)]
-
         for e in ents:
             e.recall = _recall_of(e.run)
-        return ["recall", *RATE_COLUMNS], crud_row
+        return lambda e: {
+            "recall": e.recall_text,
+            **dict(zip(RATE_COLUMNS, rate_cells(e.config, e.run), strict=True)),
+        }
     # social (agdb's table: per operation), ingest and the rest: each task's
     # mean latency beside the ranked rate
     names = distinct([t.name for e in ents for t in e.run.tasks if t.measured and t.histogram])[:6]
 
-    def generic_row(e: Entry) -> list[str]:
+    def generic_row(e: Entry) -> dict[str, str]:
         t = e.run.headline_task()
-        cells = [t.name if t else "-", fmt_rate(e.value)]
-        return cells + [fmt_latency(e.run.task(n), "mean") for n in names]
+        means = {f"{n} mean": fmt_latency(e.run.task(n), "mean") for n in names}
+        return {"headline task": t.name if t else "-", rate_name: fmt_rate(e.value), **means}
 
-    return ["headline task", rate_name, *(f"{n} mean" for n in names)], generic_row
+    return generic_row
 
 
 # --- sentences and conditions ------------------------------------------------------------
@@ -394,32 +393,29 @@ def study(workload: str, recs: list[Record], how: str) -> Section:
     engine, its best configuration), and conditions."""
     ents = entries(workload, recs, how)
     ld = lead(ents)
-    heads, row = _columns(workload, ents)
+    row = _columns(workload, ents)
     blocks: list[Block] = [Text(s, kind="lead") for s in sentences(workload, ents, ld)]
     if ld is not None:
         shown = [ld.leader, *ld.others]
-        rows = []
-        for e in shown:
-            ratio = (e.value or 0.0) / (ld.leader.value or 1.0)
-            rows.append(
-                [
-                    e.config.label,
-                    *row(e),
-                    f"{ratio:.2f}x",
-                    "; ".join(e.cautions) or "-",
-                    *footprint_cells(footprint(e.run)),
-                    str(e.pick.runs),
-                    e.pick.run_short,
-                ]
-            )
+        rows = [
+            {
+                "configuration": e.config.label,
+                **row(e),
+                "vs leader": f"{(e.value or 0.0) / (ld.leader.value or 1.0):.2f}x",
+                "caution": "; ".join(e.cautions) or "-",
+                **dict(zip(FOOTPRINT_COLUMNS, footprint_cells(footprint(e.run)), strict=True)),
+                "runs": str(e.pick.runs),
+                "run": e.pick.run_short,
+            }
+            for e in shown
+        ]
+        heads = len(rows[0]) - 8  # the study's own columns
         blocks.append(
-            Table(
+            Table.of(
                 f"{workload}: each engine's best configuration by {_what(workload, ents)}",
-                ["configuration", *heads, "vs leader", "caution", *FOOTPRINT_COLUMNS]
-                + ["runs", "run"],
                 rows,
                 note=repeats_note([e.pick for e in shown]),
-                align=["l", *["r"] * (len(heads) + 1), "l", "r", "r", "r", "r", "l"],
+                align=["l", *["r"] * (heads + 1), "l", "r", "r", "r", "r", "l"],
             )
         )
     if workload == "ingest":

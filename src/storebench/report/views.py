@@ -226,11 +226,6 @@ def views_for(workload: str) -> list[View]:
     return [*own, *(v for v in _REGISTRY.get(ALL, []) if v.name not in names)]
 
 
-def registry() -> dict[str, list[View]]:
-    _load()
-    return {k: list(v) for k, v in _REGISTRY.items()}
-
-
 def repeats_note(picks: list[Pick]) -> str:
     """Which run a row's numbers are from, where a configuration ran more
     than once: all of a row is one run's, whichever task ranked it (a row's
