@@ -54,7 +54,7 @@ def _recall_key(configs: list[Config]) -> str | None:
 
 
 def _n(configs: list[Config]) -> str:
-    ns = distinct([c.param("params.n") for c in configs])
+    ns = distinct([c.first.identity().get("params.n") for c in configs])
     return f" {ns[0]:,}" if len(ns) == 1 and isinstance(ns[0], int) else ""
 
 

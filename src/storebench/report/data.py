@@ -234,14 +234,8 @@ class Config:
     def engine(self) -> str:
         return self.first.store.engine
 
-    def param(self, dotted: str) -> Any:
-        return self.first.identity().get(dotted)
-
     def pick(self, how: str = DEFAULT_AGGREGATION) -> Pick:
         return pick(self.runs, how)
-
-    def chosen(self, how: str = DEFAULT_AGGREGATION) -> Record:
-        return self.pick(how).run
 
     def tasks(self) -> list[str]:
         """Task names in the order the runs did them."""

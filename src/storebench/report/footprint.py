@@ -6,7 +6,7 @@ scale, streaming, crud)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,15 +40,16 @@ class Footprint:
 
 def footprint(
     run: Record,
-    where: Callable[[Any], bool] | None = None,
+    where: Mapping[str, Any] | None = None,
     sized: Mapping[str, Any] | None = None,
 ) -> Footprint:
     """What a run's store held: the managed server's peak RSS (sampled per
     task), the size the store reports of its data and indexes (else the
     server's data directory) and the vectors it held then. ``where`` keeps
-    the tasks of a part of the run (a stage, a size), ``sized`` that part's
-    ``size_bytes`` and ``size_vectors``."""
-    tasks = [t for t in run.tasks if where is None or where(t)]
+    the tasks of a part of the run by their fields (a stage: ``{"stage":
+    0.8}``, a size: ``{"n": n}``), ``sized`` that part's ``size_bytes`` and
+    ``size_vectors``."""
+    tasks = [t for t in run.tasks if all(getattr(t, k) == v for k, v in (where or {}).items())]
     rss = [v for t in tasks if (v := as_number(t.server_peak_rss_bytes)) is not None]
     disk = [v for t in tasks if (v := as_number(t.server_data_bytes)) is not None]
     m = run.metrics if sized is None else sized

@@ -5,11 +5,14 @@ HDR histograms, latency vs throughput over concurrency, spread across repeats.""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from storebench.report import plots
 from storebench.report.data import (
     Config,
+    Spread,
     TaskSummary,
     aggregation_note,
     headline_value,
@@ -82,15 +85,12 @@ def recall_vs_qps(v: ViewInput) -> list[Block]:
                     continue
                 pk = v.pick(c)
                 t = pk.run.task(task)
-                r = t.number(rkey) if t is not None else None
-                q = t.ops_per_s if t is not None else None
+                r, q = (t.number(rkey), t.ops_per_s) if t is not None else (None, None)
                 if r is not None and q:
                     name = c.label.removeprefix(store).strip()
                     pts.append((r, q, c.task(task).spread("ops_per_s"), name))
-                    rows.append(
-                        [c.label, catalogue.text(rkey, r), fmt_rate(q), str(pk.runs), pk.run_short]
-                    )
-                    rows[-1].append("" if drawn else "not drawn")
+                    cells = [catalogue.text(rkey, r), fmt_rate(q), str(pk.runs), pk.run_short]
+                    rows.append([c.label, *cells, "" if drawn else "not drawn"])
             if not pts or not drawn:
                 continue
             plots.pareto_series(ax, pts, store, marker=plots.style(store)["marker"])
@@ -299,25 +299,13 @@ def spread_table(v: ViewInput) -> list[Block]:
             ts = c.task(name)
             if ts.unsupported or not ts.measured:
                 continue
-            q, p99 = ts.spread("ops_per_s"), ts.latency("p99")
             cells = [c.label, name, str(len(ts.measured))]
-            cells += [fmt_rate(q.min), fmt_rate(q.median), fmt_rate(q.max)] if q else ["-"] * 3
-            cells += [fmt_ns(p99.min), fmt_ns(p99.median), fmt_ns(p99.max)] if p99 else ["-"] * 3
-            rows.append(cells)
-            for k in ts.score_keys():
-                r = ts.spread(k)
-                if r:
-                    rows.append(
-                        [
-                            c.label,
-                            f"{name} {k}",
-                            str(r.n),
-                            *(catalogue.text(k, x) for x in (r.min, r.median, r.max)),
-                            "",
-                            "",
-                            "",
-                        ]
-                    )
+            cells += _spread_cells(ts.spread("ops_per_s"), fmt_rate)
+            rows.append(cells + _spread_cells(ts.latency("p99"), fmt_ns))
+            for k in ts.score_keys():  # a score's spread in the ops/s columns
+                if r := ts.spread(k):
+                    scored = _spread_cells(r, partial(catalogue.text, k))
+                    rows.append([c.label, f"{name} {k}", str(r.n), *scored, "", "", ""])
     if not rows:
         if configs:
             return [
@@ -331,21 +319,17 @@ def spread_table(v: ViewInput) -> list[Block]:
     return [
         Table(
             "min / median / max over runs of the same configuration",
-            [
-                "configuration",
-                "task",
-                "runs",
-                "ops/s min",
-                "ops/s median",
-                "ops/s max",
-                "p99 min",
-                "p99 median",
-                "p99 max",
-            ],
+            ["configuration", "task", "runs"]
+            + [f"{what} {m}" for what in ("ops/s", "p99") for m in ("min", "median", "max")],
             rows,
             align=["l", "l"] + ["r"] * 7,
         )
     ]
+
+
+def _spread_cells(s: Spread | None, fmt: Callable[[float], str]) -> list[str]:
+    """min, median and max over the runs ("-" without them)."""
+    return [fmt(x) for x in (s.min, s.median, s.max)] if s else ["-"] * 3
 
 
 def _fmt_metric(key: str, v: Any) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import html
 import io
 import math
 import re
@@ -147,14 +148,8 @@ def render(fig: Any, name: str, title: str, caption: str = "") -> Figure:
     png_buf = io.BytesIO()
     fig.savefig(png_buf, format="png", dpi=110, metadata={"Software": None})
     svg = _PROLOG.sub("", svg_buf.getvalue(), count=1)
-    svg = svg.replace("<svg ", f'<svg role="img" aria-label="{_attr(title)}" ', 1)
+    svg = svg.replace("<svg ", f'<svg role="img" aria-label="{html.escape(title, quote=True)}" ', 1)
     return Figure(name, title, svg, png_buf.getvalue(), caption)
-
-
-def _attr(s: str) -> str:
-    import html
-
-    return html.escape(s, quote=True)
 
 
 # --- one style per series, across the whole report ----------------------------------

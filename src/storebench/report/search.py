@@ -13,7 +13,7 @@ These workloads measure client counts and search settings inside one run,
 so their own ``recall_qps`` and ``concurrency`` views take the place of the
 shared ones (which compare runs).
 
-One module (~850 lines) on purpose: the search, tune and scale views read
+One module (~770 lines) on purpose: the search, tune and scale views read
 their records through the same ``Point`` and share the recall-vs-QPS,
 concurrency, filter and client/engine views; the per-workload sections
 (``# --- search``, ``tune``, ``scale``) are the cut if it grows.
@@ -703,7 +703,7 @@ def scale_table(v: ViewInput) -> list[Block]:
         row += [one.setting_text, ratio(one, recall_key(one))]
         row += [lat(one, "mean"), lat(one, "p99")]
         row += qps_cells(by, counts)
-        size = footprint(run, lambda t, n=n: t.n == n, _steps(run).get(n, {}))
+        size = footprint(run, {"n": n}, _steps(run).get(n, {}))
         row += footprint_cells(size)
         row.append("" if tun.get("reached", True) else "target not reached")
         row.append(one.pick.run_short)

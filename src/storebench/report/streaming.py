@@ -52,8 +52,7 @@ def streaming_table(v: ViewInput) -> list[Block]:
         timeout = run.params.get("lag_timeout_s", "?")
         for stage in run.metrics.get("stages") or []:
             recall = stage.get("recall")
-            at = stage.get("stage")  # the tasks of this stage: their footprint
-            fp = footprint_cells(footprint(run, lambda t, at=at: t.stage == at, stage))
+            fp = footprint_cells(footprint(run, {"stage": stage.get("stage")}, stage))
             pairs = list(zip(stage.get("inserts") or [], stage.get("searches") or [], strict=False))
             for i, (ins_name, srch_name) in enumerate(pairs or [(None, None)]):
                 ins, srch = tasks.get(ins_name or ""), tasks.get(srch_name or "")

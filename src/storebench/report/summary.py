@@ -198,14 +198,11 @@ def _one_client(run: Record) -> TaskRecord | None:
     return None
 
 
-def _clients(t: TaskRecord | None) -> str:
-    return "" if t is None else f" ({clients_text(t.clients)})"
-
-
 def _columns(workload: str, ents: list[Entry]) -> Callable[[Entry], dict[str, str]]:
     """The study's own headline cells of an entry, by column."""
     rate_name = "docs/s" if _rate_field(workload) == "items_per_s" else "ops/s"
-    qps = "QPS" + _clients(next((e.run.headline_task() for e in ents), None))
+    head = next((e.run.headline_task() for e in ents), None)
+    qps = "QPS" + (f" ({clients_text(head.clients)})" if head is not None else "")
     if workload in ("search", "scale"):
 
         def search_row(e: Entry) -> dict[str, str]:

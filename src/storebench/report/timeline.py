@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from statistics import median_high
 from typing import Any
 
 from storebench.report import plots
@@ -217,11 +218,6 @@ def _draw(run: RunRecord, rate_ax: Any, lat_ax: Any) -> None:
         ax.grid(True, alpha=0.3)
 
 
-def _median(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    return s[len(s) // 2] if s else 0.0
-
-
 def _rows(label: str, run: RunRecord) -> list[dict[str, str]]:
     rows = []
     for span in layout(run):
@@ -245,15 +241,17 @@ def _rows(label: str, run: RunRecord) -> list[dict[str, str]]:
                     f"ops/s {k}": _rate(x)
                     for k, x in (
                         ("min", min(rates)),
-                        ("median", _median(rates)),
+                        ("median", median_high(rates)),
                         ("max", max(rates)),
                     )
                 },
                 "errors": _errors(errors, step),
                 "service p99 median": (
-                    fmt_ns(_median([x for k, x in enumerate(svc) if ops[k]])) if svc else "-"
+                    fmt_ns(median_high([x for k, x in enumerate(svc) if ops[k]] or [0]))
+                    if svc
+                    else "-"
                 ),
-                "p99 median": fmt_ns(_median([x for x, _ in busy])),
+                "p99 median": fmt_ns(median_high([x for x, _ in busy] or [0])),
                 "p99 worst": fmt_ns(worst),
                 "worst at": f"{at * step:g}-{(at + 1) * step:g} s",
             }
