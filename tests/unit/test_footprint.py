@@ -35,9 +35,9 @@ def test_a_data_directory_is_marked_and_gives_no_bytes_per_vector():
 def test_a_stage_has_its_own_footprint():
     stage = {"stage": 0.8, "size_bytes": 1_600_000, "size_vectors": 1600}
     rec = record({"size_bytes": 2_000_000, "size_vectors": 2000, "stages": [stage]}, TASKS)
-    f = footprint(rec, lambda t: t.stage == 0.8, stage)
+    f = footprint(rec, {"stage": 0.8}, stage)
     assert (f.peak_rss, f.data_bytes, f.vectors) == (60 * 2**20, 1.6e6, 1600)
     assert f.per_vector == 1000
     # a part without a size of its own: no store figure, no vectors
-    f = footprint(rec, lambda t: t.stage == 1.0, {})
+    f = footprint(rec, {"stage": 1.0}, {})
     assert f.data_bytes is None and f.per_vector is None and f.peak_rss == 70 * 2**20

@@ -14,6 +14,7 @@ from storebench.measure.metrics import Histogram
 from storebench.report import build, data, export, summary, views
 from storebench.report import compare as cmp
 from storebench.report.plots import pareto_front
+from storebench.results import records
 
 pytest.importorskip("matplotlib")
 pytest.importorskip("pandas")
@@ -98,10 +99,10 @@ def test_repeats_form_one_configuration_whatever_the_private_db_path(recs):
 
 
 def test_a_url_the_user_gave_stays_part_of_the_configuration():
-    assert data.private_location("/tmp/storebench-sqlite-ab12cd34/store.db")
-    assert data.private_location("/tmp/storebench-qdrant-edge-zuvypwyr")  # the directory itself
-    assert not data.private_location("/data/bench.db")
-    assert not data.private_location("postgresql://h/db")
+    assert records.private_location("/tmp/storebench-sqlite-ab12cd34/store.db")
+    assert records.private_location("/tmp/storebench-qdrant-edge-zuvypwyr")  # the directory itself
+    assert not records.private_location("/data/bench.db")
+    assert not records.private_location("postgresql://h/db")
 
 
 def test_credentials_are_redacted_in_any_text():
@@ -140,6 +141,23 @@ def test_a_registered_view_shows_and_a_failing_one_becomes_a_note(recs):
     finally:
         reg = views._REGISTRY["crud"]
         reg[:] = [v for v in reg if not v.name.startswith("zz_")]
+
+
+def test_tables_of_repeats_say_which_run_their_rows_are_from(recs, tmp_path):
+    """A row of repeats is one run's (the best by its headline task): the
+    terminal, Markdown and HTML tables all say so, a single run's do not."""
+    from storebench.report.terminal import study_tables
+
+    rule = "best of 2 by ops/s of find_by_vector"
+    tables = study_tables(recs)
+    assert [t.title for t in tables] == ["memory", "sqlite"] * 2  # crud's latency, rates
+    said = f"Repeats: every number in a row is one run's (its run column), the {rule}."
+    assert all(said in t.note for t in tables)
+    assert not any("Repeats:" in t.note for t in study_tables([r for r in recs if r.repeat == 0]))
+    written = build.write(recs, tmp_path / "report")
+    page, said = written.markdown.read_text(), "Repeats: every number in a row is one run"
+    assert page.count(said) >= 5  # under each crud table and the summary's
+    assert written.html.read_text().count(said) == page.count(said)
 
 
 def test_docarray_tables_have_the_study_columns(recs):
@@ -614,11 +632,11 @@ def test_the_recall_front_holds_every_point_and_label_inside_its_frame():
     from storebench.report import plots
 
     pts = [(0.77, 20000.0), (0.95, 9000.0), (0.998, 4000.0), (0.9998, 2500.0), (1.0, 300.0)]
-    names = {p: f"ef={2**i}" for i, p in enumerate(pts)}
     with plots.report_scope():
         fig = plots.new_figure()
         ax = fig.axes[0]
-        plots.pareto_series(ax, pts, [None] * len(pts), names, "hnswlib", marker="o")
+        front = [(x, y, None, f"ef={2**i}") for i, (x, y) in enumerate(pts)]
+        plots.pareto_series(ax, front, "hnswlib", marker="o")
         plots.rate_axis(ax, "y")
         plots.recall_axis(ax, [x for x, _ in pts], "x")
         plots.render(fig, "front", "front")

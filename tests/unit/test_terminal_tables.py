@@ -68,3 +68,21 @@ def test_a_mean_above_its_p95_is_marked_and_the_table_says_why():
     table = Table("t", ["task", "mean"], [["search", fmt_mean(stalled)]], note="1 run")
     assert table.note == f"1 run. {STALLS_NOTE}"
     assert Table("t", ["task", "mean"], [["search", "100µs"]]).note == ""
+
+
+def test_the_stalls_note_stands_only_under_a_table_that_shows_a_marked_mean():
+    # the mean goes first among its equals at 80 columns (the rightmost)
+    headers = ["configuration", "QPS", "p50", "p99", "upload", "index", "docs/s", "mean"]
+    rows = [
+        ["hnswlib m=16 ef=64", "7,184", "35.5µs", "51.0µs", "1.20s", "3.1s", "9,100", "172µs†"],
+        ["hnswlib m=32 ef=64", "7,762", "35.4µs", "60.2µs", "2.31s", "4.2s", "9,800", "40.0µs"],
+    ]
+    note = Table("t", headers, rows, note="1 run").note
+    assert note == f"1 run. {STALLS_NOTE}"
+    for width, mean_shown in ((120, True), (80, False)):
+        console = Console(width=width, record=True, color_system=None)
+        console.print(fitted_table(headers, rows, width, caption=note))
+        text = console.export_text()
+        assert ("mean" in fit_columns(headers, rows, width).hidden) is not mean_shown
+        assert (STALLS_NOTE in text) is mean_shown
+        assert "1 run" in text

@@ -17,17 +17,18 @@ from storebench.report.data import (
     aggregation_note,
     cautions,
     configurations,
-    identity,
     safe_mapping,
     safe_text,
     short_key,
     store_label,
     varying_keys,
 )
+from storebench.report.footprint import fmt_bytes
 from storebench.report.plots import slug
 from storebench.report.views import Figure, Section, Table, Text, ViewInput, distinct, run_views
 from storebench.results import records
 from storebench.results.files import now_iso, storebench_version
+from storebench.results.records import as_number
 
 
 @dataclass
@@ -43,10 +44,6 @@ def _fmt(v: object) -> str:
     return "-" if v is None else str(v)
 
 
-def _gib(n: object) -> str:
-    return f"{n / 2**30:.1f} GiB" if isinstance(n, int | float) else "-"
-
-
 def _duration(r: Record) -> str:
     from datetime import datetime
 
@@ -58,61 +55,44 @@ def _duration(r: Record) -> str:
     return f"{(b - a).total_seconds():.1f}s"
 
 
+def _tally(values: list[Any]) -> list[tuple[Any, int]]:
+    """Distinct values (as JSON reads them back) in first-seen order, each with its count."""
+    seen = Counter(json.dumps(v, sort_keys=True, default=str) for v in values)
+    return [(json.loads(key), n) for key, n in seen.items()]
+
+
 def metadata_sections(recs: list[Record]) -> list[Section]:
     """Runs (status, versions, what varies), shared parameters, machines, failures."""
     out: list[Section] = []
     vary = [
         k for k in varying_keys(recs) if k not in ("store.engine", "store.url", "versions.engine")
     ]
-    rows, classes = [], []
+    rows: list[dict[str, str]] = []
+    classes = []
     for r in recs:
-        ident = identity(r)
+        ident = r.identity()
         err = safe_text(r.error)
         rows.append(
-            [
-                safe_text(r.run_id),
-                safe_text(r.scenario),
-                safe_text(r.workload),
-                store_label(r),
-                safe_text(r.versions.get("engine", "-")),
-                safe_text(r.mode),
-                str(r.repeat),
-                " ".join(f"{short_key(k)}={_fmt(ident.get(k))}" for k in vary if k in ident),
-                safe_text(r.status),
-                safe_text(r.started_at),
-                _duration(r),
-                err if len(err) <= 160 else err[:159] + "…",
-            ]
+            {
+                "run": safe_text(r.run_id),
+                "scenario": safe_text(r.scenario),
+                "workload": safe_text(r.workload),
+                "store": store_label(r),
+                "engine version": safe_text(r.versions.get("engine", "-")),
+                "mode": safe_text(r.mode),
+                "repeat": str(r.repeat),
+                "varies": " ".join(
+                    f"{short_key(k)}={_fmt(ident.get(k))}" for k in vary if k in ident
+                ),
+                "status": safe_text(r.status),
+                "started": safe_text(r.started_at),
+                "took": _duration(r),
+                "error": err if len(err) <= 160 else err[:159] + "…",
+            }
         )
         classes.append(str(r.status))
-    out.append(
-        Section(
-            "runs",
-            "Runs",
-            [
-                Table(
-                    "",
-                    [
-                        "run",
-                        "scenario",
-                        "workload",
-                        "store",
-                        "engine version",
-                        "mode",
-                        "repeat",
-                        "varies",
-                        "status",
-                        "started",
-                        "took",
-                        "error",
-                    ],
-                    rows,
-                    align=["l"] * 6 + ["r", "l", "l", "l", "r", "l"],
-                    row_classes=classes,
-                )
-            ],
-        )
-    )
+    align = ["l"] * 6 + ["r", "l", "l", "l", "r", "l"]
+    out.append(Section("runs", "Runs", [Table.of("", rows, align=align, row_classes=classes)]))
 
     # parameters every run of a workload shares
     blocks: list[Table | Text | Figure] = []
@@ -120,7 +100,7 @@ def metadata_sections(recs: list[Record]) -> list[Section]:
         mine = [r for r in recs if r.workload == wl]
         v = set(varying_keys(mine))
         shared: dict[str, object] = {}
-        for k, val in identity(mine[0]).items():
+        for k, val in mine[0].identity().items():
             if k not in v and k not in ("workload", "store.engine"):
                 shared[k] = val
         prow = [[k, safe_text(_fmt(val))] for k, val in shared.items()]
@@ -130,35 +110,19 @@ def metadata_sections(recs: list[Record]) -> list[Section]:
 
     # machines and versions
     mrows = []
-    seen: Counter[str] = Counter()
-    first: dict[str, Record] = {}
-    for r in recs:
-        m = r.machine
-        key = json.dumps(m, sort_keys=True, default=str)
-        seen[key] += 1
-        first.setdefault(key, r)
-    for key, n in seen.items():
-        m = first[key].machine
+    for m, n in _tally([r.machine for r in recs]):
         mrows.append(
-            [
-                safe_text(m.get("hostname")),
-                safe_text(m.get("cpu_model")),
-                f"{m.get('cores_physical', '-')} / {m.get('cores_logical', '-')}",
-                _gib(m.get("memory_bytes")),
-                safe_text(m.get("os")),
-                safe_text(m.get("python")),
-                safe_text(m.get("numpy")),
-                str(n),
-            ]
+            {
+                "host": safe_text(m.get("hostname")),
+                "CPU": safe_text(m.get("cpu_model")),
+                "cores (phys / logical)": f"{m.get('cores_physical', '-')} / {m.get('cores_logical', '-')}",
+                "memory": fmt_bytes(as_number(m.get("memory_bytes"))),
+                **{k: safe_text(m.get(k.lower())) for k in ("OS", "Python", "numpy")},
+                "runs": str(n),
+            }
         )
     vrows = []
-    vseen: Counter[str] = Counter()
-    for r in recs:
-        ver = safe_mapping(r.versions)
-        key = json.dumps([store_label(r), ver], sort_keys=True, default=str)
-        vseen[key] += 1
-    for key, n in vseen.items():
-        label, ver = json.loads(key)
+    for (label, ver), n in _tally([[store_label(r), safe_mapping(r.versions)] for r in recs]):
         vrows.append(
             [
                 label,
@@ -177,21 +141,7 @@ def metadata_sections(recs: list[Record]) -> list[Section]:
             "machine",
             "Machines and versions",
             [
-                Table(
-                    "Machines",
-                    [
-                        "host",
-                        "CPU",
-                        "cores (phys / logical)",
-                        "memory",
-                        "OS",
-                        "Python",
-                        "numpy",
-                        "runs",
-                    ],
-                    mrows,
-                    align=["l", "l", "r", "r", "l", "l", "l", "r"],
-                ),
+                Table.of("Machines", mrows, align=["l", "l", "r", "r", "l", "l", "l", "r"]),
                 Table(
                     "Versions",
                     ["store", "engine", "storebench", "client libraries", "runs"],

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -35,7 +36,6 @@ from storebench.report.data import (
     expand_sweeps,
     group,
     histogram,
-    identity,
     mean_rel_uncertainty,
     ok_runs,
     percentile_interval,
@@ -139,7 +139,7 @@ ALIASES = {"store": "store.engine", "engine": "store.engine", "run": "run_id"}
 
 def _lookup(rec: Record, key: str) -> Any:
     key = ALIASES.get(key, key)
-    ident = identity(rec)
+    ident = rec.identity()
     if key in ident:
         return ident[key]
     cur: Any = rec.to_dict()
@@ -180,18 +180,28 @@ def _text(v: Any) -> str:
 # --- intervals ---------------------------------------------------------------------
 
 
-def _value(t: TaskRecord | None, key: str) -> float | None:
-    return t.number(key) if t is not None else None
+OneRun = Callable[[float, TaskRecord], "Interval"]  # a single run's interval of a value
 
 
-def _throughput(ts: TaskSummary, t: TaskRecord | None) -> Interval | None:
-    v = _value(t, "ops_per_s")
-    s = ts.spread("ops_per_s")
-    if v is None or s is None:
+def _interval(
+    ts: TaskSummary,
+    t: TaskRecord | None,
+    key: str,
+    one_run: OneRun,
+) -> Interval | None:
+    """The chosen run's value of ``key`` (``t``'s): min..max over the
+    repeats, else the interval ``one_run`` gives a single run."""
+    v = t.number(key) if t is not None else None
+    s = ts.spread(key)
+    if v is None or s is None or t is None:
         return None
     if s.n > 1:
         return Interval(v, s.min, s.max, s.n, "repeats")
-    h = histogram(t.histogram) if t is not None and t.histogram else None
+    return one_run(v, t)
+
+
+def _throughput(v: float, t: TaskRecord) -> Interval:
+    h = histogram(t.histogram) if t.histogram else None
     rel = mean_rel_uncertainty(h) if h is not None else math.nan
     if not math.isfinite(rel):
         return Interval(v, v, v, 1, "none")
@@ -200,35 +210,30 @@ def _throughput(ts: TaskSummary, t: TaskRecord | None) -> Interval | None:
     return Interval(v, v / (1 + rel), hi, 1, "hdr")
 
 
-def _percentile(ts: TaskSummary, t: TaskRecord | None, key: str, p: float) -> Interval | None:
-    v = _value(t, f"latency_ns.{key}")
-    s = ts.latency(key)
-    if v is None or s is None:
-        return None
-    if s.n > 1:
-        return Interval(v, s.min, s.max, s.n, "repeats")
-    h = histogram(t.histogram) if t is not None and t.histogram else None
-    if h is None or not h.count:
-        return Interval(v, v, v, 1, "none")
-    lo, hi = percentile_interval(h, p)
-    return Interval(v, min(lo, v), max(hi, v), 1, "hdr")
+def _percentile(p: float) -> OneRun:
+    def one_run(v: float, t: TaskRecord) -> Interval:
+        h = histogram(t.histogram) if t.histogram else None
+        if h is None or not h.count:
+            return Interval(v, v, v, 1, "none")
+        lo, hi = percentile_interval(h, p)
+        return Interval(v, min(lo, v), max(hi, v), 1, "hdr")
+
+    return one_run
 
 
-def _score(ts: TaskSummary, t: TaskRecord | None, key: str) -> Interval | None:
-    """A score over its repeats, else (a fraction of hits) binomial over
-    the queries' k places each."""
-    r = _value(t, key)
-    s = ts.spread(key)
-    if r is None or s is None or t is None:
-        return None
-    if s.n > 1:
-        return Interval(r, s.min, s.max, s.n, "repeats")
-    score = catalogue.of(key)
-    if score is None or score.unit != "fraction":
-        return Interval(r, r, r, 1, "none")
-    trials = max(1, int(t.items or t.ops or 1)) * (catalogue.k_of(key) or 1)
-    half = Z95 * math.sqrt(max(r * (1 - r), 0.0) / trials)
-    return Interval(r, max(0.0, r - half), min(1.0, r + half), 1, "binomial")
+def _score(key: str) -> OneRun:
+    """A score of one run (a fraction of hits): binomial over the queries'
+    k places each."""
+
+    def one_run(r: float, t: TaskRecord) -> Interval:
+        score = catalogue.of(key)
+        if score is None or score.unit != "fraction":
+            return Interval(r, r, r, 1, "none")
+        trials = max(1, int(t.items or t.ops or 1)) * (catalogue.k_of(key) or 1)
+        half = Z95 * math.sqrt(max(r * (1 - r), 0.0) / trials)
+        return Interval(r, max(0.0, r - half), min(1.0, r + half), 1, "binomial")
+
+    return one_run
 
 
 def _verdict(a: Interval, b: Interval, higher_is_better: bool, timing: bool = True) -> str:
@@ -274,15 +279,14 @@ def _rows(pair: str, ca: Config, cb: Config, how: str) -> tuple[Pair, list[Row]]
         if why:
             out.append(Row(pair, name, "-", None, None, None, "unlike", True, why))
             continue
-        metrics: list[tuple[str, Interval | None, Interval | None, bool]] = [
-            ("ops/s", _throughput(ta, xa), _throughput(tb, xb), True)
-        ]
-        for key, p in PERCENTILES:
-            metrics.append((key, _percentile(ta, xa, key, p), _percentile(tb, xb, key, p), False))
+        # (metric, its key, one run's interval, higher is better)
+        metrics: list[tuple[str, str, OneRun, bool]] = [("ops/s", "ops_per_s", _throughput, True)]
+        metrics += [(k, f"latency_ns.{k}", _percentile(p), False) for k, p in PERCENTILES]
         for sk in xa.score_keys():
             if sk in xb.scores and (score := catalogue.of(sk)) is not None:
-                metrics.append((sk, _score(ta, xa, sk), _score(tb, xb, sk), score.higher_is_better))
-        for metric, ia, ib, hib in metrics:
+                metrics.append((sk, sk, _score(sk), score.higher_is_better))
+        for metric, key, one_run, hib in metrics:
+            ia, ib = _interval(ta, xa, key, one_run), _interval(tb, xb, key, one_run)
             if ia is None or ib is None:
                 continue
             ratio = ib.value / ia.value if ia.value else None
@@ -297,7 +301,7 @@ def _rows(pair: str, ca: Config, cb: Config, how: str) -> tuple[Pair, list[Row]]
 
 
 def _constant(recs: list[Record], key: str) -> tuple[bool, Any]:
-    vals = {json.dumps(identity(r).get(key), sort_keys=True, default=str) for r in recs}
+    vals = {json.dumps(r.identity().get(key), sort_keys=True, default=str) for r in recs}
     if len(vals) == 1:
         return True, json.loads(vals.pop())
     return False, None
@@ -314,7 +318,7 @@ def compare(
         raise UserError(f"{side} has no ok runs to compare", where="compare")
     keys: list[str] = []
     for r in a_ok + b_ok:
-        keys += [k for k in identity(r) if k not in keys]
+        keys += [k for k in r.identity() if k not in keys]
     differ: dict[str, tuple[Any, Any]] = {}
     for k in keys:
         const_a, va = _constant(a_ok, k)
@@ -341,7 +345,7 @@ def compare(
 
 def _label(c: Config, vary: list[str]) -> str:
     """What tells this pair from the others (the compared keys left out)."""
-    ident = identity(c.first)
+    ident = c.first.identity()
     parts = [f"{short_key(k)}={ident.get(k)}" for k in vary if k in ident]
     return " ".join(parts) or "all runs"
 

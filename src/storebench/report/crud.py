@@ -15,7 +15,6 @@ from storebench.report.data import (
     Config,
     Record,
     aggregation_note,
-    identity,
     short_key,
     varying_keys,
 )
@@ -28,6 +27,8 @@ from storebench.results.scores import RECALL
 
 STUDY_KEYS = ("store.index.m", "store.index.ef_construct", "store.search.ef")
 TASKS = ("find_by_vector", "find_by_condition", "create", "read", "update", "delete")
+WRITES = ("create", "update", "delete")  # rated in documents per second (DPS)
+RATE_COLUMNS = [f"{t.replace('_', ' ')} {'DPS' if t in WRITES else 'QPS'}" for t in TASKS]
 
 
 def _key_columns(v: ViewInput, configs: list[Config]) -> list[str]:
@@ -35,7 +36,7 @@ def _key_columns(v: ViewInput, configs: list[Config]) -> list[str]:
     was given, then the workload parameters that vary."""
     keys = list(STUDY_KEYS)
     for c in configs:
-        for k in identity(c.first):
+        for k in c.first.identity():
             if k.startswith(("store.index.", "store.search.")) and k not in keys:
                 keys.append(k)
     keys += [k for k in varying_keys(v.ok, ("params.", "mode", "versions.")) if k not in keys]
@@ -53,7 +54,7 @@ def _recall_key(configs: list[Config]) -> str | None:
 
 
 def _n(configs: list[Config]) -> str:
-    ns = distinct([c.param("params.n") for c in configs])
+    ns = distinct([c.first.identity().get("params.n") for c in configs])
     return f" {ns[0]:,}" if len(ns) == 1 and isinstance(ns[0], int) else ""
 
 
@@ -77,12 +78,13 @@ def _total(t: TaskRecord) -> str:
     return fmt_ns(t.elapsed_s * 1e9)
 
 
-def _ops(t: TaskRecord) -> str:
-    return fmt_rate(t.ops_per_s)
+def _rate(t: TaskRecord) -> str:
+    return fmt_rate(t.items_per_s if t.name in WRITES else t.ops_per_s)
 
 
-def _docs(t: TaskRecord) -> str:
-    return fmt_rate(t.items_per_s)
+def rate_cells(c: Config, run: Record) -> list[str]:
+    """The study's rate of each task (``RATE_COLUMNS``) in ``run``."""
+    return [_cell(c, run, t, _rate) for t in TASKS]
 
 
 def _tables(v: ViewInput, kind: str) -> list[Block]:
@@ -97,15 +99,7 @@ def _tables(v: ViewInput, kind: str) -> list[Block]:
         cols = ["find by vector", "find by condition", f"create{n}", "read", "update", "delete"]
         fns = [_lat, _lat, _total, _lat, _lat, _lat]
     else:
-        cols = [
-            "find by vector QPS",
-            "find by condition QPS",
-            "create DPS",
-            "read QPS",
-            "update DPS",
-            "delete DPS",
-        ]
-        fns = [_ops, _ops, _docs, _ops, _docs, _docs]
+        cols, fns = RATE_COLUMNS, [_rate] * len(TASKS)
     header = [short_key(k) for k in keys] + ([catalogue.title(rkey)] if rkey else [])
     header += cols + [*FOOTPRINT_COLUMNS, "runs", "run"]
     blocks: list[Block] = []
@@ -114,7 +108,7 @@ def _tables(v: ViewInput, kind: str) -> list[Block]:
         rows = []
         for c in mine:
             pk = v.pick(c)
-            ident = identity(c.first)
+            ident = c.first.identity()
             row = ["-" if ident.get(k) is None else str(ident.get(k)) for k in keys]
             if rkey:
                 row.append(catalogue.text(rkey, pk.run.scores.get(rkey)))  # the setting's own
@@ -122,7 +116,7 @@ def _tables(v: ViewInput, kind: str) -> list[Block]:
             row += [*footprint_cells(footprint(pk.run)), str(pk.runs), pk.run_short]
             rows.append(row)
         note = ""
-        if not any(k in identity(c.first) for c in mine for k in STUDY_KEYS):
+        if not any(k in c.first.identity() for c in mine for k in STUDY_KEYS):
             note = f"{store} searches exhaustively here: no m, ef_construct or ef."
         blocks.append(Table(store, header, rows, note))
     return blocks

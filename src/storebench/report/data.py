@@ -93,17 +93,6 @@ def run_count(recs: Iterable[Record]) -> int:
 
 # --- identity and grouping -------------------------------------------------------
 
-private_location = records.private_location
-
-
-def identity(rec: Record) -> dict[str, Any]:
-    """The configuration a run measured, as dotted keys (``records.config_identity``)."""
-    return records.config_identity(rec)
-
-
-def config_id(rec: Record, drop: Iterable[str] = ()) -> str:
-    return records.config_id(rec, drop)
-
 
 def store_label(rec: Record) -> str:
     """The engine, and the url where it identifies the configuration (one
@@ -120,7 +109,7 @@ def varying_keys(recs: Sequence[Record], prefixes: tuple[str, ...] = ()) -> list
     an engine's version only where it differs for one engine (else the
     engine says it)."""
     seen: dict[str, set[str]] = {}
-    idents = [identity(r) for r in recs]
+    idents = [r.identity() for r in recs]
     keys: list[str] = []
     for ident in idents:
         for k in ident:
@@ -187,6 +176,11 @@ class Pick:
         return f"{self.how} of {self.runs} by {self.criterion}"
 
 
+def clients_text(n: int) -> str:
+    """A client count as a table or a sentence says it: "1 client", "4 clients"."""
+    return f"{n} client{'s' if n != 1 else ''}"
+
+
 def short_run(run_id: str) -> str:
     """A run id as tables show it: its random part (unique in practice)."""
     return run_id.rsplit("-", 1)[-1] if "-" in run_id else run_id
@@ -240,14 +234,8 @@ class Config:
     def engine(self) -> str:
         return self.first.store.engine
 
-    def param(self, dotted: str) -> Any:
-        return identity(self.first).get(dotted)
-
     def pick(self, how: str = DEFAULT_AGGREGATION) -> Pick:
         return pick(self.runs, how)
-
-    def chosen(self, how: str = DEFAULT_AGGREGATION) -> Record:
-        return self.pick(how).run
 
     def tasks(self) -> list[str]:
         """Task names in the order the runs did them."""
@@ -258,24 +246,12 @@ class Config:
                     names.append(t.name)
         return names
 
-    def task_records(self, name: str) -> list[TaskRecord]:
-        out = []
-        for r in self.runs:
-            t = r.task(name)
-            if t is not None:
-                out.append(t)
-        return out
-
     def task(self, name: str) -> TaskSummary:
-        return TaskSummary.of(name, self.task_records(name))
+        """The task over the runs that did it."""
+        return TaskSummary(name, [t for r in self.runs if (t := r.task(name)) is not None])
 
     def metric(self, name: str) -> Spread | None:
-        vals = [
-            float(r.metrics[name])
-            for r in self.runs
-            if isinstance(r.metrics.get(name), int | float)
-            and not isinstance(r.metrics.get(name), bool)
-        ]
+        vals = [v for r in self.runs if (v := records.as_number(r.metrics.get(name))) is not None]
         return Spread.of(vals) if vals else None
 
 
@@ -309,12 +285,12 @@ def group(recs: Sequence[Record], drop: Iterable[str] = ()) -> list[Config]:
     drop = tuple(drop)
     by: dict[str, Config] = {}
     for r in recs:
-        cid = config_id(r, drop)
+        cid = records.config_id(r, drop)
         by.setdefault(cid, Config(cid, [])).runs.append(r)
     configs = list(by.values())
     vary = [k for k in varying_keys(recs) if k not in drop and k != "store.engine"]
     for c in configs:
-        ident = identity(c.first)
+        ident = c.first.identity()
         parts = [store_label(c.first)]
         parts += [f"{short_key(k)}={ident.get(k)}" for k in vary if k in ident and k != "store.url"]
         c.label = " ".join(parts)
@@ -402,19 +378,6 @@ def stddev(h: Histogram) -> float:
     return math.sqrt(float((c * (v - mean) ** 2).sum()) / h.count)
 
 
-def merged_histogram(texts: Iterable[str | None]) -> Histogram | None:
-    """Histograms of several runs merged exactly (bucket counts added)."""
-    out: Histogram | None = None
-    for t in texts:
-        if not t:
-            continue
-        h = histogram(t)
-        if out is None:
-            out = Histogram()
-        out.merge(h)
-    return out
-
-
 def percentiles(h: Histogram, ps: Iterable[float]) -> list[int]:
     """``h.percentile(p)`` for many p at once, in numpy (HdrHistogram's own
     lookup walks every bucket in Python for each call). Same values, tested so."""
@@ -436,10 +399,6 @@ def percentiles(h: Histogram, ps: Iterable[float]) -> list[int]:
             int(hdr.get_highest_equivalent_value(v) if p else hdr.get_lowest_equivalent_value(v))
         )
     return out
-
-
-def percentile(h: Histogram, p: float) -> int:
-    return percentiles(h, [p])[0]
 
 
 Z95 = 1.96
@@ -470,9 +429,6 @@ def mean_rel_uncertainty(h: Histogram, z: float = Z95) -> float:
     return z * stddev(h) / (mean * math.sqrt(n))
 
 
-LATENCY_KEYS = ("min", "mean", "p50", "p90", "p95", "p99", "p99.9", "max")
-
-
 @dataclass
 class TaskSummary:
     """One task over the runs of a configuration (its spread; a row's
@@ -480,10 +436,6 @@ class TaskSummary:
 
     name: str
     tasks: list[TaskRecord] = field(default_factory=list)
-
-    @staticmethod
-    def of(name: str, tasks: list[TaskRecord]) -> TaskSummary:
-        return TaskSummary(name, tasks)
 
     @property
     def unsupported(self) -> str | None:
@@ -504,21 +456,6 @@ class TaskSummary:
     def latency(self, key: str) -> Spread | None:
         return self.spread(f"latency_ns.{key}")
 
-    def histogram(self) -> Histogram | None:
-        return merged_histogram(t.histogram for t in self.measured)
-
-    def value(self, field_: str) -> float | None:
-        s = self.latency(field_[4:]) if field_.startswith("lat_") else self.spread(field_)
-        return s.median if s else None
-
     def score_keys(self, score: Score | None = None) -> list[str]:
         """The score keys its runs hold (of ``score`` only, if given)."""
         return catalogue.ordered((k for t in self.measured for k in t.scores), score)
-
-    @property
-    def complete(self) -> bool:
-        return all(t.complete for t in self.measured)
-
-    @property
-    def errors(self) -> int:
-        return sum(sum(t.errors.values()) for t in self.measured)

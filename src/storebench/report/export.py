@@ -27,7 +27,6 @@ from storebench.errors import UserError
 from storebench.report.data import (
     AGGREGATIONS,
     Record,
-    config_id,
     configurations,
     load,
     safe_mapping,
@@ -68,7 +67,7 @@ def run_fields(rec: Record) -> dict[str, Any]:
     for k in RUN_FIELDS:
         v = d.get(k)
         out[k] = safe_text(v) if isinstance(v, str) else v
-    out["config"] = config_id(rec)
+    out["config"] = records.config_id(rec)
     out["best"] = out["median"] = None
     d["metrics"] = {**(d.get("metrics") or {}), **rec.scores}  # metrics.recall@10
     for part in ("store", "params", "grid_point", "versions", "machine", "metrics"):
@@ -125,7 +124,7 @@ def table(recs: Iterable[Record | dict[str, Any]]) -> tuple[list[dict[str, Any]]
         base = run_fields(rec)
         run_cols.update(dict.fromkeys(base))
         setting_config = {
-            json.dumps(v.settings[0].search, sort_keys=True): config_id(v)
+            json.dumps(v.settings[0].search, sort_keys=True): records.config_id(v)
             for v in rec.per_setting()
             if v is not rec and v.settings
         }

@@ -6,11 +6,12 @@ scale, streaming, crud)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from storebench.report.data import Record
+from storebench.results.records import as_number
 
 # workloads whose runs hold ``n`` vectors (records before ``size_vectors``)
 VECTOR_WORKLOADS = ("search", "tune", "scale")
@@ -37,25 +38,22 @@ class Footprint:
         return self.peak_rss is not None or self.data_bytes is not None
 
 
-def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
-
-
 def footprint(
     run: Record,
-    where: Callable[[Any], bool] | None = None,
+    where: Mapping[str, Any] | None = None,
     sized: Mapping[str, Any] | None = None,
 ) -> Footprint:
     """What a run's store held: the managed server's peak RSS (sampled per
     task), the size the store reports of its data and indexes (else the
     server's data directory) and the vectors it held then. ``where`` keeps
-    the tasks of a part of the run (a stage, a size), ``sized`` that part's
-    ``size_bytes`` and ``size_vectors``."""
-    tasks = [t for t in run.tasks if where is None or where(t)]
-    rss = [v for t in tasks if (v := _num(t.server_peak_rss_bytes)) is not None]
-    disk = [v for t in tasks if (v := _num(t.server_data_bytes)) is not None]
+    the tasks of a part of the run by their fields (a stage: ``{"stage":
+    0.8}``, a size: ``{"n": n}``), ``sized`` that part's ``size_bytes`` and
+    ``size_vectors``."""
+    tasks = [t for t in run.tasks if all(getattr(t, k) == v for k, v in (where or {}).items())]
+    rss = [v for t in tasks if (v := as_number(t.server_peak_rss_bytes)) is not None]
+    disk = [v for t in tasks if (v := as_number(t.server_data_bytes)) is not None]
     m = run.metrics if sized is None else sized
-    size = next((v for k in ("size_bytes", "db_size_bytes") if (v := _num(m.get(k)))), None)
+    size = next((v for k in ("size_bytes", "db_size_bytes") if (v := as_number(m.get(k)))), None)
     vectors = m.get("size_vectors")
     if not isinstance(vectors, int) and sized is None and run.workload in VECTOR_WORKLOADS:
         d = run.metrics.get("data")

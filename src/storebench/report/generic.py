@@ -5,6 +5,8 @@ HDR histograms, latency vs throughput over concurrency, spread across repeats.""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from storebench.report import plots
@@ -17,7 +19,7 @@ from storebench.report.data import (
     histogram,
     percentiles,
 )
-from storebench.report.terminal import RUN_COLUMNS, fmt_mean, fmt_ns, fmt_rate
+from storebench.report.terminal import RUN_COLUMNS, fmt_ns, fmt_rate, task_cells, task_notes
 from storebench.report.views import ALL, Block, Table, Text, ViewInput, distinct, register
 from storebench.results import scores as catalogue
 from storebench.results.records import TaskRecord
@@ -39,48 +41,19 @@ def timed_tasks(configs: list[Config], min_ops: int = 2) -> list[str]:
     return names
 
 
-def _spread_note(s: Spread | None, what: str) -> str:
-    if s is None or s.n < 2:
-        return ""
-    return f"{what} ±{s.rel_range * 50:.0f}% over {s.n}"
-
-
 def task_row(ts: TaskSummary, t: TaskRecord | None, run: str = "") -> list[str]:
     """One task of the chosen run (``t``), with the spread over the runs (``ts``)."""
     if ts.unsupported or t is None or not t.measured:
         why = ts.unsupported or (t.unsupported if t is not None else None) or "not measured"
         return [ts.name, *["-"] * 10, "not supported: " + why if ts.unsupported else why, run]
-
-    def lat(k: str) -> str:
-        return fmt_ns(t.number(f"latency_ns.{k}"))
-
     notes = [
         f"{k}={catalogue.text(k, t.scores[k])}" for k in t.score_keys() if t.number(k) is not None
     ]
-    if sum(t.errors.values()):
-        notes.append(f"errors={sum(t.errors.values())}")
-    if not t.complete:
-        notes.append("partial")
-    if t.index_build == "during_insert":
-        notes.append("index built during upload")
-    if n := _spread_note(ts.spread("ops_per_s"), "ops/s"):
-        notes.append(n)
-    same = t.items == t.ops
-    return [
-        ts.name,
-        str(t.clients),
-        f"{t.ops:,}",
-        fmt_rate(t.ops_per_s),
-        "" if same else fmt_rate(t.items_per_s),
-        fmt_mean(t.latency_ns),
-        lat("p50"),
-        lat("p95"),
-        lat("p99"),
-        lat("max"),
-        str(len(ts.measured)),
-        " ".join(notes),
-        run,
-    ]
+    notes += task_notes(t)
+    s = ts.spread("ops_per_s")
+    if s is not None and s.n > 1:
+        notes.append(f"ops/s ±{s.rel_range * 50:.0f}% over {s.n}")
+    return [ts.name, *task_cells(t), str(len(ts.measured)), " ".join(notes), run]
 
 
 TASK_COLUMNS = [*RUN_COLUMNS[:10], "runs", "note", "run"]
@@ -106,26 +79,21 @@ def recall_vs_qps(v: ViewInput) -> list[Block]:
         rows = []
         for store in stores:
             drawn = store in stores[: plots.MAX_SERIES]
-            pts, spans, names = [], [], {}
+            pts = []
             for c in configs:
                 if c.engine != store:
                     continue
                 pk = v.pick(c)
                 t = pk.run.task(task)
-                r = t.number(rkey) if t is not None else None
-                q = t.ops_per_s if t is not None else None
+                r, q = (t.number(rkey), t.ops_per_s) if t is not None else (None, None)
                 if r is not None and q:
-                    pts.append((r, q))
-                    s = c.task(task).spread("ops_per_s")
-                    spans.append((s.min, s.max) if s is not None and s.n > 1 else None)
-                    names[(r, q)] = c.label.removeprefix(store).strip()
-                    rows.append(
-                        [c.label, catalogue.text(rkey, r), fmt_rate(q), str(pk.runs), pk.run_short]
-                    )
-                    rows[-1].append("" if drawn else "not drawn")
+                    name = c.label.removeprefix(store).strip()
+                    pts.append((r, q, c.task(task).spread("ops_per_s"), name))
+                    cells = [catalogue.text(rkey, r), fmt_rate(q), str(pk.runs), pk.run_short]
+                    rows.append([c.label, *cells, "" if drawn else "not drawn"])
             if not pts or not drawn:
                 continue
-            plots.pareto_series(ax, pts, spans, names, store, marker=plots.style(store)["marker"])
+            plots.pareto_series(ax, pts, store, marker=plots.style(store)["marker"])
         if not rows:
             continue
         ax.set_xlabel(plots.plain(catalogue.title(rkey)))
@@ -188,9 +156,7 @@ def percentile_view(v: ViewInput) -> list[Block]:
     names = timed_tasks(configs)
     if not names:
         return []
-    nrows, ncols = plots.grid_shape(len(names))
-    fig = plots.new_figure(4.2 * ncols, 3.2 * nrows + 0.9, nrows, ncols, sharey=True)
-    axs = plots.axes(fig)
+    fig, axs = plots.panels(len(names))
     rows = []
     left: list[str] = []
     for ax, name in zip(axs, names, strict=False):
@@ -210,16 +176,7 @@ def percentile_view(v: ViewInput) -> list[Block]:
             if (c, pk, h) in drawn:
                 xs, ys = plots.percentile_curve(h)
                 top = max(top, xs[-1])
-                st = plots.style(c.label)
-                ax.plot(
-                    xs,
-                    ys,
-                    color=st["color"],
-                    ls=st["linestyle"],
-                    marker=st["marker"],
-                    markevery=[len(xs) - 1],
-                    label=plots.short([c.label])[0],
-                )
+                plots.line(ax, c.label, xs, ys, markevery=[len(xs) - 1])
             # as the record's own percentiles: inside the exact min and max
             # it keeps (a bucket's top can pass them), so every table agrees
             t = pk.run.task(name)
@@ -240,7 +197,6 @@ def percentile_view(v: ViewInput) -> list[Block]:
         plots.nines_axis(ax, top)
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title(plots.plain(name), fontsize="medium")
-    plots.hide_unused(fig, len(names))
     plots.figure_legend(fig, axs)
     fig.suptitle(plots.plain(f"{v.workload}: latency by percentile (log scale)"))
     return [
@@ -285,9 +241,7 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
     drawn, rest = plots.keep_series(
         fams, lambda f: max((headline_value(r) or 0.0) for r in f.runs), group=lambda f: f.engine
     )
-    nrows, ncols = plots.grid_shape(len(names))
-    fig = plots.new_figure(4.2 * ncols, 3.2 * nrows + 0.9, nrows, ncols, sharey=True)
-    axs = plots.axes(fig)
+    fig, axs = plots.panels(len(names))
     rows = []
     for ax, name in zip(axs, names, strict=False):
         for fam in fams:
@@ -296,45 +250,29 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
                 t = v.pick(c).run.task(name)
                 if t is None:
                     continue
-                q, p50, p99 = (
-                    t.ops_per_s,
-                    t.number("latency_ns.p50"),
-                    t.number("latency_ns.p99"),
-                )
-                if q and p50 is not None and p99 is not None:
-                    pts.append((c.first.params.get("clients"), q, p50, p99))
+                p99, p50 = (t.number(f"latency_ns.{k}") for k in ("p99", "p50"))
+                if t.ops_per_s and p50 is not None and p99 is not None:
+                    pts.append((c.first.params.get("clients"), t.ops_per_s, p99, p50))
             pts.sort(key=lambda p: json.dumps(p[0]))
-            if not pts:
-                continue
-            if fam not in drawn:
-                for clients, x, p50, y in pts:
-                    rows.append([name, fam.label, str(clients), fmt_rate(x), fmt_ns(p50)])
-                    rows[-1] += [fmt_ns(y), "not drawn"]
-                continue
-            st = plots.style(fam.label)
-            xs = [p[1] for p in pts]
-            ax.plot(
-                xs,
-                [p[3] for p in pts],
-                color=st["color"],
-                marker=st["marker"],
-                label=plots.short([fam.label])[0],
-            )
-            ax.plot(
-                xs, [p[2] for p in pts], color=st["color"], marker=st["marker"], ls="--", alpha=0.6
-            )
-            for clients, x, _, y in pts:
-                ax.annotate(
-                    f"{clients}", (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7
+            for clients, x, p99, p50 in pts:
+                rows.append(
+                    {
+                        "task": name,
+                        "configuration": fam.label,
+                        "clients": str(clients),
+                        "ops/s": fmt_rate(x),
+                        "p50": fmt_ns(p50),
+                        "p99": fmt_ns(p99),
+                        "chart": "" if fam in drawn else "not drawn",
+                    }
                 )
-                rows.append([name, fam.label, str(clients), fmt_rate(x)])
-                rows[-1] += [fmt_ns(_), fmt_ns(y), ""]
+            if pts and fam in drawn:
+                plots.latency_lines(ax, fam.label, pts, alpha=0.6)
         plots.fmt_ns_axis(ax, "y")
         plots.rate_axis(ax, "x")
         ax.set_xlabel("ops/s")
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title(plots.plain(name), fontsize="medium")
-    plots.hide_unused(fig, len(names))
     plots.figure_legend(fig, axs)
     fig.suptitle(plots.plain(f"{v.workload}: latency vs throughput (numbers: clients)"))
     return [
@@ -346,12 +284,7 @@ def latency_vs_throughput(v: ViewInput) -> list[Block]:
             "labelled with it; one y range for all panels."
             + plots.left_out([f.label for f in rest], "beyond 8: each store's fastest first"),
         ),
-        Table(
-            "Points",
-            ["task", "configuration", "clients", "ops/s", "p50", "p99", "chart"],
-            rows,
-            align=["l", "l", "r", "r", "r", "r", "l"],
-        ),
+        Table.of("Points", rows, align=["l", "l", "r", "r", "r", "r", "l"]),
     ]
 
 
@@ -366,25 +299,13 @@ def spread_table(v: ViewInput) -> list[Block]:
             ts = c.task(name)
             if ts.unsupported or not ts.measured:
                 continue
-            q, p99 = ts.spread("ops_per_s"), ts.latency("p99")
             cells = [c.label, name, str(len(ts.measured))]
-            cells += [fmt_rate(q.min), fmt_rate(q.median), fmt_rate(q.max)] if q else ["-"] * 3
-            cells += [fmt_ns(p99.min), fmt_ns(p99.median), fmt_ns(p99.max)] if p99 else ["-"] * 3
-            rows.append(cells)
-            for k in ts.score_keys():
-                r = ts.spread(k)
-                if r:
-                    rows.append(
-                        [
-                            c.label,
-                            f"{name} {k}",
-                            str(r.n),
-                            *(catalogue.text(k, x) for x in (r.min, r.median, r.max)),
-                            "",
-                            "",
-                            "",
-                        ]
-                    )
+            cells += _spread_cells(ts.spread("ops_per_s"), fmt_rate)
+            rows.append(cells + _spread_cells(ts.latency("p99"), fmt_ns))
+            for k in ts.score_keys():  # a score's spread in the ops/s columns
+                if r := ts.spread(k):
+                    scored = _spread_cells(r, partial(catalogue.text, k))
+                    rows.append([c.label, f"{name} {k}", str(r.n), *scored, "", "", ""])
     if not rows:
         if configs:
             return [
@@ -398,21 +319,17 @@ def spread_table(v: ViewInput) -> list[Block]:
     return [
         Table(
             "min / median / max over runs of the same configuration",
-            [
-                "configuration",
-                "task",
-                "runs",
-                "ops/s min",
-                "ops/s median",
-                "ops/s max",
-                "p99 min",
-                "p99 median",
-                "p99 max",
-            ],
+            ["configuration", "task", "runs"]
+            + [f"{what} {m}" for what in ("ops/s", "p99") for m in ("min", "median", "max")],
             rows,
             align=["l", "l"] + ["r"] * 7,
         )
     ]
+
+
+def _spread_cells(s: Spread | None, fmt: Callable[[float], str]) -> list[str]:
+    """min, median and max over the runs ("-" without them)."""
+    return [fmt(x) for x in (s.min, s.median, s.max)] if s else ["-"] * 3
 
 
 def _fmt_metric(key: str, v: Any) -> str:

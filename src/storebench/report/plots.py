@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import html
 import io
 import math
 import re
@@ -147,14 +148,8 @@ def render(fig: Any, name: str, title: str, caption: str = "") -> Figure:
     png_buf = io.BytesIO()
     fig.savefig(png_buf, format="png", dpi=110, metadata={"Software": None})
     svg = _PROLOG.sub("", svg_buf.getvalue(), count=1)
-    svg = svg.replace("<svg ", f'<svg role="img" aria-label="{_attr(title)}" ', 1)
+    svg = svg.replace("<svg ", f'<svg role="img" aria-label="{html.escape(title, quote=True)}" ', 1)
     return Figure(name, title, svg, png_buf.getvalue(), caption)
-
-
-def _attr(s: str) -> str:
-    import html
-
-    return html.escape(s, quote=True)
 
 
 # --- one style per series, across the whole report ----------------------------------
@@ -395,18 +390,19 @@ def recall_axis(ax: Any, values: Sequence[float], axis: str = "x") -> None:
     a.set_minor_locator(NullLocator())
 
 
-def axes(fig: Any) -> list[Any]:
-    return list(fig.axes)
-
-
-def grid_shape(n: int, cols: int = 3) -> tuple[int, int]:
+def panels(
+    n: int, cols: int = 3, size: tuple[float, float] = (4.2, 3.2), extra: float = 0.9
+) -> tuple[Any, list[Any]]:
+    """A figure of ``n`` panels of ``size`` inches, at most ``cols`` a row
+    (``extra``: inches for the titles and legend), one y range for them
+    (``new_figure``); the grid's places left over hidden. Returns the figure
+    and the ``n`` panels."""
     cols = max(1, min(cols, n))
-    return (math.ceil(n / cols), cols)
-
-
-def hide_unused(fig: Any, used: int) -> None:
-    for ax in fig.axes[used:]:
+    rows = math.ceil(n / cols)
+    fig = new_figure(size[0] * cols, size[1] * rows + extra, rows, cols, sharey=True)
+    for ax in fig.axes[n:]:
         ax.set_visible(False)
+    return fig, fig.axes[:n]
 
 
 def log_axis(ax: Any, axis: str, fmt: Any) -> None:
@@ -452,21 +448,46 @@ def legend(ax: Any, n: int) -> None:
         )
 
 
-def pareto_series(
-    ax: Any,
-    pts: list[tuple[float, float]],
-    spans: Sequence[Any],
-    names: dict,
-    series: str,
-    **scatter: Any,
-) -> None:
-    """One series' points (``scatter``: their marker options) with their
-    min-max bars, its Pareto front as a staircase and the front's points
-    labelled (``names``: point -> text)."""
+def line(ax: Any, series: str, xs: Sequence[Any], ys: Sequence[Any], **kw: Any) -> None:
+    """The series' line in its colour, marker and line style, labelled
+    with its name shortened (``kw``: any of them otherwise, or more)."""
     st = style(series)
-    ax.scatter([x for x, _ in pts], [y for _, y in pts], color=st["color"], **scatter)
-    error_bars(ax, [x for x, _ in pts], [y for _, y in pts], spans, st["color"])
-    front = pareto_front(pts)
+    ax.plot(
+        xs,
+        ys,
+        **{"color": st["color"], "marker": st["marker"], "ls": st["linestyle"]}
+        | {"label": short([series])[0]}
+        | kw,
+    )
+
+
+def latency_lines(
+    ax: Any, series: str, pts: Sequence[tuple[Any, float, float, float]], alpha: float
+) -> None:
+    """One series of latency against throughput: ``pts`` are (clients, x,
+    y of the solid line, y of the dashed one), each point labelled with its
+    clients on the solid line."""
+    xs = [x for _, x, _, _ in pts]
+    line(ax, series, xs, [y for *_, y, _ in pts], ls="-")
+    line(ax, series, xs, [y for *_, y in pts], ls="--", alpha=alpha, label=None)
+    for clients, x, y, _ in pts:
+        ax.annotate(f"{clients}", (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
+
+
+def pareto_series(
+    ax: Any, pts: Sequence[tuple[float, float, Any, str]], series: str, **scatter: Any
+) -> None:
+    """One series' points (x, y, y's spread over the repeats (a
+    ``data.Spread`` or None), label) with min-max bars (``scatter``: their
+    marker options), its Pareto front as a staircase and the front's points
+    labelled."""
+    st = style(series)
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    ax.scatter(xs, ys, color=st["color"], **scatter)
+    spans = [(s.min, s.max) if s is not None and s.n > 1 else None for _, _, s, _ in pts]
+    error_bars(ax, xs, ys, spans, st["color"])
+    names = {(x, y): name for x, y, _, name in pts}
+    front = pareto_front(zip(xs, ys, strict=True))
     ax.plot(
         [x for x, _ in front],
         [y for _, y in front],

@@ -13,7 +13,7 @@ These workloads measure client counts and search settings inside one run,
 so their own ``recall_qps`` and ``concurrency`` views take the place of the
 shared ones (which compare runs).
 
-One module (~850 lines) on purpose: the search, tune and scale views read
+One module (~770 lines) on purpose: the search, tune and scale views read
 their records through the same ``Point`` and share the recall-vs-QPS,
 concurrency, filter and client/engine views; the per-workload sections
 (``# --- search``, ``tune``, ``scale``) are the cut if it grows.
@@ -31,11 +31,10 @@ from storebench.report.data import (
     Config,
     Pick,
     Record,
-    Spread,
     TaskSummary,
     aggregation_note,
+    clients_text,
     headline_value,
-    identity,
     short_key,
     short_run,
     varying_keys,
@@ -56,12 +55,6 @@ WORKLOADS = ("search", "tune", "scale")
 
 
 # --- what the records hold -----------------------------------------------------------
-
-
-def configs_of(v: ViewInput) -> list[Config]:
-    """Configurations of the ok runs, repeats together (a managed server's
-    new port each run is no part of one: ``records.config_identity``)."""
-    return v.configs()
 
 
 @dataclass
@@ -116,8 +109,8 @@ class Point:
         return " ".join(parts)
 
 
-def points(c: Config, how: str) -> list[Point]:
-    chosen = c.pick(how)
+def points(v: ViewInput, c: Config) -> list[Point]:
+    chosen = v.pick(c)
     out = []
     seen: set[str] = set()
     for run in [chosen.run, *c.runs]:
@@ -141,11 +134,18 @@ def points(c: Config, how: str) -> list[Point]:
     return out
 
 
-def families(pts: list[Point]) -> list[list[Point]]:
+def families(v: ViewInput, configs: list[Config]) -> list[list[Point]]:
+    """The unfiltered points of ``configs`` by family (points that differ
+    only in clients), each by clients."""
     by: dict[tuple[str, str, str, Any], list[Point]] = {}
-    for p in pts:
+    for p in (p for c in configs for p in points(v, c) if not p.filter):
         by.setdefault(p.family, []).append(p)
     return [sorted(f, key=lambda p: p.clients) for f in by.values()]
+
+
+def qps_cells(by: dict[int, Point], counts: list[int]) -> list[str]:
+    """QPS at each client count (``by``: a family's points by clients)."""
+    return [qps(by[n]) if n in by else "-" for n in counts]
 
 
 def score_keys(p: Point, score: Score | None = None) -> list[str]:
@@ -156,10 +156,6 @@ def recall_key(p: Point) -> str | None:
     return next(iter(score_keys(p, RECALL)), None)
 
 
-def _spread(ts: TaskSummary, field: str) -> Spread | None:
-    return ts.latency(field[4:]) if field.startswith("lat_") else ts.spread(field)
-
-
 def shown(p: Point, field: str, fmt: Callable[[float], str]) -> str:
     """The chosen run's value, ± half the range over the runs relative to
     the median (``lat_mean``: a latency)."""
@@ -167,7 +163,7 @@ def shown(p: Point, field: str, fmt: Callable[[float], str]) -> str:
     if v is None:
         return "-"
     text = fmt(v)
-    s = _spread(p.ts, field)
+    s = p.ts.latency(field[4:]) if field.startswith("lat_") else p.ts.spread(field)
     if s is not None and s.n > 1:
         text += f" ±{s.rel_range * 50:.0f}%"
     return text
@@ -197,7 +193,7 @@ def index_keys(v: ViewInput) -> list[str]:
 
 
 def ident_cells(c: Config, keys: list[str]) -> list[str]:
-    ident = identity(c.first)
+    ident = c.first.identity()
     return ["-" if ident.get(k) is None else str(ident.get(k)) for k in keys]
 
 
@@ -221,21 +217,17 @@ def index_cell(t: TaskRecord | None) -> str:
     return seconds(t)
 
 
-def run_cell(pk: Pick) -> str:
-    return pk.run_short
-
-
 # --- search -----------------------------------------------------------------------
 
 
 @register("search", "search_table", "Recall vs QPS per configuration (the Redis study's table)")
 def search_table(v: ViewInput) -> list[Block]:
-    configs = configs_of(v)
+    configs = v.configs()
     keys = index_keys(v)
     blocks: list[Block] = []
     for store in distinct([c.engine for c in configs]):
         mine = [c for c in configs if c.engine == store]
-        fams = [f for c in mine for f in families([p for p in points(c, v.how) if not p.filter])]
+        fams = families(v, mine)
         all_clients = sorted({p.clients for f in fams for p in f})
         skeys = catalogue.ordered(k for f in fams for p in f for k in score_keys(p))
         rows = []
@@ -247,20 +239,20 @@ def search_table(v: ViewInput) -> list[Block]:
             # the setting's own scores (its 1-client task's)
             row += [_metric(run, one, k) for k in skeys]
             row += [lat(one, "mean"), lat(one, "p95")] if one.clients == 1 else ["-"] * 2
-            row += [qps(by[n]) if n in by else "-" for n in all_clients]
+            row += qps_cells(by, all_clients)
             row += [
                 seconds(phase_task(run, "upload")),
                 index_cell(phase_task(run, "index")),
                 *footprint_cells(footprint(run)),
                 str(len(one.config.runs)),
-                run_cell(one.pick),
+                one.pick.run_short,
             ]
             rows.append(row)
         if not rows:
             continue
         header = [short_key(k) for k in keys] + ["search", *map(catalogue.title, skeys)]
         header += ["mean (1 client)", "p95 (1 client)"]
-        header += [f"QPS {n} client{'s' if n > 1 else ''}" for n in all_clients]
+        header += [f"QPS {clients_text(n)}" for n in all_clients]
         header += ["upload", "index", *FOOTPRINT_COLUMNS, "runs", "run"]
         blocks.append(Table(store, header, rows))
     if blocks:
@@ -285,26 +277,21 @@ def _metric(run: Record, p: Point, key: str) -> str:
 @register("search", "qps_clients", "QPS per client count")
 def qps_clients(v: ViewInput) -> list[Block]:
     rows = []
-    counts: list[int] = []
-    fams = [
-        f for c in configs_of(v) for f in families([p for p in points(c, v.how) if not p.filter])
-    ]
-    for f in fams:
-        counts += [p.clients for p in f if p.clients not in counts]
-    counts.sort()
+    fams = families(v, v.configs())
+    counts = sorted({p.clients for f in fams for p in f})
     for f in fams:
         by = {p.clients: p for p in f}
-        row = [f[0].label()] + [qps(by[n]) if n in by else "-" for n in counts]
+        row = [f[0].label(), *qps_cells(by, counts)]
         lo, hi = by[min(by)], by[max(by)]
         q0, q1 = lo.number("ops_per_s"), hi.number("ops_per_s")
         row.append(f"{q1 / q0:.2f}x" if q0 and q1 and hi is not lo else "-")
         sat = [str(p.clients) for p in f if _saturated(p)]
         row.append(", ".join(sat) or "-")
-        row.append(run_cell(f[0].pick))
+        row.append(f[0].pick.run_short)
         rows.append(row)
     if not rows or len(counts) < 2:
         return []
-    header = ["configuration", *(f"{n} client{'s' if n > 1 else ''}" for n in counts)]
+    header = ["configuration", *map(clients_text, counts)]
     header += [f"{counts[-1]} / {counts[0]}", "client saturated at", "run"]
     return [
         Text(
@@ -327,8 +314,8 @@ def recall_qps(v: ViewInput) -> list[Block]:
     """Recall against QPS, one panel per client count (one y range for all),
     one point per configuration and search setting with its spread over the
     repeats, each store's Pareto front labelled with its settings."""
-    configs = configs_of(v)
-    pts = [p for c in configs for p in points(c, v.how) if not p.filter]
+    configs = v.configs()
+    pts = [p for c in configs for p in points(v, c) if not p.filter]
     counts = sorted({p.clients for p in pts})
     if not pts:
         return []
@@ -339,14 +326,12 @@ def recall_qps(v: ViewInput) -> list[Block]:
     stores, rest = plots.keep_series(
         stores, lambda s: max((p.number("ops_per_s") or 0.0) for p in pts if p.config.engine == s)
     )
-    nrows, ncols = plots.grid_shape(len(counts), 2)
-    fig = plots.new_figure(5.0 * ncols, 3.6 * nrows + 1.0, nrows, ncols, sharey=True)
-    axs = plots.axes(fig)
+    fig, axs = plots.panels(len(counts), 2, (5.0, 3.6), 1.0)
     rows = []
     recalls: list[float] = []
     for ax, n in zip(axs, counts, strict=False):
         for store in distinct([p.config.engine for p in pts]):
-            xy, spans, names = [], [], {}
+            front = []
             for p in pts:
                 if p.clients != n or p.config.engine != store:
                     continue
@@ -360,29 +345,23 @@ def recall_qps(v: ViewInput) -> list[Block]:
                         f"{r:.4f}",
                         qps(p),
                         str(len(p.ts.measured)),
-                        run_cell(p.pick),
+                        p.pick.run_short,
                         "" if store in stores else "not drawn",
                     ]
                 )
-                if store not in stores:
-                    continue
-                xy.append((r, q))
-                s = p.ts.spread("ops_per_s")
-                spans.append((s.min, s.max) if s is not None and s.n > 1 else None)
-                names[(r, q)] = p.setting_text
-            if not xy:
-                continue
-            recalls += [x for x, _ in xy]
-            plots.pareto_series(ax, xy, spans, names, store, s=14)
-        ax.set_title(f"{n} client{'s' if n > 1 else ''}", fontsize="medium")
+                if store in stores:
+                    front.append((r, q, p.ts.spread("ops_per_s"), p.setting_text))
+            if front:
+                recalls += [x for x, *_ in front]
+                plots.pareto_series(ax, front, store, s=14)
+        ax.set_title(clients_text(n), fontsize="medium")
         ax.set_xlabel(plots.plain(catalogue.title(rkey)))
         ax.set_ylabel("queries per second")
         plots.rate_axis(ax, "y")
         ax.grid(True, which="both", alpha=0.3)
         plots.legend(ax, len(stores))
-    for ax in axs[: len(counts)]:
+    for ax in axs:
         plots.recall_axis(ax, recalls, "x")
-    plots.hide_unused(fig, len(counts))
     fig.suptitle(plots.plain(f"{v.workload}: {rkey} vs QPS ({v.how} run), Pareto front per store"))
     return [
         plots.render(
@@ -403,12 +382,7 @@ def recall_qps(v: ViewInput) -> list[Block]:
 def concurrency(v: ViewInput) -> list[Block]:
     """Latency against throughput as the client count grows inside a run:
     one line per configuration and setting, points labelled with clients."""
-    fams = [
-        f
-        for c in configs_of(v)
-        for f in families([p for p in points(c, v.how) if not p.filter])
-        if len(f) > 1
-    ]
+    fams = [f for f in families(v, v.configs()) if len(f) > 1]
     if not fams:
         return []
     drawn, rest = plots.keep_series(
@@ -420,33 +394,25 @@ def concurrency(v: ViewInput) -> list[Block]:
     ax = fig.axes[0]
     rows = []
     for f in fams:
-        xs, mean, p99 = [], [], []
+        pts = []
         for p in f:
-            q, m, t = (
-                p.number("ops_per_s"),
-                p.number("latency_ns.mean"),
-                p.number("latency_ns.p99"),
-            )
+            q, m, t = (p.number(k) for k in ("ops_per_s", "latency_ns.mean", "latency_ns.p99"))
             if not q or m is None or t is None:
                 continue
-            xs.append(q)
-            mean.append(m)
-            p99.append(t)
-            rows.append([f[0].label(), str(p.clients), qps(p), lat(p, "mean")])
-            rows[-1] += [lat(p, "p50"), lat(p, "p99"), "yes" if _saturated(p) else ""]
-            rows[-1].append(run_cell(p.pick))
-            rows[-1].append("" if f in drawn else "not drawn")
-            if f in drawn:
-                ax.annotate(
-                    str(p.clients), (q, m), textcoords="offset points", xytext=(3, 3), fontsize=7
-                )
-        if not xs or f not in drawn:
-            continue
-        st = plots.style(f[0].label())
-        ax.plot(
-            xs, mean, color=st["color"], marker=st["marker"], label=plots.short([f[0].label()])[0]
-        )
-        ax.plot(xs, p99, color=st["color"], marker=st["marker"], ls="--", alpha=0.5)
+            pts.append((p.clients, q, m, t))
+            rows.append(
+                {
+                    "configuration": f[0].label(),
+                    "clients": str(p.clients),
+                    "QPS": qps(p),
+                    **{k: lat(p, k) for k in ("mean", "p50", "p99")},
+                    "client saturated": "yes" if _saturated(p) else "",
+                    "run": p.pick.run_short,
+                    "chart": "" if f in drawn else "not drawn",
+                }
+            )
+        if pts and f in drawn:
+            plots.latency_lines(ax, f[0].label(), pts, alpha=0.5)
     plots.fmt_ns_axis(ax, "y")
     plots.rate_axis(ax, "x")
     ax.set_xlabel("queries per second")
@@ -463,21 +429,7 @@ def concurrency(v: ViewInput) -> list[Block]:
             "labelled with it."
             + plots.left_out([f[0].label() for f in rest], "beyond 8: each store's fastest first"),
         ),
-        Table(
-            "Points",
-            [
-                "configuration",
-                "clients",
-                "QPS",
-                "mean",
-                "p50",
-                "p99",
-                "client saturated",
-                "run",
-                "chart",
-            ],
-            rows,
-        ),
+        Table.of("Points", rows),
     ]
 
 
@@ -487,9 +439,9 @@ def filtered(v: ViewInput) -> list[Block]:
     rows = []
     sel: list[float] = []
     fams: list[tuple[str, dict[float, Point]]] = []
-    for c in configs_of(v):
+    for c in v.configs():
         groups: dict[tuple[str, Any], dict[float, Point]] = {}
-        for p in points(c, v.how):
+        for p in points(v, c):
             if p.filter is None or p.selectivity is None:
                 continue
             groups.setdefault((p.setting_text, p.n), {})[p.selectivity] = p
@@ -513,7 +465,7 @@ def filtered(v: ViewInput) -> list[Block]:
                 continue
             row += [ratio(q, next(iter(score_keys(q, k)), None)) for k in kinds]
             row.append(lat(q, "p50"))
-        row.append(run_cell(next(iter(ps.values())).pick))
+        row.append(next(iter(ps.values())).pick.run_short)
         rows.append(row)
     header = ["configuration"]
     for s in sel:
@@ -536,8 +488,8 @@ def client_engine(v: ViewInput) -> list[Block]:
     row from one task of one run."""
     rows = []
     any_engine = False
-    for c in configs_of(v):
-        for p in points(c, v.how):
+    for c in v.configs():
+        for p in points(v, c):
             t = p.t
             if t is None:
                 continue
@@ -546,19 +498,19 @@ def client_engine(v: ViewInput) -> list[Block]:
             ours = t.number("latency_ns.mean")
             share = eng.get("client_share_ns") if eng else None
             rows.append(
-                [
-                    p.label(),
-                    p.name,
-                    qps(p),
-                    _num(t.client_cpu_per_s, "{:.2f}"),
-                    _num(t.client_cpu_ceiling, "{:g}"),
-                    "yes" if t.client_saturated else "",
-                    _num(t.server_cpu_per_s, "{:.2f}"),
-                    fmt_ns(ours) if ours is not None else "-",
-                    fmt_ns(eng["mean_ns"]) if eng else "-",
-                    fmt_ns(share) if share is not None else "-",
-                    run_cell(p.pick),
-                ]
+                {
+                    "configuration": p.label(),
+                    "task": p.name,
+                    "QPS": qps(p),
+                    "client CPU/s": _num(t.client_cpu_per_s, "{:.2f}"),
+                    "ceiling": _num(t.client_cpu_ceiling, "{:g}"),
+                    "saturated": "yes" if t.client_saturated else "",
+                    "server CPU/s": _num(t.server_cpu_per_s, "{:.2f}"),
+                    "our mean": fmt_ns(ours) if ours is not None else "-",
+                    "engine mean": fmt_ns(eng["mean_ns"]) if eng else "-",
+                    "ours - engine": fmt_ns(share) if share is not None else "-",
+                    "run": p.pick.run_short,
+                }
             )
     if not rows:
         return []
@@ -579,26 +531,7 @@ def client_engine(v: ViewInput) -> list[Block]:
             "commandstats), over the task including per-client warm-up calls; ours - engine: "
             "the client's and the network's share."
         )
-    return [
-        Text(note),
-        Table(
-            "Client and engine",
-            [
-                "configuration",
-                "task",
-                "QPS",
-                "client CPU/s",
-                "ceiling",
-                "saturated",
-                "server CPU/s",
-                "our mean",
-                "engine mean",
-                "ours - engine",
-                "run",
-            ],
-            rows,
-        ),
-    ]
+    return [Text(note), Table.of("Client and engine", rows)]
 
 
 def _num(x: float | None, fmt: str) -> str:
@@ -606,10 +539,6 @@ def _num(x: float | None, fmt: str) -> str:
 
 
 # --- tune ---------------------------------------------------------------------------------
-
-
-def data_value(rec: Record) -> float:
-    return headline_value(rec) or 0.0
 
 
 def _tuning_of(rec: Record) -> dict[str, Any]:
@@ -621,8 +550,8 @@ def _tuning_of(rec: Record) -> dict[str, Any]:
 def tune_table(v: ViewInput) -> list[Block]:
     rows = []
     keys = index_keys(v)
-    for c in configs_of(v):
-        pts = [p for p in points(c, v.how) if not p.filter]
+    for c in v.configs():
+        pts = [p for p in points(v, c) if not p.filter]
         if not pts:
             continue
         by = {p.clients: p for p in pts}
@@ -640,7 +569,7 @@ def tune_table(v: ViewInput) -> list[Block]:
         ]
         row += [lat(one, k) for k in ("mean", "p50", "p95", "p99")]
         row += [qps(one), str(top.clients), qps(top), *footprint_cells(footprint(one.pick.run))]
-        row += [str(len(c.runs)), run_cell(one.pick)]
+        row += [str(len(c.runs)), one.pick.run_short]
         rows.append(row)
     if not rows:
         return []
@@ -677,7 +606,7 @@ def _flag(c: Config) -> str:
     "tune", "tune_probes", "Recall per search parameter (the tuner's probes)", needs_plots=True
 )
 def tune_probes(v: ViewInput) -> list[Block]:
-    chosen = [(c, c.chosen(v.how)) for c in configs_of(v)]
+    chosen = [(c, v.pick(c).run) for c in v.configs()]
     chosen = [(c, r) for c, r in chosen if _tuning_of(r).get("probes")]
     if not chosen:
         return []
@@ -686,7 +615,7 @@ def tune_probes(v: ViewInput) -> list[Block]:
     rows = []
     target = None
     drawn, rest = plots.keep_series(
-        chosen, lambda cr: data_value(cr[1]), group=lambda cr: cr[0].engine
+        chosen, lambda cr: headline_value(cr[1]) or 0.0, group=lambda cr: cr[0].engine
     )
     recalls: list[float] = []
     for c, run in chosen:
@@ -694,16 +623,8 @@ def tune_probes(v: ViewInput) -> list[Block]:
         target = t.get("target", target)
         pts = sorted((int(x), float(r)) for x, r in t["probes"])
         if (c, run) in drawn:
-            st = plots.style(c.label)
             recalls += [r for _, r in pts]
-            ax.plot(
-                [x for x, _ in pts],
-                [r for _, r in pts],
-                color=st["color"],
-                marker=st["marker"],
-                ls=st["linestyle"],
-                label=plots.short([c.label])[0],
-            )
+            plots.line(ax, c.label, [x for x, _ in pts], [r for _, r in pts])
         rows.append(
             [
                 c.label,
@@ -751,9 +672,9 @@ def _per_size(v: ViewInput) -> tuple[list[tuple[Config, int, dict[int, Point]]],
     """(configuration, size, points by clients) for each size, and the client counts."""
     counts: list[int] = []
     per: list[tuple[Config, int, dict[int, Point]]] = []
-    for c in configs_of(v):
+    for c in v.configs():
         by_n: dict[int, dict[int, Point]] = {}
-        for p in points(c, v.how):
+        for p in points(v, c):
             if p.filter or p.n is None:
                 continue
             by_n.setdefault(p.n, {})[p.clients] = p
@@ -781,14 +702,14 @@ def scale_table(v: ViewInput) -> list[Block]:
         ]
         row += [one.setting_text, ratio(one, recall_key(one))]
         row += [lat(one, "mean"), lat(one, "p99")]
-        row += [qps(by[k]) if k in by else "-" for k in counts]
-        size = footprint(run, lambda t, n=n: t.n == n, _steps(run).get(n, {}))
+        row += qps_cells(by, counts)
+        size = footprint(run, {"n": n}, _steps(run).get(n, {}))
         row += footprint_cells(size)
         row.append("" if tun.get("reached", True) else "target not reached")
-        row.append(run_cell(one.pick))
+        row.append(one.pick.run_short)
         rows.append(row)
     header = ["configuration", "n", "upload", "index", "search", "recall", "mean", "p99"]
-    header += [f"QPS {k} client{'s' if k > 1 else ''}" for k in counts]
+    header += [f"QPS {clients_text(k)}" for k in counts]
     header += [*FOOTPRINT_COLUMNS, "note", "run"]
     return [
         Text(
@@ -813,26 +734,18 @@ def scale_plot(v: ViewInput) -> list[Block]:
     configs = distinct([c.id for c, _, _ in per])
     for cid in configs:
         mine = [(c, n, by) for c, n, by in per if c.id == cid]
-        st = plots.style(mine[0][0].label)
         label = plots.short([mine[0][0].label])[0]
         ns = [n for _, n, _ in mine]
         means = []
         for _, _, by in mine:
             m = by[min(by)].number("latency_ns.mean")
             means.append(m if m is not None else float("nan"))
-        left.plot(ns, means, color=st["color"], marker=st["marker"], label=label)
+        plots.line(left, mine[0][0].label, ns, means, ls="-")
         for j, k in enumerate(counts):
             ys = [by[k].number("ops_per_s") if k in by else None for _, _, by in mine]
-            name = f"{label} · {k} client{'s' if k > 1 else ''}"
-            sk = plots.style(name)
-            right.plot(
-                ns,
-                [y if y else float("nan") for y in ys],
-                color=sk["color"],
-                marker=sk["marker"],
-                ls="-" if j == len(counts) - 1 else "--",
-                label=name,
-            )
+            name = f"{label} · {clients_text(k)}"
+            ls = "-" if j == len(counts) - 1 else "--"
+            plots.line(right, name, ns, [y if y else float("nan") for y in ys], ls=ls, label=name)
     for ax in (left, right):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("documents")

@@ -5,7 +5,6 @@ visible at the stage's end, and the lag until a written document is found."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from storebench.report.data import aggregation_note
@@ -15,15 +14,11 @@ from storebench.report.footprint import (
     footprint,
     footprint_cells,
 )
-from storebench.report.terminal import fmt_ns, fmt_rate
+from storebench.report.terminal import fmt_latency, fmt_ns, fmt_rate
 from storebench.report.views import Block, Table, Text, ViewInput, register
 from storebench.results.records import TaskRecord
 
 SHARE_FULL = 0.95  # a search beside less of the inserts' time than this is flagged
-
-
-def _lat(t: TaskRecord | None, key: str) -> str:
-    return fmt_ns(t.latency_ns.get(key)) if t is not None and t.latency_ns else "-"
 
 
 def _lag(stage: dict[str, Any], timeout: Any) -> str:
@@ -31,16 +26,6 @@ def _lag(stage: dict[str, Any], timeout: Any) -> str:
         return f"> {timeout}s (not found)"
     lag = stage.get("lag_s")
     return "-" if lag is None else fmt_ns(lag * 1e9)
-
-
-def _svc(t: TaskRecord | None, key: str) -> str:
-    svc = t.service_ns if t is not None else None
-    return fmt_ns(svc.get(key)) if svc else "-"
-
-
-def _of_stage(at: Any) -> Callable[[TaskRecord], bool]:
-    """Whether a task ran in the stage ``at`` (its fraction)."""
-    return lambda t: t.stage == at
 
 
 def _share(t: TaskRecord | None) -> str:
@@ -59,8 +44,7 @@ def _achieved(t: TaskRecord) -> str:
 
 @register("streaming", "streaming_table", "Search while inserting, per stage")
 def streaming_table(v: ViewInput) -> list[Block]:
-    rows = []
-    k = 10
+    rows: list[dict[str, str]] = []
     for c in v.configs():
         run = v.pick(c).run
         tasks = {t.name: t for t in run.tasks}
@@ -68,51 +52,38 @@ def streaming_table(v: ViewInput) -> list[Block]:
         timeout = run.params.get("lag_timeout_s", "?")
         for stage in run.metrics.get("stages") or []:
             recall = stage.get("recall")
-            fp = footprint_cells(footprint(run, _of_stage(stage.get("stage")), stage))
+            fp = footprint_cells(footprint(run, {"stage": stage.get("stage")}, stage))
             pairs = list(zip(stage.get("inserts") or [], stage.get("searches") or [], strict=False))
             for i, (ins_name, srch_name) in enumerate(pairs or [(None, None)]):
                 ins, srch = tasks.get(ins_name or ""), tasks.get(srch_name or "")
                 first = i == 0
+                # a stage's first row says what the stage is; the rest continue it
                 rows.append(
-                    [
-                        c.label if first else "",
-                        stage.get("label", "?") if first else "",
-                        f"{stage.get('visible', 0):,}" if first else "",
-                        str(srch.clients) if srch is not None else "-",
-                        fmt_rate(ins.target_rate) if ins is not None else "-",
-                        _achieved(ins) if ins is not None else "-",
-                        _lat(ins, "p50"),
-                        _lat(ins, "p99"),
-                        _svc(ins, "p50"),
-                        fmt_rate(srch.ops_per_s) if srch is not None else "-",
-                        _lat(srch, "p50"),
-                        _lat(srch, "p99"),
-                        _share(srch),
-                        (f"{recall:.4f}" if recall is not None else "-") if first else "",
-                        _lag(stage, timeout) if first else "",
-                        *(fp if first else ["", "", ""]),
-                    ]
+                    {
+                        "configuration": c.label if first else "",
+                        "stage": stage.get("label", "?") if first else "",
+                        "visible": f"{stage.get('visible', 0):,}" if first else "",
+                        "search clients": str(srch.clients) if srch is not None else "-",
+                        "insert target/s": fmt_rate(ins.target_rate) if ins is not None else "-",
+                        "insert achieved/s": _achieved(ins) if ins is not None else "-",
+                        "insert p50": fmt_latency(ins, "p50"),
+                        "insert p99": fmt_latency(ins, "p99"),
+                        "insert service p50": fmt_latency(ins, "p50", "service_ns"),
+                        "search QPS": fmt_rate(srch.ops_per_s) if srch is not None else "-",
+                        "search p50": fmt_latency(srch, "p50"),
+                        "search p99": fmt_latency(srch, "p99"),
+                        "searched beside inserts": _share(srch),
+                        f"recall@{k}": ""
+                        if not first
+                        else "-"
+                        if recall is None
+                        else f"{recall:.4f}",
+                        "lag": _lag(stage, timeout) if first else "",
+                        **dict(zip(FOOTPRINT_COLUMNS, fp if first else ["", "", ""], strict=True)),
+                    }
                 )
     if not rows:
         return []
-    header = [
-        "configuration",
-        "stage",
-        "visible",
-        "search clients",
-        "insert target/s",
-        "insert achieved/s",
-        "insert p50",
-        "insert p99",
-        "insert service p50",
-        "search QPS",
-        "search p50",
-        "search p99",
-        "searched beside inserts",
-        f"recall@{k}",
-        "lag",
-        *FOOTPRINT_COLUMNS,
-    ]
     return [
         Text(
             "Each stage inserts its documents at the target rate (open loop: insert latency "
@@ -127,7 +98,7 @@ def streaming_table(v: ViewInput) -> list[Block]:
             "document is found by search. Footprint: at the stage's end (peak RSS of its "
             "tasks). " + aggregation_note(v.how) + " " + FOOTPRINT_NOTE
         ),
-        Table("Per stage", header, rows),
+        Table.of("Per stage", rows),
     ]
 
 
@@ -152,19 +123,9 @@ def streaming_plot(v: ViewInput) -> list[Block]:
     fig = plots.new_figure(4.0 * len(per_stage) + 1.0, 4.2, 1, len(per_stage), sharey=True)
     for ax, (stage, lines) in zip(fig.axes, per_stage.items(), strict=True):
         for name, pts in lines:
-            st = plots.style(name)
-            label = plots.short([name])[0]
             xs = [t.ops_per_s for t in pts]
-            for key, ls in (("p99", "-"), ("p50", "--")):
-                ys = [t.latency_ns.get(key) for t in pts]
-                ax.plot(
-                    xs,
-                    ys,
-                    color=st["color"],
-                    marker=st["marker"],
-                    ls=ls,
-                    label=label if key == "p99" else None,
-                )
+            plots.line(ax, name, xs, [t.latency_ns.get("p99") for t in pts], ls="-")
+            plots.line(ax, name, xs, [t.latency_ns.get("p50") for t in pts], ls="--", label=None)
             for t, x in zip(pts, xs, strict=True):
                 ax.annotate(f"c={t.clients}", (x, t.latency_ns.get("p99")), fontsize="x-small")
         plots.rate_axis(ax, "x")

@@ -15,9 +15,9 @@ tables they describe could disagree.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from storebench.measure import noise
 from storebench.report import plots
@@ -27,8 +27,8 @@ from storebench.report.data import (
     Record,
     Spread,
     cautions,
+    clients_text,
     configurations,
-    identity,
     safe_text,
     short_key,
     store_label,
@@ -43,19 +43,15 @@ from storebench.report.footprint import (
     footprint,
     footprint_cells,
 )
-from storebench.report.terminal import docs_per_s, fmt_mean, fmt_ns, fmt_rate
-from storebench.report.views import Block, Figure, Section, Table, Text, distinct
+from storebench.report.terminal import docs_per_s, fmt_latency, fmt_rate
+from storebench.report.views import Block, Figure, Section, Table, Text, distinct, repeats_note
 from storebench.results import scores as catalogue
-from storebench.results.records import TaskRecord
+from storebench.results.records import TaskRecord, as_number
 from storebench.results.scores import RECALL
 
 # search: the recall a setting must reach to be ranked (the tune scenario's
 # default target; tune records carry their own)
 TARGET_RECALL = 0.95
-
-
-def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
 
 
 # --- ranking -------------------------------------------------------------------------
@@ -82,6 +78,10 @@ class Entry:
     @property
     def run(self) -> Record:
         return self.pick.run
+
+    @property
+    def recall_text(self) -> str:
+        return "-" if self.recall is None else f"{self.recall:.4f}"
 
 
 @dataclass
@@ -136,10 +136,6 @@ def lead(entries: list[Entry]) -> Lead | None:
 # --- per workload: what its headline is -----------------------------------------------
 
 
-def _headline(run: Record) -> TaskRecord | None:
-    return run.headline_task()
-
-
 def _rate_field(workload: str) -> str:
     """The number a workload ranks by: documents/s for ingest (batches
     differ between configurations), else the headline task's ops/s."""
@@ -149,19 +145,19 @@ def _rate_field(workload: str) -> str:
 def _recall_of(run: Record) -> float | None:
     """The setting's own recall (as the study tables show it); for scale,
     the headline task's (its size's)."""
-    t = _headline(run)
+    t = run.headline_task()
     from_task = next(
         (x for k in (t.score_keys(RECALL) if t else []) if (x := t.number(k)) is not None), None
     )
     if run.workload == "scale" and from_task is not None:
         return from_task
-    own = _num(run.scores.get(catalogue.first(run.scores) or ""))
+    own = as_number(run.scores.get(catalogue.first(run.scores) or ""))
     return own if own is not None else from_task
 
 
 def _target(run: Record) -> float:
     t = run.metrics.get("tune")
-    if isinstance(t, dict) and _num(t.get("target")) is not None:
+    if isinstance(t, dict) and as_number(t.get("target")) is not None:
         return float(t["target"])
     return TARGET_RECALL
 
@@ -171,7 +167,7 @@ def entries(workload: str, recs: list[Record], how: str) -> list[Entry]:
     rate = _rate_field(workload)
     for c in configurations(recs):
         pk = c.pick(how)
-        t = _headline(pk.run)
+        t = pk.run.headline_task()
         value = t.number(rate) if t is not None else None
         spread = c.task(t.name).spread(rate) if t is not None else None
         if workload == "ingest" and (docs := docs_per_s(pk.run)) is not None:
@@ -186,16 +182,10 @@ def entries(workload: str, recs: list[Record], how: str) -> list[Entry]:
     return out
 
 
-def _lat(t: TaskRecord | None, key: str) -> str:
-    if t is None:
-        return "-"
-    return fmt_mean(t.latency_ns) if key == "mean" else fmt_ns(t.number(f"latency_ns.{key}"))
-
-
 def _one_client(run: Record) -> TaskRecord | None:
     """The single-client task of the headline's search setting (and size,
     for scale): its latency."""
-    head = _headline(run)
+    head = run.headline_task()
     for t in run.tasks:
         if (
             t.measured
@@ -208,85 +198,68 @@ def _one_client(run: Record) -> TaskRecord | None:
     return None
 
 
-def _clients(t: TaskRecord | None) -> str:
-    return "" if t is None else f" ({t.clients} client{'s' if t.clients != 1 else ''})"
-
-
-Columns = tuple[list[str], Callable[[Entry], list[str]]]
-
-
-def _columns(workload: str, ents: list[Entry]) -> Columns:
-    """The study's own headline columns."""
+def _columns(workload: str, ents: list[Entry]) -> Callable[[Entry], dict[str, str]]:
+    """The study's own headline cells of an entry, by column."""
     rate_name = "docs/s" if _rate_field(workload) == "items_per_s" else "ops/s"
+    head = next((e.run.headline_task() for e in ents), None)
+    qps = "QPS" + (f" ({clients_text(head.clients)})" if head is not None else "")
     if workload in ("search", "scale"):
 
-        def search_row(e: Entry) -> list[str]:
-            t, one = _headline(e.run), _one_client(e.run)
+        def search_row(e: Entry) -> dict[str, str]:
+            t, one = e.run.headline_task(), _one_client(e.run)
             chosen = (t.search or t.setting or {}) if t is not None else {}
-            setting = " ".join(f"{k}={v}" for k, v in chosen.items())
-            return [
-                setting or "-",
-                "-" if e.recall is None else f"{e.recall:.4f}",
-                fmt_rate(e.value),
-                _lat(one, "p50"),
-                _lat(one, "p99"),
-            ]
+            return {
+                "search": " ".join(f"{k}={v}" for k, v in chosen.items()) or "-",
+                "recall": e.recall_text,
+                qps: fmt_rate(e.value),
+                "p50 (1 client)": fmt_latency(one, "p50"),
+                "p99 (1 client)": fmt_latency(one, "p99"),
+            }
 
-        qps = "QPS" + _clients(next((_headline(e.run) for e in ents), None))
-        return ["search", "recall", qps, "p50 (1 client)", "p99 (1 client)"], search_row
+        return search_row
     if workload == "tune":
 
-        def tune_row(e: Entry) -> list[str]:
+        def tune_row(e: Entry) -> dict[str, str]:
             tun = e.run.metrics.get("tune") or {}
             one = _one_client(e.run)
-            return [
-                f"{tun.get('param')}={tun.get('value')}" if tun.get("param") else "-",
-                "-" if e.recall is None else f"{e.recall:.4f}",
-                _lat(one, "mean"),
-                _lat(one, "p99"),
-                fmt_rate(e.value),
-            ]
+            return {
+                "tuned": f"{tun.get('param')}={tun.get('value')}" if tun.get("param") else "-",
+                "recall": e.recall_text,
+                "mean (1 client)": fmt_latency(one, "mean"),
+                "p99 (1 client)": fmt_latency(one, "p99"),
+                qps: fmt_rate(e.value),
+            }
 
-        qps = "QPS" + _clients(next((_headline(e.run) for e in ents), None))
-        return ["tuned", "recall", "mean (1 client)", "p99 (1 client)", qps], tune_row
+        return tune_row
     if workload == "crud":
-        from storebench.report.crud import TASKS
-
-        def crud_row(e: Entry) -> list[str]:
-            cells = []
-            for name in TASKS:
-                t = e.run.task(name)
-                if t is None or not t.measured:
-                    cells.append("n/s" if t is not None else "-")
-                    continue
-                field_ = "items_per_s" if name in ("create", "update", "delete") else "ops_per_s"
-                cells.append(fmt_rate(t.number(field_)))
-            return ["-" if e.recall is None else f"{e.recall:.4f}", *cells]
+        from storebench.report.crud import RATE_COLUMNS, rate_cells
 
         for e in ents:
             e.recall = _recall_of(e.run)
-        head = ["recall", "find by vector QPS", "find by condition QPS", "create DPS"]
-        return [*head, "read QPS", "update DPS", "delete DPS"], crud_row
+        return lambda e: {
+            "recall": e.recall_text,
+            **dict(zip(RATE_COLUMNS, rate_cells(e.config, e.run), strict=True)),
+        }
     # social (agdb's table: per operation), ingest and the rest: each task's
     # mean latency beside the ranked rate
     names = distinct([t.name for e in ents for t in e.run.tasks if t.measured and t.histogram])[:6]
 
-    def generic_row(e: Entry) -> list[str]:
-        t = _headline(e.run)
-        cells = [t.name if t else "-", fmt_rate(e.value)]
-        return cells + [_lat(e.run.task(n), "mean") for n in names]
+    def generic_row(e: Entry) -> dict[str, str]:
+        t = e.run.headline_task()
+        means = {f"{n} mean": fmt_latency(e.run.task(n), "mean") for n in names}
+        return {"headline task": t.name if t else "-", rate_name: fmt_rate(e.value), **means}
 
-    return ["headline task", rate_name, *(f"{n} mean" for n in names)], generic_row
+    return generic_row
 
 
 # --- sentences and conditions ------------------------------------------------------------
 
 
 def _what(workload: str, ents: list[Entry]) -> str:
-    t = next((t for e in ents if (t := _headline(e.run)) is not None), None)
+    t = next((t for e in ents if (t := e.run.headline_task()) is not None), None)
     if workload in VECTOR_WORKLOADS:
         target = _target(ents[0].run) if ents else TARGET_RECALL
-        at = f" at {t.clients} client{'s' if t.clients != 1 else ''}" if t is not None else ""
+        at = f" at {clients_text(t.clients)}" if t is not None else ""
         return f"QPS{at} with recall ≥ {target:g}"
     if workload == "ingest":
         counted = distinct([e.run.metrics.get("counted") for e in ents]) if ents else []
@@ -362,8 +335,8 @@ def conditions(recs: list[Record]) -> str:
     )
     loads = [r.machine_load or {} for r in recs]
     busy = [ld for ld in loads if ld.get("busy")]
-    other = [v for ld in loads if (v := _num(ld.get("other_cpu_cores"))) is not None]
-    load1 = [v for ld in loads if (v := _num(ld.get("load_1m_max"))) is not None]
+    other = [v for ld in loads if (v := as_number(ld.get("other_cpu_cores"))) is not None]
+    load1 = [v for ld in loads if (v := as_number(ld.get("load_1m_max"))) is not None]
     load = f"{len(busy)} of {len(recs)} run(s) on a busy machine" if busy else "no run flagged busy"
     if other:
         load += f" (other processes up to {max(other):.1f} cores"
@@ -384,7 +357,7 @@ def warnings(recs: list[Record]) -> list[str]:
     out = []
     bad = [r for r in recs if not r.ok]
     if bad:
-        kinds = ", ".join(f"{n} {s}" for s, n in _count([safe_text(r.status) for r in bad]))
+        kinds = ", ".join(f"{n} {s}" for s, n in Counter(safe_text(r.status) for r in bad).items())
         out.append(
             f"{len(bad)} of {len(recs)} run(s) did not finish ({kinds}): left out of the tables "
             "and charts; their errors are under Runs that did not finish."
@@ -412,40 +385,34 @@ def warnings(recs: list[Record]) -> list[str]:
     return out
 
 
-def _count(xs: list[str]) -> list[tuple[str, int]]:
-    return [(x, xs.count(x)) for x in distinct(xs)]
-
-
 def study(workload: str, recs: list[Record], how: str) -> Section:
     """A workload's summary: its sentences, headline table (one row per
     engine, its best configuration), and conditions."""
     ents = entries(workload, recs, how)
     ld = lead(ents)
-    heads, row = _columns(workload, ents)
+    row = _columns(workload, ents)
     blocks: list[Block] = [Text(s, kind="lead") for s in sentences(workload, ents, ld)]
     if ld is not None:
         shown = [ld.leader, *ld.others]
-        rows = []
-        for e in shown:
-            ratio = (e.value or 0.0) / (ld.leader.value or 1.0)
-            rows.append(
-                [
-                    e.config.label,
-                    *row(e),
-                    f"{ratio:.2f}x",
-                    "; ".join(e.cautions) or "-",
-                    *footprint_cells(footprint(e.run)),
-                    str(e.pick.runs),
-                    e.pick.run_short,
-                ]
-            )
+        rows = [
+            {
+                "configuration": e.config.label,
+                **row(e),
+                "vs leader": f"{(e.value or 0.0) / (ld.leader.value or 1.0):.2f}x",
+                "caution": "; ".join(e.cautions) or "-",
+                **dict(zip(FOOTPRINT_COLUMNS, footprint_cells(footprint(e.run)), strict=True)),
+                "runs": str(e.pick.runs),
+                "run": e.pick.run_short,
+            }
+            for e in shown
+        ]
+        heads = len(rows[0]) - 8  # the study's own columns
         blocks.append(
-            Table(
+            Table.of(
                 f"{workload}: each engine's best configuration by {_what(workload, ents)}",
-                ["configuration", *heads, "vs leader", "caution", *FOOTPRINT_COLUMNS]
-                + ["runs", "run"],
                 rows,
-                align=["l", *["r"] * (len(heads) + 1), "l", "r", "r", "r", "r", "l"],
+                note=repeats_note([e.pick for e in shown]),
+                align=["l", *["r"] * (heads + 1), "l", "r", "r", "r", "r", "l"],
             )
         )
     if workload == "ingest":
@@ -468,7 +435,7 @@ def matrix(ents: list[Entry]) -> list[Block]:
         return []
 
     def column(e: Entry) -> str:
-        ident = identity(e.config.first)
+        ident = e.config.first.identity()
         return " ".join(f"{short_key(k)}={ident.get(k)}" for k in keys)
 
     cols = distinct([column(e) for e in ents])

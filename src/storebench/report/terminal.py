@@ -26,7 +26,7 @@ from rich.text import Text
 
 from storebench.results import records
 from storebench.results import scores as catalogue
-from storebench.results.records import RunRecord
+from storebench.results.records import RunRecord, TaskRecord
 from storebench.results.scores import RECALL
 
 
@@ -50,6 +50,14 @@ def fmt_mean(latency_ns: dict[str, Any] | None) -> str:
 
     lat = latency_ns or {}
     return fmt_ns(lat.get("mean")) + stalls(lat.get("mean"), lat.get("p95"))
+
+
+def fmt_latency(t: Any, key: str, of: str = "latency_ns") -> str:
+    """A task's latency ``key`` (``of``: or its service time), the mean
+    marked where it is above the p95; "-" without the task or the value."""
+    if t is None:
+        return "-"
+    return fmt_mean(getattr(t, of)) if key == "mean" else fmt_ns(t.number(f"{of}.{key}"))
 
 
 def fmt_rate(x: float | None) -> str:
@@ -289,18 +297,25 @@ def fitted_table(
     """A rich table of ``rows`` that fits ``width`` (``fit_columns``):
     cells wrap at spaces, a word longer than its column (text only: numbers
     set the column's width) folds; the caption names the columns left out,
-    and the value of those that hold one value in every row."""
+    and the value of those that hold one value in every row. What the
+    stalls mark means (``views.STALLS_NOTE``) is said where a cell shown
+    carries it, and only there."""
+    from storebench.report.views import STALLS_NOTE, stalls_note
+
     aligns = list(aligns or ["l"] + ["r"] * (len(headers) - 1))
     fit = fit_columns(headers, rows, width, priorities)
     t = Table(title=title, title_justify="left")
     for i, w, h in zip(fit.kept, fit.widths, fit.headers, strict=True):
         t.add_column(h, justify="left" if aligns[i] == "l" else "right", width=w, overflow="fold")
-    for row in rows:  # cells are data, never markup: "storebench[hnswlib]" stays whole
-        cells = (row[i] if i < len(row) else "" for i in fit.kept)
+    shown = [[row[i] if i < len(row) else "" for i in fit.kept] for row in rows]
+    for cells in shown:  # cells are data, never markup: "storebench[hnswlib]" stays whole
         t.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))
-    notes: list[str | Text] = []
-    if caption:
-        notes.append(caption)
+    why = stalls_note([*([_plain(c) for c in row] for row in shown), list(fit.same.values())])
+    if isinstance(caption, str) and not why:  # a view's note says it of all its columns
+        caption = caption.replace(f". {STALLS_NOTE}", ".").replace(STALLS_NOTE, "")
+    notes: list[str | Text] = [caption] if caption else []
+    if why and why not in _plain(caption or ""):
+        notes.append(why)
     if fit.same:
         notes.append("in every row: " + ", ".join(f"{h}={v}" for h, v in fit.same.items()))
     if others := [h for h in fit.hidden if h not in fit.same]:
@@ -358,39 +373,41 @@ def run_title(rec: RunRecord) -> Text:
     )
 
 
+def task_cells(t: TaskRecord) -> list[str]:
+    """A measured task's clients, operations, rates and latencies, as every
+    per-task table prints them (``RUN_COLUMNS[1:10]``)."""
+    lat = t.latency_ns
+    return [
+        str(t.clients),
+        f"{t.ops:,}",
+        fmt_rate(t.ops_per_s),
+        fmt_rate(t.items_per_s) if t.items != t.ops else "",
+        fmt_mean(lat),
+        *(fmt_ns(lat.get(k)) for k in ("p50", "p95", "p99", "max")),
+    ]
+
+
+def task_notes(t: TaskRecord) -> list[str]:
+    """What a per-task row notes beside its numbers: how the index was
+    built, failed and skipped operations, a task cut short."""
+    notes = ["index built during upload"] if t.index_build == "during_insert" else []
+    notes += [
+        f"{k}={n}"
+        for k, d in (("errors", t.errors), ("skipped", t.skipped))
+        if (n := sum(d.values()))
+    ]
+    return notes + ([] if t.complete else ["partial"])
+
+
 def run_rows(rec: RunRecord) -> list[list[str | Text]]:
     rows: list[list[str | Text]] = []
     for task in rec.tasks:
         if task.unsupported is not None:
             rows.append([task.name, *["-"] * 10, Text(task.unsupported, "dim")])
             continue
-        lat = task.latency_ns
         recall, notes = _recall_text(task)
-        notes = [f"{k}={v}" for k, v in (task.search or {}).items()] + notes
-        if task.index_build == "during_insert":
-            notes.append("index built during upload")
-        if task.errors:
-            notes.append(f"errors={sum(task.errors.values())}")
-        if task.skipped:
-            notes.append(f"skipped={sum(task.skipped.values())}")
-        if not task.complete:
-            notes.append("partial")
-        rows.append(
-            [
-                task.name,
-                str(task.clients),
-                f"{task.ops:,}",
-                fmt_rate(task.ops_per_s),
-                fmt_rate(task.items_per_s) if task.items != task.ops else "",
-                fmt_mean(lat),
-                fmt_ns(lat.get("p50")),
-                fmt_ns(lat.get("p95")),
-                fmt_ns(lat.get("p99")),
-                fmt_ns(lat.get("max")),
-                recall,
-                " ".join(notes),
-            ]
-        )
+        notes = [f"{k}={v}" for k, v in (task.search or {}).items()] + notes + task_notes(task)
+        rows.append([task.name, *task_cells(task), recall, " ".join(notes)])
     return rows
 
 
@@ -406,18 +423,13 @@ def run_table(rec: RunRecord | dict[str, Any], width: int = 160) -> Table:
         for i, col in enumerate(RUN_COLUMNS)
         if col not in ("docs/s", "recall", "note") or any(_plain(r[i]) for r in rows)
     ]
-    from storebench.report.views import stalls_note
-
-    notes = [Text(n) for n in [stalls_note(rows)] if n]
-    if rec.error:
-        notes.append(Text(f"error: {rec.error}", "red"))
     return fitted_table(
         [RUN_COLUMNS[i] for i in used],
         [[r[i] for i in used] for r in rows],
         width,
         ["l" if RUN_COLUMNS[i] in ("task", "note") else "r" for i in used],
         title=run_title(rec),
-        caption=Text("\n").join(notes) if notes else None,
+        caption=Text(f"error: {rec.error}", "red") if rec.error else None,
     )
 
 
@@ -425,8 +437,7 @@ def docs_per_s(rec: RunRecord) -> float | None:
     """The run's own documents per second, where it counts them (ingest:
     to the last acknowledgment or until the engine holds every document):
     what ranks runs whose batches differ."""
-    x = rec.metrics.get("docs_per_s")
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+    return records.as_number(rec.metrics.get("docs_per_s"))
 
 
 def run_summary(rec: RunRecord | dict[str, Any]) -> dict[str, Any]:
@@ -555,7 +566,7 @@ def study_tables(recs: Sequence[RunRecord | dict[str, Any]]) -> list[Any]:
     Markdown report shows them), for one run as for many; a workload with
     no table of its own gets the shared ones (each task per configuration,
     the run metrics): ``views.Table`` blocks."""
-    from storebench.report.views import ALL, ViewInput, views_for
+    from storebench.report.views import ALL, ViewInput, view_blocks, views_for
     from storebench.report.views import Table as ViewTable
 
     by_workload: dict[str, list[RunRecord]] = {}
@@ -567,7 +578,7 @@ def study_tables(recs: Sequence[RunRecord | dict[str, Any]]) -> list[Any]:
         tables = [view for view in views_for(workload) if not view.needs_plots]
         own = [view for view in tables if view.workload != ALL]
         for view in own or tables:
-            out += [b for b in view.fn(v) if isinstance(b, ViewTable)]
+            out += [b for b in view_blocks(view, v) if isinstance(b, ViewTable)]
     return out
 
 

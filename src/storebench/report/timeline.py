@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from statistics import median_high
 from typing import Any
 
 from storebench.report import plots
@@ -107,7 +108,7 @@ def timeline_view(v: ViewInput) -> list[Block]:
         return []
     shown = runs[:MAX_RUNS]
     fig = plots.new_figure(9.0, 3.0 * len(shown) + 1.4, 2 * len(shown), 1)
-    axs = plots.axes(fig)
+    axs = list(fig.axes)
     rows = []
     for i, (label, run) in enumerate(shown):
         rate_ax, lat_ax = axs[2 * i], axs[2 * i + 1]
@@ -138,21 +139,8 @@ def timeline_view(v: ViewInput) -> list[Block]:
         return [chart, Text(note)]
     return [
         chart,
-        Table(
+        Table.of(
             "Intervals per task: steadiness and the worst interval",
-            [
-                "configuration",
-                "task",
-                "intervals",
-                "ops/s min",
-                "ops/s median",
-                "ops/s max",
-                "errors",
-                "service p99 median",
-                "p99 median",
-                "p99 worst",
-                "worst at",
-            ],
             rows,
             align=["l", "l"] + ["r"] * 9,
             note=note,
@@ -230,12 +218,7 @@ def _draw(run: RunRecord, rate_ax: Any, lat_ax: Any) -> None:
         ax.grid(True, alpha=0.3)
 
 
-def _median(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    return s[len(s) // 2] if s else 0.0
-
-
-def _rows(label: str, run: RunRecord) -> list[list[str]]:
+def _rows(label: str, run: RunRecord) -> list[dict[str, str]]:
     rows = []
     for span in layout(run):
         s = span.task.series or {}
@@ -250,17 +233,28 @@ def _rows(label: str, run: RunRecord) -> list[list[str]]:
         svc = (s.get("service_ns") or {}).get("p99") or []
         errors = s.get("errors") or []
         rows.append(
-            [
-                label,
-                span.task.name,
-                str(len(ops)),
-                *(fmt_rate(x) if x else "0" for x in (min(rates), _median(rates), max(rates))),
-                _errors(errors, step),
-                fmt_ns(_median([x for k, x in enumerate(svc) if ops[k]])) if svc else "-",
-                fmt_ns(_median([x for x, _ in busy])),
-                fmt_ns(worst),
-                f"{at * step:g}-{(at + 1) * step:g} s",
-            ]
+            {
+                "configuration": label,
+                "task": span.task.name,
+                "intervals": str(len(ops)),
+                **{
+                    f"ops/s {k}": _rate(x)
+                    for k, x in (
+                        ("min", min(rates)),
+                        ("median", median_high(rates)),
+                        ("max", max(rates)),
+                    )
+                },
+                "errors": _errors(errors, step),
+                "service p99 median": (
+                    fmt_ns(median_high([x for k, x in enumerate(svc) if ops[k]] or [0]))
+                    if svc
+                    else "-"
+                ),
+                "p99 median": fmt_ns(median_high([x for x, _ in busy] or [0])),
+                "p99 worst": fmt_ns(worst),
+                "worst at": f"{at * step:g}-{(at + 1) * step:g} s",
+            }
         )
     return rows
 

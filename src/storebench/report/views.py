@@ -84,8 +84,19 @@ class Table:
 
     def __post_init__(self) -> None:
         # a marked mean (above its p95) says what the mark means, in every table
-        if (why := stalls_note(self.rows)) and why not in self.note:
-            self.note = f"{self.note.rstrip('.')}. {why}" if self.note else why
+        self.add_note(stalls_note(self.rows))
+
+    def add_note(self, text: str) -> None:
+        """``text`` after the note (once; nothing when empty)."""
+        if text and text not in self.note:
+            self.note = f"{self.note.rstrip('.')}. {text}" if self.note else text
+
+    @classmethod
+    def of(cls, title: str, rows: list[dict[str, str]], **kw: Any) -> Table:
+        """A table of rows that name their cells' columns (the first row's
+        keys, in order; every row has the same): each column's name beside
+        its value, once."""
+        return cls(title, list(rows[0]) if rows else [], [list(r.values()) for r in rows], **kw)
 
     def aligns(self) -> list[str]:
         return self.align or ["l"] + ["r"] * (len(self.columns) - 1)
@@ -131,6 +142,8 @@ class ViewInput:
     records: list[Record]  # every run of the workload, whatever its status
     prefix: str = ""  # for figure names: unique per workload in a report
     how: str = DEFAULT_AGGREGATION
+    # the picks a view made (``pick``): what its tables say of repeats
+    picked: list[Pick] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.records = records.parse_all(self.records)
@@ -145,7 +158,9 @@ class ViewInput:
         return group(self.ok, drop)
 
     def pick(self, c: Config) -> Pick:
-        return c.pick(self.how)
+        pk = c.pick(self.how)
+        self.picked.append(pk)
+        return pk
 
     def name(self, stem: str) -> str:
         return f"{self.prefix or self.workload}-{stem}"
@@ -211,9 +226,27 @@ def views_for(workload: str) -> list[View]:
     return [*own, *(v for v in _REGISTRY.get(ALL, []) if v.name not in names)]
 
 
-def registry() -> dict[str, list[View]]:
-    _load()
-    return {k: list(v) for k, v in _REGISTRY.items()}
+def repeats_note(picks: list[Pick]) -> str:
+    """Which run a row's numbers are from, where a configuration ran more
+    than once: all of a row is one run's, whichever task ranked it (a row's
+    1-client numbers may be its slower repeat's)."""
+    rules = distinct([p.describe() for p in picks if p.runs > 1])
+    if not rules:
+        return ""
+    return f"Repeats: every number in a row is one run's (its run column), the {'; '.join(rules)}."
+
+
+def view_blocks(view: View, v: ViewInput) -> list[Block]:
+    """A view's blocks, each table saying which run its rows are from
+    (``repeats_note``), for the report and the terminal alike."""
+    v.picked = []
+    blocks = view.fn(v)
+    note = repeats_note(v.picked)
+    for b in blocks:
+        # a table of one configuration may name its pick already (``tasks``)
+        if isinstance(b, Table) and not any(p.describe() in b.note for p in v.picked if p.runs > 1):
+            b.add_note(note)
+    return blocks
 
 
 def run_views(
@@ -229,7 +262,7 @@ def run_views(
         if step is not None:
             step(f"{v.workload}: {view.title}")
         try:
-            blocks = view.fn(v)
+            blocks = view_blocks(view, v)
         except Exception as exc:
             log.warning("report view %s failed: %s", view.name, exc, exc_info=True)
             blocks = [Text(f"This view failed: {type(exc).__name__}: {exc}")]

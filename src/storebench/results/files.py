@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psutil
@@ -31,8 +31,6 @@ from storebench.errors import UserError
 
 if TYPE_CHECKING:  # typed records read these files, not the other way round
     from storebench.results.records import RunRecord
-
-Status = Literal["ok", "failed", "interrupted", "skipped"]
 
 log = logging.getLogger(__name__)
 

@@ -53,7 +53,6 @@ if TYPE_CHECKING:
 #    not beside the other fields; a run's are its setting's.
 RECORD_VERSION = 3
 
-Status = Literal["ok", "failed", "interrupted", "skipped", "running"]
 IndexBuild = Literal["built", "during_insert"]
 
 
@@ -217,9 +216,12 @@ class TaskRecord(Fields):
             v = d.get(sub) if isinstance(d, dict) else None
         else:
             v = getattr(self, key, None)
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            return None
-        return float(v)
+        return as_number(v)
+
+
+def as_number(v: Any) -> float | None:
+    """``v`` as a float where it is a number (a bool is none), else None."""
+    return None if isinstance(v, bool) or not isinstance(v, int | float) else float(v)
 
 
 class SettingResult(Fields):
