@@ -284,11 +284,6 @@ class RunContext:
         self.collections.append(coll)
         return coll
 
-    def search_settings(self) -> list[SearchParams]:
-        """Each search-parameter setting to measure (the plan resolved them:
-        the sweep's cartesian product over the fixed ones)."""
-        return list(self.searches)
-
     def share(self, name: str, array: np.ndarray) -> Shared:
         return Shared(array, self.workdir / f"{name}.npy")
 
