@@ -17,7 +17,7 @@ Two modes (the record says which ran):
   (so readers average ~17 ms and some never pause) and a read that finds
   nothing retries inside the same timed operation until data exists.
 
-One module (~500 lines) on purpose: the actors, both modes and the run's
+One module on purpose: the actors, both modes and the run's
 tasks share one schedule; apart, compat's rules would sit away from the
 behaviour they alter.
 """
