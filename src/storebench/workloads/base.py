@@ -21,15 +21,15 @@ from pydantic import ConfigDict, ValidationInfo, field_validator
 
 from storebench.common import leftovers
 from storebench.common.plugins import Kind
-from storebench.data.batch import Schema
+from storebench.data.batch import DocBatch, Schema
 from storebench.data.shared import Shared
-from storebench.driver import Driver, Interrupted, Task
+from storebench.driver import Driver, Interrupted, Op, Task
 from storebench.driver.choice import choose_executor
 from storebench.errors import NotSupported
 from storebench.measure.metrics import TaskStats
 from storebench.measure.resources import ResourceSampler
 from storebench.results.records import SettingResult, TaskRecord
-from storebench.stores.base import Capability, Collection, Store
+from storebench.stores.base import AsyncView, Capability, Collection, Store
 from storebench.stores.config import NoBoolNumbers
 from storebench.stores.params import IndexParams, SearchParams
 
@@ -180,26 +180,55 @@ class Workload:
     def time_model(cls, params: Any, settings: int, store: type[Store] | None) -> TimeModel:
         """What a run with these parameters takes (``TimeModel``), for the
         ETA; ``settings``: the search settings swept over one build;
-        ``store``: the engine's class (None: not installed). Here, a
-        generic count: the documents loaded (``n`` or ``count``), the
-        operations (``queries`` or ``ops``) once per variant (each value of
-        a list parameter) and setting, or ``duration_s`` each."""
-        values = params.model_dump()
-
-        def number(*keys: str) -> float:
-            v = next((values[k] for k in keys if values.get(k)), 0)
-            return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
-
-        docs = number("n", "count")
-        tasks = settings * (sum(len(v) for v in values.values() if isinstance(v, list)) or 1)
-        duration = number("duration_s")
-        task = (
-            TimeModel(duration) if duration else search_time(number("queries", "ops"), docs, store)
-        )
-        return load_time(docs, store) + task * tasks
+        ``store``: the engine's class (None: not installed). Nothing here:
+        not estimated."""
+        return TimeModel()
 
     def run(self, ctx: RunContext, params: Any) -> None:
         raise NotImplementedError
+
+
+class ViewsOp(Op):
+    """An op whose event-loop client (``acall``) works on async views
+    (``Collection.aio``) of ``colls``, one each, all on one connection;
+    ``opened`` binds what ``acall`` calls (one lookup fewer per op)."""
+
+    colls: tuple[Collection, ...] = ()
+
+    async def aopen(self) -> None:
+        first: AsyncView | None = None
+        self.views: list[AsyncView] = []
+        for coll in self.colls:
+            view = coll.aio(first)
+            await view.open()
+            self.views.append(view)
+            first = first or view
+        self.opened(*self.views)
+
+    def opened(self, *views: AsyncView) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        for view in reversed(getattr(self, "views", [])):
+            await view.close()
+
+
+class BatchInserts(ViewsOp):
+    """Op i inserts ``batches[i]`` (prepared before timing) into ``coll``."""
+
+    def __init__(self, coll: Collection, batches: list[DocBatch]):
+        self.colls = (coll,)
+        self.insert = coll.insert
+        self.batches = batches
+
+    def __call__(self, i: int) -> None:
+        self.insert(self.batches[i])
+
+    def opened(self, view: AsyncView) -> None:  # type: ignore[override]
+        self.ainsert = view.insert
+
+    async def acall(self, i: int) -> None:
+        await self.ainsert(self.batches[i])
 
 
 @dataclass
@@ -255,11 +284,6 @@ class RunContext:
         self.collections.append(coll)
         return coll
 
-    def search_settings(self) -> list[SearchParams]:
-        """Each search-parameter setting to measure (the plan resolved them:
-        the sweep's cartesian product over the fixed ones)."""
-        return list(self.searches)
-
     def share(self, name: str, array: np.ndarray) -> Shared:
         return Shared(array, self.workdir / f"{name}.npy")
 
@@ -288,8 +312,7 @@ class RunContext:
     ) -> tuple[TaskStats, list[Any]]:
         """Time a task; its record (``fields`` and what ``derive`` adds) joins
         the run's even if it is interrupted."""
-        stats, payloads = self.measure_mix([task], coll, derive, **fields)[0]
-        return stats, payloads
+        return self.measure_mix([task], coll, derive, **fields)[0]
 
     def measure_mix(
         self,
@@ -361,9 +384,6 @@ class RunContext:
         stats.extra.update(res)
         self._add(stats, fields, derive, out)
         return out
-
-    def add(self, stats: TaskStats, **fields: Any) -> None:
-        self.tasks.append(TaskRecord.of(stats, **fields))
 
     def unsupported(self, task: str, exc: NotSupported) -> None:
         """A task the store cannot do: recorded as such, never silently skipped."""

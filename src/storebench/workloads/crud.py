@@ -13,6 +13,7 @@ known. Every task's arguments are prepared before timing starts.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,15 +22,16 @@ from pydantic import Field
 from storebench.data.batch import DocBatch
 from storebench.data.filters import Cmp
 from storebench.driver import FnOp, Op, Task
-from storebench.errors import NotSupported, TaskFailed, UserError
+from storebench.errors import NotSupported, TaskFailed
 from storebench.results.records import TaskRecord
-from storebench.stores.base import Capability, Collection, Store
+from storebench.stores.base import AsyncView, Capability, Collection, Store
 from storebench.workloads.base import (
     OP_S,
     TASK_S,
     MemoryNeed,
     RunContext,
     TimeModel,
+    ViewsOp,
     load_time,
     search_time,
 )
@@ -54,19 +56,19 @@ class CrudParams(DataParams):
 # --- operation factories (module level: picklable for process clients) -------
 
 
+@dataclass(frozen=True, eq=False)
 class PoolFactory:
     """Op i applies ``method`` to ``pool[i % len(pool)]`` (warm-up i < 0
     wraps to the pool's end)."""
 
-    def __init__(self, method: str, pool: list[Any]):
-        self.method = method
-        self.pool = pool
+    method: str
+    pool: list[Any]
 
     def __call__(self, coll: Collection, c: int, clients: int) -> Op:
         return _PoolOp(coll, self.method, self.pool)
 
 
-class _PoolOp(FnOp):
+class _PoolOp(ViewsOp, FnOp):
     """The sync op a plain function (the loop calls it directly); the async
     one the same method of the collection's async view (``Collection.aio``)."""
 
@@ -74,18 +76,13 @@ class _PoolOp(FnOp):
         fn = getattr(coll, method)
         m = len(pool)
         super().__init__(lambda i: fn(pool[i % m]))
-        self.coll, self.method, self.pool, self.m = coll, method, pool, m
+        self.colls, self.method, self.pool, self.m = (coll,), method, pool, m
 
-    async def aopen(self) -> None:
-        self.view = self.coll.aio()
-        await self.view.open()
-        self.afn = getattr(self.view, self.method)
+    def opened(self, view: AsyncView) -> None:  # type: ignore[override]
+        self.afn = getattr(view, self.method)
 
     async def acall(self, i: int) -> None:
         await self.afn(self.pool[i % self.m])
-
-    async def aclose(self) -> None:
-        await self.view.close()
 
 
 # --- the workload ------------------------------------------------------------
@@ -94,15 +91,6 @@ class _PoolOp(FnOp):
 class CrudWorkload(VectorWorkload):
     name = "crud"
     Params = CrudParams
-
-    @classmethod
-    def check(cls, p: CrudParams) -> None:
-        if p.dataset is not None:
-            from storebench.data import datasets
-
-            ds = datasets.load(p.dataset, metric=p.metric)
-            if ds.nq == 0:
-                raise UserError(f"{ds.name} has no queries for find by vector", where="dataset")
 
     @classmethod
     def memory(cls, p: CrudParams) -> MemoryNeed:
@@ -138,6 +126,18 @@ class CrudWorkload(VectorWorkload):
         common: dict[str, Any] = {"clients": p.clients, "warmup_ops": warmup}
         pool = ops + warmup * p.clients  # distinct arguments for every op
 
+        def by_pool(name: str, method: str, args: list[Any], count: int, **task: Any) -> bool:
+            """Time ``count`` calls of ``coll.<method>`` over ``args``; a method
+            the store lacks is recorded as unsupported."""
+            try:
+                ctx.store.require({Capability(method)})
+            except NotSupported as exc:
+                ctx.unsupported(name, exc)
+                return False
+            if count:
+                ctx.measure(Task(name, PoolFactory(method, args), ops=count, **task), coll)
+            return True
+
         # create
         batch_size = batch_size or n
         n_batches = -(-n // batch_size)
@@ -167,14 +167,14 @@ class CrudWorkload(VectorWorkload):
         # random order, and deletes take distinct ids from at most half the set
         order = rng.permutation(n)
         read_ids = [order[j : j + 1] for j in range(min(pool, n))]
-        self._task(ctx, coll, "read", "get", read_ids, ops, common)
+        by_pool("read", "get", read_ids, ops, **common)
         upd_rows = order[: min(pool, n)]
         new_tags = rng.integers(0, p.tag_values or n, len(upd_rows), dtype=np.int64)
         updates = [
             DocBatch(ids[r : r + 1], {TAG: new_tags[j : j + 1]}, vecs[r : r + 1])
             for j, r in enumerate(upd_rows)
         ]
-        self._task(ctx, coll, "update", "update", updates, ops, common)
+        by_pool("update", "update", updates, ops, **common)
         tags[upd_rows] = new_tags
         # deletes: distinct ids from at most half the set, planned so that every
         # one issued (warm-up included) is one the count check expects: with few
@@ -184,14 +184,9 @@ class CrudWorkload(VectorWorkload):
         del_warmup = min(warmup, max(0, avail - del_clients) // del_clients)
         n_del = min(ops, avail - del_warmup * del_clients)
         del_rows = order[::-1][: n_del + del_warmup * del_clients]
-        deleted = self._task(
-            ctx,
-            coll,
-            "delete",
-            "delete",
-            [ids[r : r + 1] for r in del_rows],
-            n_del,
-            {"clients": del_clients, "warmup_ops": del_warmup},
+        deletes = [ids[r : r + 1] for r in del_rows]
+        deleted = by_pool(
+            "delete", "delete", deletes, n_del, clients=del_clients, warmup_ops=del_warmup
         )
         live = np.ones(n, bool)
         if deleted:
@@ -205,7 +200,7 @@ class CrudWorkload(VectorWorkload):
         # find by condition: tags.i == a value some live document has
         values = rng.choice(tags[live], size=min(pool, 10_000))
         conditions = [Cmp(TAG, "eq", int(v)) for v in values]
-        self._task(ctx, coll, "find_by_condition", "find", conditions, ops, common)
+        by_pool("find_by_condition", "find", conditions, ops, **common)
 
         # find by vector, once per search setting (the index is built once)
         queries = data.queries(min(p.ops, 10_000))
@@ -216,61 +211,18 @@ class CrudWorkload(VectorWorkload):
         def scored(rec: TaskRecord, payloads: list[Any]) -> dict[str, Any]:
             return {"scores": score(payloads, truth, p.k, data.distances_of(queries, live)).scores}
 
-        for setting in ctx.search_settings():
+        for setting in ctx.searches:
             apply_setting(coll, setting)
             extra: dict[str, Any] = {"search": setting.given()} if setting.given() else {}
-            if compat:  # one timed query, then recall over the whole query set
-                ctx.measure(
-                    Task("find_by_vector", SearchFactory(shared_q, p.k, setting=setting), ops=1),
-                    coll,
-                    phase="search",
-                    **extra,
-                )
-                ctx.measure(
-                    Task(
-                        "recall_queries",
-                        SearchFactory(shared_q, p.k, setting=setting),
-                        ops=len(queries),
-                        **common,
-                    ),
-                    coll,
-                    scored,
-                    **extra,
-                )
-            else:
-                ctx.measure(
-                    Task(
-                        "find_by_vector",
-                        SearchFactory(shared_q, p.k, setting=setting),
-                        ops=ops,
-                        **common,
-                    ),
-                    coll,
-                    scored,
-                    phase="search",
-                    **extra,
-                )
+            search = SearchFactory(shared_q, p.k, setting=setting)
+            # compat: one timed query, then recall over the whole query set
+            timed = Task(
+                "find_by_vector", search, ops=1 if compat else ops, **({} if compat else common)
+            )
+            ctx.measure(timed, coll, None if compat else scored, phase="search", **extra)
+            if compat:
+                recall = Task("recall_queries", search, ops=len(queries), **common)
+                ctx.measure(recall, coll, scored, **extra)
             ctx.setting_done(setting, "find_by_vector", ctx.tasks[-1].scores)
         if ctx.store.supports(Capability.SIZE):
             ctx.metrics["size_bytes"] = coll.size_bytes()
-
-    @staticmethod
-    def _task(
-        ctx: RunContext,
-        coll: Collection,
-        name: str,
-        method: str,
-        pool: list[Any],
-        ops: int,
-        common: dict[str, Any],
-    ) -> bool:
-        """Time ``ops`` calls of ``coll.<method>`` over ``pool``; a method the
-        store lacks is recorded as unsupported."""
-        try:
-            ctx.store.require({Capability(method)})
-        except NotSupported as exc:
-            ctx.unsupported(name, exc)
-            return False
-        if ops:
-            ctx.measure(Task(name, PoolFactory(method, pool), ops=ops, **common), coll)
-        return True

@@ -60,12 +60,13 @@ from storebench.driver.choice import ExecutorChoice
 from storebench.driver.native import ClientChoice
 from storebench.errors import NotSupported, TaskFailed
 from storebench.results.records import TaskRecord
-from storebench.stores.base import Capability, Collection, Store
+from storebench.stores.base import AsyncView, Capability, Collection, Store
 from storebench.workloads.base import (
     MemoryNeed,
     Params,
     RunContext,
     TimeModel,
+    ViewsOp,
     Workload,
     load_time,
 )
@@ -125,7 +126,7 @@ def make_schema(p: IngestParams) -> Schema:
     return Schema({f"test{j + 1}": "str" for j in range(p.complexity)})
 
 
-class _Inserts(Op):
+class _Inserts(ViewsOp):
     """Request r inserts documents [r*batch, (r+1)*batch); operation i sends
     requests [i*pipeline, (i+1)*pipeline): one ``insert``, or one
     ``insert_pipelined`` of them. A lane runs operations lane, lane+lanes,
@@ -134,8 +135,6 @@ class _Inserts(Op):
 
     def __init__(self, coll: Collection, p: IngestParams, lane: int, lanes: int):
         self.lanes = lanes
-        self.coll = coll
-        self.pipelined = p.pipeline > 1
         value = ("some test value" * (p.string_size // 15 + 1))[: p.string_size]
         ids = np.arange(p.count, dtype=np.int64)
         col = np.full(p.count, value, dtype=object)
@@ -143,6 +142,7 @@ class _Inserts(Op):
         b, w, n = p.batch_size, p.pipeline, p.requests
         mine = range(lane, p.ops, lanes)
         self.coll = coll
+        self.colls = (coll,)
         self.pipelined = w > 1
         self.args: list[Any]
         if w == 1:
@@ -162,16 +162,11 @@ class _Inserts(Op):
         """The same requests for the native loop: op j sends ``args[j]``."""
         return self.coll.native_insert([a if self.pipelined else [a] for a in self.args])
 
-    async def aopen(self) -> None:
-        self.view = self.coll.aio()
-        await self.view.open()
-        self.asend = self.view.insert_pipelined if self.pipelined else self.view.insert
+    def opened(self, view: AsyncView) -> None:  # type: ignore[override]
+        self.asend = view.insert_pipelined if self.pipelined else view.insert
 
     async def acall(self, i: int) -> None:
         await self.asend(self.args[i // self.lanes])
-
-    async def aclose(self) -> None:
-        await self.view.close()
 
 
 _POLL_S = 0.002  # between count polls while the engine settles

@@ -21,8 +21,7 @@ from pydantic import Field
 
 from storebench.stores.base import Store
 from storebench.workloads.base import MemoryNeed, RunContext, TimeModel
-from storebench.workloads.tune import TuneParams, TuneWorkload, measure_curve, tune_setting
-from storebench.workloads.vector.accounting import index_metrics
+from storebench.workloads.tune import TuneParams, TuneWorkload, tune_setting
 from storebench.workloads.vector.data import resolve_dataset
 from storebench.workloads.vector.params import search_memory
 from storebench.workloads.vector.run import SearchRun
@@ -70,9 +69,7 @@ class ScaleWorkload(TuneWorkload):
             steps.append(step)
             r.upload(size, name=f"upload n={size}")
             step["upload_s"] = ctx.tasks[-1].elapsed_s
-            index_metrics(ctx, r.build_index(name=f"build_index n={size}"), step)
-            if "size_bytes" in ctx.metrics:  # this size's, measured by build_index
-                step |= {k: ctx.metrics[k] for k in ("size_bytes", "size_vectors")}
+            r.build_index(f"build_index n={size}", step)
             r.reset_truth()
             if p.tune:
                 setting, found = tune_setting(ctx, r, p)
@@ -81,4 +78,4 @@ class ScaleWorkload(TuneWorkload):
                 setting = ctx.search
                 r.apply(setting)
             step["search"] = setting.given()
-            measure_curve(r, setting, p.client_counts(), f"n={size}", n=size)
+            ctx.headline, _ = r.curve(setting, p.client_counts(), f"n={size}", "setting", n=size)

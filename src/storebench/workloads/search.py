@@ -21,17 +21,11 @@ spread. Each setting records its own recall and precision
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from storebench.stores.base import Store
 from storebench.workloads.base import RunContext, TimeModel, load_time
-from storebench.workloads.vector.accounting import index_metrics
-from storebench.workloads.vector.params import (
-    VectorParams,
-    client_list,
-    setting_label,
-    task_name,
-)
+from storebench.workloads.vector.params import VectorParams
 from storebench.workloads.vector.run import SearchRun, VectorWorkload
 from storebench.workloads.vector.scoring import setting_scores
 
@@ -41,11 +35,6 @@ class SearchWorkloadParams(VectorParams):
         default_factory=lambda: [1, 2, 4],
         description="client counts measured in turn (1: single-client latency)",
     )
-
-    _clients = field_validator("clients", mode="before")(client_list)
-
-    def top_clients(self) -> int:
-        return max(self.clients)
 
 
 class SearchWorkload(VectorWorkload):
@@ -65,15 +54,8 @@ class SearchWorkload(VectorWorkload):
         up = ctx.tasks[-1]
         ctx.metrics["upload_s"] = up.elapsed_s
         ctx.metrics["upload_docs_per_s"] = up.items_per_s
-        index_metrics(ctx, r.build_index())
-        for setting in ctx.search_settings():
+        r.build_index()
+        for setting in ctx.searches:
             r.apply(setting)
-            label = setting_label(setting)
-            recs = [
-                r.measure(task_name("search", label, f"c={clients}"), setting, clients)
-                for clients in p.clients
-            ]
-            r.filtered(setting, label)
-            # ranked by the QPS at the most clients (the study's figure)
-            top = task_name("search", label, f"c={max(p.clients)}")
+            top, recs = r.curve(setting, p.clients)
             ctx.setting_done(setting, top, setting_scores(recs))

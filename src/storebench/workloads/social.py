@@ -17,7 +17,7 @@ Two modes (the record says which ran):
   (so readers average ~17 ms and some never pause) and a read that finds
   nothing retries inside the same timed operation until data exists.
 
-One module (~500 lines) on purpose: the actors, both modes and the run's
+One module on purpose: the actors, both modes and the run's
 tasks share one schedule; apart, compat's rules would sit away from the
 behaviour they alter.
 """
@@ -27,7 +27,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import Field
@@ -37,7 +38,10 @@ from storebench.data.filters import Cmp
 from storebench.driver import Op, Task
 from storebench.errors import NotCounted, TaskFailed, UserError
 from storebench.stores.base import AsyncView, Capability, Collection, Store
-from storebench.workloads.base import MemoryNeed, Params, RunContext, TimeModel, Workload
+from storebench.workloads.base import BatchInserts, MemoryNeed, Params, TimeModel, ViewsOp, Workload
+
+if TYPE_CHECKING:
+    from storebench.workloads.base import RunContext
 
 SEQ = "seq"
 _CLIENT_BYTES = 128 << 10  # a client thread's stack in use and its operation's objects
@@ -66,6 +70,29 @@ class SocialParams(Params):
         1.0, gt=0, description="compat: seconds a read repeats waiting for data before giving up"
     )
 
+    def actors(self) -> list[tuple[str, int, int, int, int]]:
+        """Each kind of actor (its task): clients (scaled), operations each,
+        the pause after each (ms), and items an operation reads."""
+        s = self.scale
+        return [
+            ("write_posts", self.posters * s, self.posts, self.post_delay_ms, 1),
+            ("write_comments", self.commenters * s, self.comments, self.comment_delay_ms, 1),
+            (
+                "read_posts",
+                self.post_readers * s,
+                self.post_reads,
+                self.post_read_delay_ms,
+                self.posts_per_read,
+            ),
+            (
+                "read_comments",
+                self.comment_readers * s,
+                self.comment_reads,
+                self.comment_read_delay_ms,
+                self.comments_per_read,
+            ),
+        ]
+
 
 USERS = Schema({"name": "str", "email": "str"})
 
@@ -92,70 +119,6 @@ def _one(seq: int, **fields: Any) -> DocBatch:
         for k, v in fields.items()
     }
     return DocBatch(np.array([seq], np.int64), {SEQ: np.array([seq], np.int64), **cols})
-
-
-class Collections:
-    """Names and schemas of the three collections; opened inside each client."""
-
-    def __init__(self, users: Collection, posts: Collection, comments: Collection):
-        self.spec = [(c.name, c.schema) for c in (users, posts, comments)]
-
-    def open(self, coll: Collection) -> list[Collection]:
-        return [coll.store.open_collection(name, schema) for name, schema in self.spec]
-
-
-class _Views:
-    """An actor's async views (``Collection.aio``) for an event-loop client:
-    one per collection it uses, all on one connection."""
-
-    colls: tuple[Collection, ...] = ()
-
-    async def aopen(self) -> None:
-        first: AsyncView | None = None
-        self.views: list[AsyncView] = []
-        for coll in self.colls:
-            view = coll.aio(first)
-            await view.open()
-            self.views.append(view)
-            first = first or view
-        self.opened(*self.views)
-
-    def opened(self, *views: AsyncView) -> None:
-        """Bind what the async ops call (one lookup fewer per op)."""
-
-    async def aclose(self) -> None:
-        for view in reversed(getattr(self, "views", [])):
-            await view.close()
-
-
-class _UserWriter(_Views, Op):
-    def __init__(self, users: Collection):
-        self.colls = (users,)
-        self.insert = users.insert
-        self.batches = [
-            DocBatch(
-                np.array([i], np.int64),
-                {"name": np.array([f"user{i}"], object), "email": np.array([f"u{i}@a.b"], object)},
-            )
-            for i in range(1024)
-        ]
-
-    def __call__(self, i: int) -> None:
-        self.insert(self.batches[i])
-
-    def opened(self, users: AsyncView) -> None:  # type: ignore[override]
-        self.ainsert = users.insert
-
-    async def acall(self, i: int) -> None:
-        await self.ainsert(self.batches[i])
-
-
-class UserWriter:
-    def __init__(self, colls: Collections):
-        self.colls = colls
-
-    def __call__(self, coll: Collection, c: int, clients: int) -> Op:
-        return _UserWriter(self.colls.open(coll)[0])
 
 
 class _Latest:
@@ -218,14 +181,19 @@ async def retry_until_async(
     raise NotCounted(f"gave up waiting for a {what}")
 
 
-class _PostWriter(_Views, Op):
-    def __init__(
-        self, posts: Collection, p: SocialParams, writer: int, writers: int, first_user: int
-    ):
-        self.colls = (posts,)
-        self.insert = posts.insert
-        self.p, self.w, self.n, self.user = p, writer, writers, first_user + writer
+class _Writer(ViewsOp):
+    """Writer ``w`` of ``n`` (seq i * n + w) into the last of ``colls``;
+    ``latest`` finds the latest post (a comment's)."""
 
+    def __init__(self, a: Actor, colls: tuple[Collection, ...], w: int, n: int):
+        self.colls, self.insert = colls, colls[-1].insert
+        self.p, self.w, self.n = a.p, w, n
+        # its user: the commenters' follow the posters'
+        self.user = w + (a.p.posters * a.p.scale if a.kind == "write_comments" else 0)
+        self.latest = _Latest(colls[0], a.compat, a.p.max_wait_s)
+
+
+class _PostWriter(_Writer):
     def _post(self, i: int) -> DocBatch:
         seq = i * self.n + self.w if i >= 0 else -1 - i + (1 << 40)  # warm-up ids apart
         return _one(
@@ -245,22 +213,7 @@ class _PostWriter(_Views, Op):
         await self.ainsert(self._post(i))
 
 
-class _CommentWriter(_Views, Op):
-    def __init__(
-        self,
-        posts: Collection,
-        comments: Collection,
-        p: SocialParams,
-        writer: int,
-        writers: int,
-        first_user: int,
-        compat: bool,
-    ):
-        self.colls = (posts, comments)
-        self.latest = _Latest(posts, compat, p.max_wait_s)
-        self.insert = comments.insert
-        self.p, self.w, self.n, self.user = p, writer, writers, first_user + writer
-
+class _CommentWriter(_Writer):
     def _comment(self, i: int, post: int) -> DocBatch:
         seq = i * self.n + self.w
         return _one(seq, post=post, author=self.user, body=f"{self.p.comment} {self.user}")
@@ -277,7 +230,7 @@ class _CommentWriter(_Views, Op):
         await self.ainsert(self._comment(i, post))
 
 
-class _PostReader(_Views, Op):
+class _PostReader(ViewsOp):
     def __init__(self, posts: Collection, p: SocialParams, compat: bool):
         self.colls = (posts,)
         self.latest = _Latest(posts, compat, p.max_wait_s)
@@ -293,7 +246,7 @@ class _PostReader(_Views, Op):
         await self.latest.acall(self.k)
 
 
-class _CommentReader(_Views, Op):
+class _CommentReader(ViewsOp):
     def __init__(self, posts: Collection, comments: Collection, p: SocialParams, compat: bool):
         self.colls = (posts, comments)
         self.latest = _Latest(posts, compat, p.max_wait_s)
@@ -327,29 +280,38 @@ class _CommentReader(_Views, Op):
             )
 
 
+@dataclass(frozen=True, eq=False)
 class Actor:
-    """Factory for one kind of actor's ops (picklable)."""
+    """Factory for one kind of actor's ops (picklable): ``kind`` is its
+    task's name (``SocialParams.actors``, or ``creating_users``)."""
 
-    def __init__(
-        self, kind: str, colls: Collections, p: SocialParams, compat: bool, first_user: int = 0
-    ):
-        self.kind, self.colls, self.p, self.compat, self.first_user = (
-            kind,
-            colls,
-            p,
-            compat,
-            first_user,
-        )
+    kind: str
+    spec: tuple[tuple[str, Schema], ...]  # the three collections, opened inside each client
+    p: SocialParams
+    compat: bool = False
 
     def __call__(self, coll: Collection, c: int, clients: int) -> Op:
-        _users, posts, comments = self.colls.open(coll)
-        if self.kind == "post":
-            return _PostWriter(posts, self.p, c, clients, self.first_user)
-        if self.kind == "comment":
-            return _CommentWriter(posts, comments, self.p, c, clients, self.first_user, self.compat)
+        users, posts, comments = (coll.store.open_collection(*named) for named in self.spec)
+        p, compat = self.p, self.compat
+        if self.kind == "creating_users":
+            batches = [
+                DocBatch(
+                    np.array([i], np.int64),
+                    {
+                        "name": np.array([f"user{i}"], object),
+                        "email": np.array([f"u{i}@a.b"], object),
+                    },
+                )
+                for i in range(1024)
+            ]
+            return BatchInserts(users, batches)
+        if self.kind == "write_posts":
+            return _PostWriter(self, (posts,), c, clients)
+        if self.kind == "write_comments":
+            return _CommentWriter(self, (posts, comments), c, clients)
         if self.kind == "read_posts":
-            return _PostReader(posts, self.p, self.compat)
-        return _CommentReader(posts, comments, self.p, self.compat)
+            return _PostReader(posts, p, compat)
+        return _CommentReader(posts, comments, p, compat)
 
 
 def _compact_all(store: Store, *colls: Collection) -> None:
@@ -400,15 +362,9 @@ class SocialWorkload(Workload):
         pauses (each actor pauses after every operation; compat's pauses
         are shorter), plus a period for the spread starts; the operations
         themselves (a short transaction each) on top."""
-        kinds = [
-            (p.posters, p.posts, p.post_delay_ms),
-            (p.commenters, p.comments, p.comment_delay_ms),
-            (p.post_readers, p.post_reads, p.post_read_delay_ms),
-            (p.comment_readers, p.comment_reads, p.comment_read_delay_ms),
-        ]
-        busy = [(actors, ops, delay / 1000) for actors, ops, delay in kinds if actors]
-        pauses = max(ops * delay for _, ops, delay in busy) + max(d for _, _, d in busy)
-        ops = sum(actors * ops for actors, ops, _ in busy) * p.scale
+        busy = [(ops, delay / 1000, clients) for _, clients, ops, delay, _ in p.actors() if clients]
+        pauses = max(ops * delay for ops, delay, _ in busy) + max(d for _, d, _ in busy)
+        ops = sum(clients * ops for ops, _, clients in busy)
         return TimeModel.requests(ops, pauses, tasks=2)  # the users, then everyone
 
     def run(self, ctx: RunContext, p: SocialParams) -> None:
@@ -418,52 +374,28 @@ class SocialWorkload(Workload):
             if compat
             else "corrected: fixed delays spread over one period; empty reads not counted"
         )
-        s = p.scale
-        posters, commenters = p.posters * s, p.commenters * s
-        post_readers, comment_readers = p.post_readers * s, p.comment_readers * s
         users = ctx.collection("users", USERS)
         posts = ctx.collection("posts", post_schema(users.name))
         comments = ctx.collection("comments", comment_schema(users.name, posts.name))
-        colls = Collections(users, posts, comments)
+        spec = tuple((c.name, c.schema) for c in (users, posts, comments))
 
-        n_users = posters + commenters
-        ctx.measure(Task("creating_users", UserWriter(colls), ops=n_users), users, per_iter=1)
+        n_users = (p.posters + p.commenters) * p.scale
+        make_users = Actor("creating_users", spec, p)
+        ctx.measure(Task("creating_users", make_users, ops=n_users), users, per_iter=1)
         if users.count() != n_users:
             raise TaskFailed(
                 f"count check: {ctx.store.engine} holds {users.count()} of {n_users} users"
             )
 
-        actors = [
-            ("write_posts", "post", posters, p.posts, p.post_delay_ms, 1, 0),
-            ("write_comments", "comment", commenters, p.comments, p.comment_delay_ms, 1, posters),
-            (
-                "read_posts",
-                "read_posts",
-                post_readers,
-                p.post_reads,
-                p.post_read_delay_ms,
-                p.posts_per_read,
-                0,
-            ),
-            (
-                "read_comments",
-                "read_comments",
-                comment_readers,
-                p.comment_reads,
-                p.comment_read_delay_ms,
-                p.comments_per_read,
-                0,
-            ),
-        ]
+        actors = p.actors()
         # all the actors' clients together (they run at once, on one
         # executor): many pausing clients run on one event loop where the
         # store's ops can run there, else threads (choose_executor)
         executor = ctx.executor_for(
-            "auto", sum(a[2] for a in actors), auto_processes=False, thinking=True
+            "auto", sum(a[1] for a in actors), auto_processes=False, thinking=True
         )
         tasks = []
-        per_iter = []
-        for name, kind, clients, iters, delay_ms, k, first_user in actors:
+        for name, clients, iters, delay_ms, k in actors:
             if not clients:
                 continue
             if compat:
@@ -475,7 +407,7 @@ class SocialWorkload(Workload):
             tasks.append(
                 Task(
                     name,
-                    Actor(kind, colls, p, compat, first_user),
+                    Actor(name, spec, p, compat),
                     clients=clients,
                     ops=clients * iters,
                     items_per_op=k,
@@ -483,13 +415,12 @@ class SocialWorkload(Workload):
                     **timing,
                 )
             )
-            per_iter.append(k)
         ctx.measure_mix(
             tasks,
             posts,
             # the study's columns: Per iter, and Total as work
             derive=lambda rec, _: {"busy_s": (rec.latency_ns.get("mean") or 0) * rec.ops / 1e9},
-            per_task=[{"per_iter": k} for k in per_iter],
+            per_task=[{"per_iter": t.items_per_op} for t in tasks],
         )
         ctx.headline = tasks[0].name  # runs ranked by their first writers' ops/s
 

@@ -29,7 +29,7 @@ far (the stage's visible set).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -42,9 +42,8 @@ from storebench.results.scores import RECALL
 from storebench.stores.base import Collection, Store
 from storebench.stores.params import SearchParams
 from storebench.workloads.base import TASK_S, RunContext, TimeModel, load_time, search_time
-from storebench.workloads.vector.accounting import index_metrics
 from storebench.workloads.vector.ops import InsertFactory, SearchFactory
-from storebench.workloads.vector.params import VectorParams, client_list
+from storebench.workloads.vector.params import VectorParams
 from storebench.workloads.vector.run import SearchRun, VectorWorkload
 
 SUSTAINED = 0.95  # achieved / target below this: the rate was not sustained
@@ -74,8 +73,6 @@ class StreamingParams(VectorParams):
         10.0, gt=0, description="longest wait for a written document to be found"
     )
 
-    _clients = field_validator("clients", mode="before")(client_list)
-
     @field_validator("stages")
     @classmethod
     def _increasing(cls, v: list[float]) -> list[float]:
@@ -87,9 +84,6 @@ class StreamingParams(VectorParams):
         if not (v[0] > 0.0 and v[-1] <= 1.0):
             raise ValueError("stages are fractions in (0, 1]")
         return v
-
-    def top_clients(self) -> int:
-        return max(self.clients)
 
 
 def stage_label(fraction: float) -> str:
@@ -177,8 +171,8 @@ class StreamingWorkload(VectorWorkload):
         n = r.data.n
         start = max(1, int(n * p.start_fraction))
         r.upload(start)
-        index_metrics(ctx, r.build_index())
-        settings = ctx.search_settings()
+        r.build_index()
+        settings = ctx.searches
         if len(settings) > 1:  # one stream of inserts cannot be replayed per setting
             raise UserError(
                 f"streaming measures one search setting per run, not {len(settings)}: give "
@@ -195,21 +189,16 @@ class StreamingWorkload(VectorWorkload):
             target = min(target, n)
             if target <= r.loaded:
                 continue
-            stages.append(self._stage(ctx, r, p, setting, fraction, target))
+            stages.append(self._stage(r, setting, fraction, target))
         # runs ranked by the search at the most clients while the last stage was written
         last = stages[-1]
         headline = last["searches"][-1] if last["searches"] else last["recall_task"]
         ctx.setting_done(setting, headline, {RECALL.key(p.k): last["recall"]})
 
     def _stage(
-        self,
-        ctx: RunContext,
-        r: SearchRun,
-        p: StreamingParams,
-        setting: SearchParams,
-        fraction: float,
-        target: int,
+        self, r: SearchRun, setting: SearchParams, fraction: float, target: int
     ) -> dict[str, Any]:
+        ctx, p = r.ctx, cast(StreamingParams, r.p)
         label = stage_label(fraction)
         probe = min(p.insert_batch, target - r.loaded)
         streamed = target - probe - r.loaded  # rows written beside the searches
@@ -225,16 +214,12 @@ class StreamingWorkload(VectorWorkload):
         for clients, lo, hi in zip(p.clients, cuts[:-1], cuts[1:], strict=True):
             if hi <= lo:
                 continue
-            ins, srch = self._mix(ctx, r, p, setting, fraction, clients, lo, hi)
+            ins, srch = self._mix(r, setting, fraction, clients, lo, hi)
             inserts.append(ins)
             searches.append(srch)
             r.loaded = hi
         # the lag probe: the stage's last batch, then search until it is found
-        batch = DocBatch(
-            r.data.ids[r.loaded : target],
-            {f: c[r.loaded : target] for f, c in r.data.fields.items()},
-            np.asarray(r.data.vecs[r.loaded : target]),
-        )
+        batch = r.data.rows(r.loaded, target)
         r.coll.insert(batch)
         lag = ctx.once(
             f"lag {label}",
@@ -276,17 +261,10 @@ class StreamingWorkload(VectorWorkload):
         return stage
 
     def _mix(
-        self,
-        ctx: RunContext,
-        r: SearchRun,
-        p: StreamingParams,
-        setting: SearchParams,
-        fraction: float,
-        clients: int,
-        lo: int,
-        hi: int,
+        self, r: SearchRun, setting: SearchParams, fraction: float, clients: int, lo: int, hi: int
     ) -> tuple[TaskRecord, TaskRecord]:
         """Insert rows [lo, hi) at the target rate while ``clients`` search."""
+        ctx, p = r.ctx, cast(StreamingParams, r.p)
         label = stage_label(fraction)
         ops = -(-(hi - lo) // p.insert_batch)
         planned_s = (hi - lo) / p.insert_rate

@@ -18,20 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from storebench.errors import UserError
 from storebench.stores.base import Capability, Store
 from storebench.stores.params import SearchParams
 from storebench.workloads.base import RunContext, TimeModel, load_time, search_time
-from storebench.workloads.vector.accounting import index_metrics
-from storebench.workloads.vector.params import (
-    VectorParams,
-    client_list,
-    powers_of_two,
-    setting_label,
-    task_name,
-)
+from storebench.workloads.vector.params import VectorParams, powers_of_two
 from storebench.workloads.vector.run import SearchRun, VectorWorkload
 from storebench.workloads.vector.tuning import tune
 
@@ -51,13 +44,8 @@ class TuneParams(VectorParams):
         None, description="client counts measured; default 1, 2, 4, ... max_clients"
     )
 
-    _clients = field_validator("clients", mode="before")(client_list)
-
     def client_counts(self) -> list[int]:
         return list(self.clients) if self.clients else powers_of_two(self.max_clients)
-
-    def top_clients(self) -> int:
-        return max(self.client_counts())
 
 
 def tune_setting(ctx: RunContext, r: SearchRun, p: TuneParams) -> tuple[SearchParams, Any]:
@@ -91,18 +79,6 @@ def tune_setting(ctx: RunContext, r: SearchRun, p: TuneParams) -> tuple[SearchPa
     return setting, t.record()
 
 
-def measure_curve(
-    r: SearchRun, setting: SearchParams, clients: list[int], prefix: str = "", **extra: Any
-) -> None:
-    """Latency and throughput at each concurrency, then filtered search."""
-    label = " ".join(x for x in (prefix, setting_label(setting)) if x)
-    for c in clients:
-        r.measure(task_name("search", label, f"c={c}"), setting, c, setting_key="setting", **extra)
-    r.filtered(setting, label, "setting", **extra)
-    # runs are ranked by the QPS at the highest concurrency (the study's figure)
-    r.ctx.headline = task_name("search", label, f"c={max(clients)}")
-
-
 # untimed recall probes a tuning makes (doubling, then bisecting), typically
 PROBES = 6
 
@@ -128,10 +104,10 @@ class TuneWorkload(VectorWorkload):
         r = SearchRun(ctx, p, "tune")
         r.upload(r.data.n)
         ctx.metrics["upload_s"] = ctx.tasks[-1].elapsed_s
-        index_metrics(ctx, r.build_index())
+        r.build_index()
         setting, found = tune_setting(ctx, r, p)
         ctx.metrics["tune"] = found
         if found.get("param"):
             ctx.metrics[f"tuned_{found['param']}"] = found["value"]
         ctx.metrics[f"recall@{p.k}_tuned"] = found["recall"]
-        measure_curve(r, setting, p.client_counts())
+        ctx.headline, _ = r.curve(setting, p.client_counts(), "", "setting")

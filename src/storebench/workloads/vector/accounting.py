@@ -1,6 +1,6 @@
 """What a measured task's record adds beside its timings: client CPU and
 whether the client was the bottleneck, the engine's own time per call, and
-the index build's fields and metrics.
+the index build's fields.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from typing import Any
 
 from storebench.driver.core import cpu_count
 from storebench.results.records import TaskRecord
-from storebench.workloads.base import RunContext
 
 SATURATED = 0.9  # client CPU at this fraction of its ceiling flags the client
 
@@ -89,19 +88,3 @@ def index_fields(rec: TaskRecord, built: bool | None) -> dict[str, Any]:
     if built is False:
         return {"index_build": "during_insert", "items": 0, "ops_per_s": None}
     return {"index_build": "built", "ops_per_s": None}
-
-
-def index_metrics(
-    ctx: RunContext, rec: TaskRecord | None, into: dict[str, Any] | None = None
-) -> None:
-    """The run's (or a step's, ``into``) index metrics: ``index`` says
-    whether a build step built it or the upload did; ``index_s`` is the
-    build's time, only where there was a build."""
-    out = ctx.metrics if into is None else into
-    if rec is None:
-        return
-    if rec.index_build == "during_insert":
-        out["index"] = "during upload"
-    else:
-        out["index"] = "built"
-        out["index_s"] = rec.elapsed_s

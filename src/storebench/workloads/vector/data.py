@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from storebench.data import synthetic
+from storebench.data.batch import DocBatch
 from storebench.data.truth import GroundTruth, exact_knn_bytes, pair_distances
 from storebench.errors import UserError
 from storebench.workloads.base import MemoryNeed
 from storebench.workloads.vector.scoring import DistancesOf
 
 if TYPE_CHECKING:
-    from storebench.workloads.vector.params import VectorParams
+    from storebench.workloads.vector.params import DataParams
 
 TAG = "tags.i"
 TRUTH_K = 100  # neighbours kept per query, so ties at the k-th place are seen
@@ -35,7 +36,9 @@ class VectorData:
     ``tags`` adds DocArray's ``tags.i`` (uniform ints, a copy: crud updates
     it); ``labels`` adds one keyword column per selectivity (``label_1p``
     holds ``label_1p`` on ~1% of the rows, ``other`` elsewhere); a dataset
-    must already have them (``storebench dataset make --labels``)."""
+    must already have them (``storebench dataset make --labels``). The
+    plan checked a dataset against ``p`` (``resolve_dataset``: its size,
+    metric, queries and label columns)."""
 
     def __init__(self, p: Any, *, tags: bool = False, labels: Sequence[float] = ()):
         self.p = p
@@ -48,18 +51,7 @@ class VectorData:
             from storebench.data import datasets
 
             self.ds = datasets.load(p.dataset, metric=p.metric)
-            if self.ds.nq == 0:
-                raise UserError("the dataset has no queries for find by vector", where=self.ds.name)
             self.n = p.n if "n" in p.model_fields_set else self.ds.n
-            if self.n > self.ds.n:
-                raise UserError(
-                    f"n={self.n:,} is more than the {self.ds.n:,} rows of {self.ds.name}",
-                    where="n",
-                )
-            if "metric" in p.model_fields_set and p.metric != self.ds.metric:
-                raise UserError(
-                    f"metric={p.metric}, but {self.ds.name} is {self.ds.metric}", where="metric"
-                )
             self.ids = np.asarray(self.ds.ids[: self.n])
             self.vecs = self.ds.vectors if self.n == self.ds.n else self.ds.vectors[: self.n]
             self.metric = self.ds.metric
@@ -69,12 +61,6 @@ class VectorData:
                 else:
                     self.tags = synthetic.uniform_ints(self.n, 0, tag_values or self.n, p.seed)
             for name in self.selectivity:
-                if name not in self.ds.fields:
-                    raise UserError(
-                        f"{self.ds.name} has no {name} column for filtered search (make one: "
-                        "storebench dataset make --labels 0.01,0.1,0.5,0.99)",
-                        where="labels",
-                    )
                 self.labels[name] = self.ds.fields[name][: self.n]
             self.describe: dict[str, Any] = {
                 "dataset": self.ds.name,
@@ -113,6 +99,11 @@ class VectorData:
     def fields(self) -> dict[str, np.ndarray]:
         out = {} if self.tags is None else {TAG: self.tags}
         return out | self.labels
+
+    def rows(self, start: int, stop: int) -> DocBatch:
+        """Rows [start, stop) as one batch (their vectors read into memory)."""
+        cols = {f: c[start:stop] for f, c in self.fields.items()}
+        return DocBatch(self.ids[start:stop], cols, np.asarray(self.vecs[start:stop]))
 
     def queries(self, count: int) -> np.ndarray:
         if self.ds is not None:
@@ -267,19 +258,10 @@ def resolve_dataset(p: Any, stated: frozenset[str], doublings: int = 0) -> Any:
     return p.model_copy(update=up)
 
 
-def check_dataset(p: VectorParams) -> None:
-    """A named dataset exists, has queries, and holds the label columns."""
-    if p.dataset is None:
-        return
-    from storebench.data import datasets
+def check_dataset(p: DataParams) -> None:
+    """A named dataset loads (``Workload.check``; ``resolve_dataset``, run
+    before it, refused one without queries or a label column stated)."""
+    if p.dataset is not None:
+        from storebench.data import datasets
 
-    ds = datasets.load(p.dataset, metric=p.metric)
-    if ds.nq == 0:
-        raise UserError(f"{ds.name} has no queries to search with", where="dataset")
-    for s in p.labels:
-        name = synthetic.label_name(s)
-        if name not in ds.fields:
-            raise UserError(
-                f"{ds.name} has no {name} column (storebench dataset make --labels ...)",
-                where="labels",
-            )
+        datasets.load(p.dataset, metric=p.metric)

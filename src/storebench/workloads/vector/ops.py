@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,8 +19,9 @@ from storebench.data.batch import DocBatch
 from storebench.data.filters import Filter
 from storebench.data.shared import Shared
 from storebench.driver import Op
-from storebench.stores.base import Collection
+from storebench.stores.base import AsyncView, Collection
 from storebench.stores.params import SearchParams
+from storebench.workloads.base import BatchInserts, ViewsOp
 
 
 def apply_setting(coll: Collection, setting: SearchParams) -> None:
@@ -29,99 +31,70 @@ def apply_setting(coll: Collection, setting: SearchParams) -> None:
         coll.set_search_params(setting)
 
 
-class _Inserts(Op):
-    """Op i inserts batch i of rows [start, stop)."""
-
-    def __init__(
-        self,
-        ids: Shared,
-        fields: Mapping[str, Shared],
-        vecs: Shared,
-        batch: int,
-        start: int,
-        stop: int | None,
-        coll: Collection,
-    ):
-        self.coll = coll
-        self.insert = coll.insert
-        ids_a, vecs_a = ids.array, vecs.array
-        cols = {k: v.array for k, v in fields.items()}
-        stop = len(ids_a) if stop is None else stop
-        self.batches = [
-            DocBatch(
-                ids_a[s : min(s + batch, stop)],
-                {k: c[s : min(s + batch, stop)] for k, c in cols.items()},
-                vecs_a[s : min(s + batch, stop)],
-            )
-            for s in range(start, stop, batch)
-        ]
-
-    def __call__(self, i: int) -> None:
-        self.insert(self.batches[i])
-
-    async def aopen(self) -> None:
-        self.view = self.coll.aio()
-        await self.view.open()
-        self.ainsert = self.view.insert
-
-    async def acall(self, i: int) -> None:
-        await self.ainsert(self.batches[i])
-
-    async def aclose(self) -> None:
-        await self.view.close()
-
-
+@dataclass(frozen=True, eq=False)
 class InsertFactory:
     """Batched inserts of rows [start, stop) of shared columns."""
 
-    def __init__(
-        self,
-        ids: Shared,
-        fields: Mapping[str, Shared],
-        vecs: Shared,
-        batch: int,
-        start: int = 0,
-        stop: int | None = None,
-    ):
-        self.args = (ids, dict(fields), vecs, batch, start, stop)
+    ids: Shared
+    fields: Mapping[str, Shared]
+    vecs: Shared
+    batch: int
+    start: int = 0
+    stop: int | None = None
 
     def __call__(self, coll: Collection, c: int, clients: int) -> Op:
-        return _Inserts(*self.args, coll)
+        """Op i inserts batch i."""
+        ids, vecs = self.ids.array, self.vecs.array
+        cols = {k: v.array for k, v in self.fields.items()}
+        stop = len(ids) if self.stop is None else self.stop
+        batches = [
+            DocBatch(
+                ids[s : min(s + self.batch, stop)],
+                {k: c[s : min(s + self.batch, stop)] for k, c in cols.items()},
+                vecs[s : min(s + self.batch, stop)],
+            )
+            for s in range(self.start, stop, self.batch)
+        ]
+        return BatchInserts(coll, batches)
 
 
-class _Searches(Op):
-    def __init__(
-        self,
-        coll: Collection,
-        queries: Shared,
-        k: int,
-        where: Filter | None,
-        setting: SearchParams | None,
-        owner: int,
-        lane: int = 0,
-        lanes: int = 1,
-    ):
+@dataclass(frozen=True, eq=False)
+class SearchFactory:
+    """One query vector per op (op i: query ``i % len(queries)``); each client
+    returns the ids it found per query, for recall."""
+
+    queries: Shared
+    k: int
+    where: Filter | None = None
+    setting: SearchParams | None = None  # typed, frozen: pickled as it is to process clients
+    owner: int = field(default_factory=os.getpid)  # the process that applied ``setting``
+
+    def __call__(self, coll: Collection, c: int, clients: int) -> Op:
+        return _Searches(self, coll, c, clients)
+
+
+class _Searches(ViewsOp):
+    def __init__(self, f: SearchFactory, coll: Collection, lane: int = 0, lanes: int = 1):
         # a process client opened its own store from the spec: the search
         # setting the parent applied must be applied here too
-        if setting is not None and os.getpid() != owner:
-            apply_setting(coll, setting)
+        if f.setting is not None and os.getpid() != f.owner:
+            apply_setting(coll, f.setting)
         self.coll = coll
+        self.colls = (coll,)
         self.lane, self.lanes = lane, lanes
         self.native_op: Any = None
         self.order: list[int] = []
         self.search = coll.search
-        self.q = np.ascontiguousarray(queries.array)
-        self.k = k
-        self.where = where
-        self.found = np.full((len(self.q), k), -1, np.int64)
+        self.q = np.ascontiguousarray(f.queries.array)
+        self.k = f.k
+        # the search call's arguments after the query: a filter only where there is one
+        self.args = (f.k,) if f.where is None else (f.k, f.where)
+        self.found = np.full((len(self.q), f.k), -1, np.int64)
         self.seen = np.zeros(len(self.q), bool)
 
     def __call__(self, i: int) -> None:
         j = i % len(self.q)
-        if self.where is None:
-            self.found[j] = self.search(self.q[j : j + 1], self.k).ids[0]
-        else:
-            self.found[j] = self.search(self.q[j : j + 1], self.k, self.where).ids[0]
+        self.found[j] = self.search(self.q[j : j + 1], *self.args).ids[0]
         self.seen[j] = True
 
     def native(self) -> Any:
@@ -134,21 +107,13 @@ class _Searches(Op):
         self.native_op = self.coll.native_search(self.q[self.order], self.k)
         return self.native_op
 
-    async def aopen(self) -> None:
-        self.view = self.coll.aio()
-        await self.view.open()
-        self.asearch = self.view.search
+    def opened(self, view: AsyncView) -> None:  # type: ignore[override]
+        self.asearch = view.search
 
     async def acall(self, i: int) -> None:
         j = i % len(self.q)
-        if self.where is None:
-            self.found[j] = (await self.asearch(self.q[j : j + 1], self.k)).ids[0]
-        else:
-            self.found[j] = (await self.asearch(self.q[j : j + 1], self.k, self.where)).ids[0]
+        self.found[j] = (await self.asearch(self.q[j : j + 1], *self.args)).ids[0]
         self.seen[j] = True
-
-    async def aclose(self) -> None:
-        await self.view.close()
 
     def finish(self) -> Any:
         if self.native_op is not None:  # the ids the native loop kept, by slot
@@ -161,26 +126,3 @@ class _Searches(Op):
                     self.found[qj, : len(got)] = got
                     self.seen[qj] = True
         return self.found, self.seen
-
-
-class SearchFactory:
-    """One query vector per op (op i: query ``i % len(queries)``); each client
-    returns the ids it found per query, for recall."""
-
-    def __init__(
-        self,
-        queries: Shared,
-        k: int,
-        where: Filter | None = None,
-        setting: SearchParams | None = None,
-    ):
-        self.queries = queries
-        self.k = k
-        self.where = where
-        self.setting = setting  # typed, frozen: pickled as it is to process clients
-        self.owner = os.getpid()
-
-    def __call__(self, coll: Collection, c: int, clients: int) -> Op:
-        return _Searches(
-            coll, self.queries, self.k, self.where, self.setting, self.owner, c, clients
-        )

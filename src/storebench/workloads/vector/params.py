@@ -10,7 +10,6 @@ from pydantic import Field, field_validator
 
 from storebench.data import synthetic
 from storebench.driver.native import ClientChoice
-from storebench.stores.params import SearchParams
 from storebench.workloads.base import MemoryNeed, Params
 from storebench.workloads.vector.data import TRUTH_K, data_memory
 
@@ -79,9 +78,25 @@ class VectorParams(DataParams):
                 raise ValueError(f"selectivity {s} is not in (0, 1]")
         return v
 
-    def top_clients(self) -> int:
-        """The largest client count of the run (the default uploaders)."""
-        return 1
+    @field_validator("clients", mode="before", check_fields=False)
+    @classmethod
+    def _client_list(cls, v: Any) -> Any:
+        """A workload's client counts (its ``clients``): a single count is
+        a list of one; each must be >= 1."""
+        if isinstance(v, int):
+            v = [v]
+        if isinstance(v, list):
+            if not v:
+                raise ValueError("give at least one client count")
+            for c in v:
+                if isinstance(c, int) and c < 1:
+                    raise ValueError(f"client counts must be >= 1, got {c}")
+        return v
+
+    def client_counts(self) -> list[int]:
+        """The client counts measured in turn (the largest: the default
+        uploaders); 1 for a workload without ``clients``."""
+        return list(getattr(self, "clients", None) or [1])
 
 
 def search_memory(
@@ -96,23 +111,6 @@ def search_memory(
         n=n,
         keys=keys,
     )
-
-
-def client_list(v: Any) -> Any:
-    """A single client count is a list of one; each must be >= 1."""
-    if isinstance(v, int):
-        v = [v]
-    if isinstance(v, list):
-        if not v:
-            raise ValueError("give at least one client count")
-        for c in v:
-            if isinstance(c, int) and c < 1:
-                raise ValueError(f"client counts must be >= 1, got {c}")
-    return v
-
-
-def setting_label(setting: SearchParams) -> str:
-    return setting.label()
 
 
 def task_name(kind: str, *parts: str) -> str:

@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from storebench.data.batch import DocBatch
 from storebench.data.filters import Cmp, Filter
 from storebench.data.truth import GroundTruth
 from storebench.driver import Task, native
@@ -92,11 +91,7 @@ class SearchRun:
         self.k = p.k
         self.truth_k = max(p.k, TRUTH_K)
         ctx.metrics["data"] = self.data.describe
-        first = DocBatch(
-            self.data.ids[:1],
-            {f: c[:1] for f, c in self.data.fields.items()},
-            np.asarray(self.data.vecs[:1]),
-        )
+        first = self.data.rows(0, 1)
         self.coll = ctx.collection(
             name, first.schema(self.data.metric, indexed=tuple(self.data.labels))
         )
@@ -119,16 +114,13 @@ class SearchRun:
         else the run's or the store's: ``RunContext.executor_for``."""
         return self.ctx.executor_for(self.p.executor, clients)
 
-    def executor_name(self, task: Task) -> str:
-        return self.ctx.executor_name(task)
-
     # --- load, index, count
     def upload(self, stop: int, name: str = "upload") -> None:
         """Insert rows [loaded, stop) in batches by parallel uploaders."""
         p, ctx = self.p, self.ctx
         start = self.loaded
         batches = -(-(stop - start) // p.batch_size)
-        clients = min(p.upload_clients or p.top_clients(), batches)
+        clients = min(p.upload_clients or max(p.client_counts()), batches)
         task = Task(
             name,
             InsertFactory(
@@ -145,7 +137,7 @@ class SearchRun:
             phase="upload",
             n=stop,
             items=stop - start,  # the last batch may be short
-            executor=self.executor_name(task),
+            executor=ctx.executor_name(task),
         )
         self.loaded = stop
         self.count_check(stop, f"after {name}")
@@ -163,14 +155,21 @@ class SearchRun:
                 f"{expected:,} documents"
             )
 
-    def build_index(self, name: str = "build_index") -> TaskRecord | None:
-        """``build_index`` of the loaded rows, then the count check and the
-        collection's size."""
+    def build_index(self, name: str = "build_index", into: dict[str, Any] | None = None) -> None:
+        """``build_index`` of the loaded rows, then the count check, the
+        collection's size and the index metrics, into the run's metrics
+        (or a step's, ``into``): ``index`` says whether a build step built
+        it or the upload did; ``index_s`` is the build's time, only where
+        there was a build."""
         rec = build_index(self.ctx, self.coll, self.loaded, name, n=self.loaded)
         if rec is not None:
             self.count_check(self.loaded, f"after {name}")
-        self.size()
-        return rec
+        self.size(into)
+        out = self.ctx.metrics if into is None else into
+        if rec is not None and rec.index_build == "during_insert":
+            out["index"] = "during upload"
+        elif rec is not None:
+            out |= {"index": "built", "index_s": rec.elapsed_s}
 
     def size(self, into: dict[str, Any] | None = None) -> int | None:
         """The collection's size as the store counts it (its data and indexes:
@@ -193,15 +192,14 @@ class SearchRun:
     # --- truth
     def truth(self, label: str | None) -> GroundTruth:
         """Exact neighbours among the loaded rows (those with the label)."""
-        key = label
-        if key not in self.truths:
+        if label not in self.truths:
             live = np.zeros(self.data.n, bool)
             live[: self.loaded] = True
             if label is not None:
                 live &= np.asarray(self.data.labels[label]) == label
-            self.truths[key] = self.data.truth(live, self.queries, self.truth_k)
-            self.lives[key] = live
-        return self.truths[key]
+            self.truths[label] = self.data.truth(live, self.queries, self.truth_k)
+            self.lives[label] = live
+        return self.truths[label]
 
     def distances_of(self, label: str | None) -> DistancesOf:
         """True distances of found ids, among the rows ``truth(label)`` covers."""
@@ -231,20 +229,16 @@ class SearchRun:
         for one the workload chose (tuned)."""
         p, ctx = self.p, self.ctx
         where: Filter | None = Cmp(label, "eq", label) if label is not None else None
-        if where is not None:
-            try:
+        try:
+            if where is not None:
                 ctx.store.require({Capability.FILTERED_SEARCH})
-            except NotSupported as exc:
-                ctx.unsupported(name, exc)
-                return None
-        truth = self.truth(label)
-        try:  # native: unfiltered search only
-            client = native.resolve(
-                p.client, self.coll, "search" if where is None else "filtered search"
-            )
+            # native: unfiltered search only
+            kind = "search" if where is None else "filtered search"
+            client = native.resolve(p.client, self.coll, kind)
         except NotSupported as exc:
             ctx.unsupported(name, exc)
             return None
+        truth = self.truth(label)
         task = Task(
             name,
             SearchFactory(self.shared_q, self.k, where, setting),
@@ -258,7 +252,7 @@ class SearchRun:
             min_duration_s=0.0 if p.duration_s else p.min_window_s,
             client=client,
         )
-        executor = self.executor_name(task)
+        executor = ctx.executor_name(task)
         extra = {"phase": "search", setting_key: setting.given(), "executor": executor} | extra
         extra["client"] = client
         if label is not None:
@@ -289,17 +283,36 @@ class SearchRun:
         batches, through the same search call."""
         self.apply(setting)
         truth = self.truth(label)
-        where = Cmp(label, "eq", label) if label is not None else None
+        # the search call's arguments after the queries: a filter only where there is one
+        args = (self.k,) if label is None else (self.k, Cmp(label, "eq", label))
         found = np.full((len(self.queries), self.k), -1, np.int64)
         for s in range(0, len(self.queries), 100):
             q = self.queries[s : s + 100]
-            res = (
-                self.coll.search(q, self.k) if where is None else self.coll.search(q, self.k, where)
-            )
-            found[s : s + len(q)] = res.ids[:, : self.k]
+            found[s : s + len(q)] = self.coll.search(q, *args).ids[:, : self.k]
         fd = self.distances_of(label)(np.arange(len(found)), found)
         r = score_found(found, truth, self.k, fd, [RECALL]).of(RECALL)
         return 0.0 if r is None else r
+
+    def curve(
+        self,
+        setting: SearchParams,
+        clients: list[int],
+        prefix: str = "",
+        setting_key: str = "search",
+        **extra: Any,
+    ) -> tuple[str, list[TaskRecord | None]]:
+        """Latency and throughput at each client count, then filtered
+        search; returns the task at the most clients (runs are ranked by
+        its QPS, the studies' figure) and the unfiltered tasks' records."""
+        label = " ".join(x for x in (prefix, setting.label()) if x)
+        recs = [
+            self.measure(
+                task_name("search", label, f"c={c}"), setting, c, None, setting_key, **extra
+            )
+            for c in clients
+        ]
+        self.filtered(setting, label, setting_key, **extra)
+        return task_name("search", label, f"c={max(clients)}"), recs
 
     def filtered(
         self, setting: SearchParams, suffix: str, setting_key: str = "search", **extra: Any
