@@ -203,17 +203,17 @@ class QdrantEdgeCollection(Collection):
     def insert(self, docs: DocBatch) -> None:
         if not len(docs):
             return
-        with self._lock.shared():
+        with self._lock.shared:
             self._shard.update(qe.UpdateOperation.upsert_points(self._points(docs, self._fields)))
 
     def get(self, ids: np.ndarray) -> DocBatch:
-        with self._lock.shared():
+        with self._lock.shared:
             records = self._shard.retrieve(_uids(ids), True, True)
         return self._batch(records, vectors=True)
 
     def update(self, docs: DocBatch) -> None:
         fields = list(docs.fields)
-        with self._lock.shared():
+        with self._lock.shared:
             sh = self._shard
             if docs.vectors is not None and set(fields) == set(self._fields):
                 sh.update(
@@ -240,7 +240,7 @@ class QdrantEdgeCollection(Collection):
                 )
 
     def delete(self, ids: np.ndarray) -> None:
-        with self._lock.shared():
+        with self._lock.shared:
             self._shard.update(qe.UpdateOperation.delete_points(_uids(ids)))
 
     def _scroll(self, flt: Any, limit: int | None) -> list[Any]:
@@ -262,7 +262,7 @@ class QdrantEdgeCollection(Collection):
         self, where: F.Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         flt = self._filter(where)
-        with self._lock.shared():
+        with self._lock.shared:
             if order is None:
                 return self._batch(self._scroll(flt, limit), vectors=False)
             field, desc = order
@@ -305,7 +305,7 @@ class QdrantEdgeCollection(Collection):
             )
             for v in np.asarray(vectors, np.float32).tolist()
         ]
-        with self._lock.shared():
+        with self._lock.shared:
             if nq == 1:
                 results = [self._shard.query(reqs[0])]
             else:
@@ -321,12 +321,12 @@ class QdrantEdgeCollection(Collection):
         return int(self._shard.count(qe.CountRequest(exact=True, filter=flt)))
 
     def count(self) -> int:
-        with self._lock.shared():
+        with self._lock.shared:
             return self._count()
 
     def build_index(self, params: HnswIndex) -> None:
         wanted = index_values(params)
-        with self._lock.exclusive():
+        with self._lock.exclusive:
             if wanted != self._params:  # the HNSW config lives in the shard's config
                 self._shard.flush()
                 self._shard.close()
@@ -341,7 +341,7 @@ class QdrantEdgeCollection(Collection):
     def size_bytes(self) -> int:
         """Disk blocks of the shard's directory (its files are sparse: the
         apparent size is mostly preallocation)."""
-        with self._lock.shared():
+        with self._lock.shared:
             self._shard.flush()
             total = 0
             for root, _, files in os.walk(self._path):
@@ -350,11 +350,11 @@ class QdrantEdgeCollection(Collection):
             return total
 
     def compact(self) -> None:
-        with self._lock.shared():
+        with self._lock.shared:
             self._shard.optimize()
 
     def _close(self) -> None:
-        with self._lock.exclusive():
+        with self._lock.exclusive:
             if self._shard is not None:
                 self._shard.close()
                 self._shard = None
