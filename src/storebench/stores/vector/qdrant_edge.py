@@ -108,7 +108,7 @@ class QdrantEdgeCollection(Collection):
         self._lock = RWLock()  # exclusive only while the shard is reopened or dropped
         self._fields = list(schema.fields)
         self._params = params  # the shard's HNSW config
-        self._ef = DEFAULT_SEARCH["ef"]
+        self._search = qe.SearchParams(hnsw_ef=DEFAULT_SEARCH["ef"])
         self._sign = {"l2": 1.0, "ip": -1.0, "cosine": -1.0}[schema.metric]
         self._shift = 1.0 if schema.metric == "cosine" else 0.0  # distance = shift + sign * score
 
@@ -288,18 +288,17 @@ class QdrantEdgeCollection(Collection):
 
     def search(self, vectors: np.ndarray, k: int, where: F.Filter | None = None) -> SearchResult:
         nq = len(vectors)
-        ids = np.full((nq, k), -1, np.int64)
-        dist = np.full((nq, k), np.inf, np.float32)
         if nq == 0 or k == 0:
-            return SearchResult(ids, dist)
+            return SearchResult(
+                np.full((nq, k), -1, np.int64), np.full((nq, k), np.inf, np.float32)
+            )
         flt = self._filter(where)
-        params = qe.SearchParams(hnsw_ef=self._ef)
         reqs = [
             qe.QueryRequest(
                 limit=k,
                 query=qe.Query.Nearest(v),
                 filter=flt,
-                params=params,
+                params=self._search,
                 with_payload=False,
                 with_vector=False,
             )
@@ -310,12 +309,21 @@ class QdrantEdgeCollection(Collection):
                 results = [self._shard.query(reqs[0])]
             else:
                 results = self._shard.query_batch(qe.QueryBatchRequest(reqs))
-        for i, points in enumerate(results):
-            if points:
-                ids[i, : len(points)] = _ids([p.id for p in points])
-                scores = np.array([p.score for p in points], np.float32)
-                dist[i, : len(points)] = self._shift + self._sign * scores
-        return SearchResult(ids, dist)
+        # every query's points (nearest first) in one flat list
+        uids = [p.id for points in results for p in points]
+        # in Python per point, not numpy per query: exact in float64, so the
+        # same float32 as the sum over float32 arrays
+        shift, sign = self._shift, self._sign
+        dist = np.array([shift + sign * p.score for ps in results for p in ps], np.float32)
+        found = [len(points) for points in results]
+        if min(found) == k:
+            return SearchResult(_ids(uids).reshape(nq, k), dist.reshape(nq, k))
+        mine = np.arange(k) < np.array(found)[:, None]  # a query's points, then padding
+        ids = np.full((nq, k), -1, np.int64)
+        ids[mine] = _ids(uids)
+        padded = np.full((nq, k), np.inf, np.float32)
+        padded[mine] = dist
+        return SearchResult(ids, padded)
 
     def _count(self, flt: Any = None) -> int:
         return int(self._shard.count(qe.CountRequest(exact=True, filter=flt)))
@@ -336,7 +344,7 @@ class QdrantEdgeCollection(Collection):
 
     def set_search_params(self, params: HnswSearch) -> None:
         if params.ef is not None:
-            self._ef = params.ef
+            self._search = qe.SearchParams(hnsw_ef=params.ef)
 
     def size_bytes(self) -> int:
         """Disk blocks of the shard's directory (its files are sparse: the
