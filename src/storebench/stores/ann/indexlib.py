@@ -18,6 +18,7 @@ from the stored vectors. Searches before ``build_index`` use the same
 
 Searches take a shared lock and writes an exclusive one: the libraries'
 growth (resize/reserve) and faiss's ``add`` must not run beside a search.
+The shared side costs two set operations while nothing writes (``RWLock``).
 
 Neutral parameters: index ``m``, ``ef_construct``; search ``ef``. Defaults
 (the same for every engine, so runs compare): m=16, ef_construct=128, ef=64.
