@@ -12,7 +12,9 @@ figure is the median over blocks of the time per query: CPU of the calling
 thread (``time.thread_time``), CPU of the process (``time.process_time``:
 lancedb, duckdb and chroma search partly on threads of their own) and wall.
 Printed per engine and ef: each figure for both, storebench's over the
-library's, and the load average before and after.
+library's, and the load average before and after. With ``--get``, a line
+``get`` per engine whose adapter's get calls its library: one id per call,
+the library's own get against the collection's.
 
 Qdrant scans a segment below its full-scan threshold (10 MB of vectors)
 instead of walking its graph, so ef changes nothing for qdrant-edge below
@@ -20,7 +22,7 @@ that size. The memory store's library is numpy: the same BLAS distances and
 partial sort it calls.
 
     nice python benchmarks/adapter_floor.py [--n 100000 --dim 50 --metric cosine]
-        [--ef 16 64 256] [--blocks 10 --block 200] [--engines hnswlib faiss ...]
+        [--ef 16 64 256] [--blocks 10 --block 200] [--engines hnswlib faiss ...] [--get]
 """
 
 from __future__ import annotations
@@ -191,6 +193,40 @@ def alternated(
     }
 
 
+# one id (a (1,) int64 array; ids are rows in ``build``'s collections) ->
+# the document as the library gives it: the floor of ``get``, where the
+# adapter's get reaches the library (the index libraries' is the column store)
+GET: dict[str, Callable[[Any], Callable[[np.ndarray], Any]]] = {
+    "hnswlib": lambda coll: coll._ix.get_items,
+    "usearch": lambda coll: coll._ix.get,
+    "faiss": lambda coll: coll._ix.reconstruct_batch,
+    "qdrant-edge": lambda coll: lambda ids: coll._shard.retrieve(ids.tolist(), True, True),
+}
+
+
+def gets(coll: Any, n: int) -> dict[str, Callable[[int], Any]]:
+    """Call i of each side gets id i mod n (``build``'s ids are 0..n-1)."""
+    library, ids = GET[coll.store.engine](coll), np.arange(n, dtype=np.int64)
+    return {
+        "library": lambda i: library(ids[i % n : i % n + 1]),
+        "storebench": lambda i: coll.get(ids[i % n : i % n + 1]),
+    }
+
+
+def line(
+    engine: str, what: str, sides: dict[str, Callable[[int], Any]], blocks: int, block: int
+) -> None:
+    """Time the library and storebench sides alternately and print their line."""
+    load = os.getloadavg()[0]
+    t = alternated(sides, blocks, block)
+    figures = "".join(
+        f"  {lib:8,.1f} {ours:8,.1f} {ours / lib:4.2f}"
+        for lib, ours in zip(t["library"], t["storebench"], strict=True)
+    )
+    after = os.getloadavg()[0]
+    print(f"{engine:12} {what:>4}{figures}  {load:.1f}/{after:.1f}", flush=True)
+
+
 def build(engine: str, data: np.ndarray, metric: str) -> tuple[Any, Collection]:
     store = StoreSpec(engine).open()
     index = store.Index(**BUILD) if set(BUILD) <= set(store.Index.model_fields) else store.Index()
@@ -213,6 +249,7 @@ def main() -> None:
     ap.add_argument("--blocks", type=int, default=10, help="timed blocks per side")
     ap.add_argument("--block", type=int, default=200, help="queries per block")
     ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
+    ap.add_argument("--get", action="store_true", help="also get by id, one id per call")
     args = ap.parse_args()
 
     data = synthetic.vectors(args.n, args.dim)
@@ -239,21 +276,13 @@ def main() -> None:
                     if ef is not None:
                         coll.set_search_params(store.Search.model_validate({"ef": ef}))
                     direct = DIRECT[engine](coll, args.k, ef)
-                    op = SearchFactory(shared, args.k)(coll, 0, 1)
-                    load = os.getloadavg()[0]
-                    t = alternated(
-                        {"library": lambda i, f=direct: f(queries[i : i + 1]), "storebench": op},
-                        args.blocks,
-                        args.block,
-                    )
-                    figures = "".join(
-                        f"  {lib:8,.1f} {ours:8,.1f} {ours / lib:4.2f}"
-                        for lib, ours in zip(t["library"], t["storebench"], strict=True)
-                    )
-                    after = os.getloadavg()[0]
-                    print(
-                        f"{engine:12} {ef or '-':>4}{figures}  {load:.1f}/{after:.1f}", flush=True
-                    )
+                    sides = {
+                        "library": lambda i, f=direct: f(queries[i : i + 1]),
+                        "storebench": SearchFactory(shared, args.k)(coll, 0, 1),
+                    }
+                    line(engine, str(ef or "-"), sides, args.blocks, args.block)
+                if args.get and engine in GET:
+                    line(engine, "get", gets(coll, args.n), args.blocks, args.block)
             finally:
                 store.close()
 

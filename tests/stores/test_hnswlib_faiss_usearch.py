@@ -229,15 +229,42 @@ def test_a_writer_in_a_loop_lets_the_waiting_readers_in_first():
     lock, order = RWLock(), []
 
     def reader():
-        with lock.shared():
+        with lock.shared:
             order.append("read")
 
-    with lock.exclusive():
+    with lock.exclusive:
         t = threading.Thread(target=reader)
         t.start()
         while not lock._readers_waiting:  # the reader waits for this writer
             time.sleep(0.001)
-    with lock.exclusive():  # taken back at once
+    with lock.exclusive:  # taken back at once
         order.append("write")
     t.join(5)
     assert order == ["read", "write"]
+
+
+def test_a_writer_waits_for_a_reader_that_took_no_lock():
+    """A reader that came in while no writer was about took no lock: a
+    writer arriving then still waits until that reader leaves."""
+    import threading
+    import time
+
+    from storebench.stores.ann.indexlib import RWLock
+
+    lock, order = RWLock(), []
+
+    def writer():
+        with lock.exclusive:
+            order.append("write")
+
+    with lock.shared:
+        assert lock._fast and not lock._readers  # in without the condition
+        t = threading.Thread(target=writer)
+        t.start()
+        while not lock._gate:  # the writer is waiting
+            time.sleep(0.001)
+        time.sleep(0.05)
+        order.append("read")
+    t.join(5)
+    assert order == ["read", "write"]
+    assert not lock._gate  # no writer left: readers take no lock again

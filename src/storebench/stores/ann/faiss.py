@@ -10,8 +10,9 @@ insert that would replace an existing id is refused rather than leaving a
 stale vector in the graph.
 
 - metric: l2 -> ``METRIC_L2`` (squared; the store returns its square root),
-  ip -> ``METRIC_INNER_PRODUCT``, cosine -> inner product over normalised
-  copies (the column store keeps the originals for ``get``).
+  ip -> ``METRIC_INNER_PRODUCT``, cosine -> inner product over copies
+  normalised by ``faiss.normalize_L2`` (the column store keeps the
+  originals for ``get``).
 - filtered search: faiss's own selector, ``SearchParametersHNSW(sel=
   IDSelectorBitmap)`` built from the filter's mask over the column store.
 """
@@ -24,8 +25,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from storebench.data.truth import normalize
-from storebench.stores.ann.indexlib import LibraryCollection, LibraryStore
+from storebench.stores.ann.indexlib import LibraryCollection, LibraryStore, padded
 from storebench.stores.base import Capability, Collection
 
 
@@ -43,9 +43,11 @@ class FaissCollection(LibraryCollection):
         self._ix = ix
 
     def _prep(self, x: np.ndarray) -> np.ndarray:
-        if self.schema.metric == "cosine":
-            return normalize(x)
-        return np.ascontiguousarray(x, dtype=np.float32)
+        if self.schema.metric != "cosine":
+            return np.ascontiguousarray(x, dtype=np.float32)
+        x = np.array(x, np.float32, order="C")  # a copy: normalised in place
+        faiss.normalize_L2(x)  # zero vectors stay zero
+        return x
 
     def _index_add(self, rows: np.ndarray, vecs: np.ndarray) -> None:
         if rows[0] != self._ix.ntotal or rows[-1] != self._ix.ntotal + len(rows) - 1:
@@ -59,8 +61,7 @@ class FaissCollection(LibraryCollection):
         self, q: np.ndarray, k: int, allowed: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
         if allowed is None:
-            params = faiss.SearchParametersHNSW(efSearch=self._ef)  # type: ignore[attr-defined]
-            d, labels = self._ix.search(self._prep(q), k, params=params)
+            d, labels = self._ix.search(self._prep(q), k)  # hnsw.efSearch is self._ef
         else:
             bitmap = np.packbits(allowed, bitorder="little")  # alive until search returns
             sel = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap))
@@ -70,11 +71,12 @@ class FaissCollection(LibraryCollection):
         if metric == "l2":
             d = np.sqrt(np.maximum(d, 0.0))
         elif metric == "ip":
-            d = -d
+            d = np.negative(d, out=d)
         else:
-            d = 1.0 - d
-        d[labels < 0] = np.inf
-        return labels.astype(np.int64, copy=False), d
+            d = np.subtract(1.0, d, out=d)
+        if padded(labels):
+            d[labels < 0] = np.inf
+        return labels, d
 
     def _index_bytes(self) -> int:
         ix = self._ix

@@ -18,6 +18,7 @@ from the stored vectors. Searches before ``build_index`` use the same
 
 Searches take a shared lock and writes an exclusive one: the libraries'
 growth (resize/reserve) and faiss's ``add`` must not run beside a search.
+The shared side costs two set operations while nothing writes (``RWLock``).
 
 Neutral parameters: index ``m``, ``ef_construct``; search ``ef``. Defaults
 (the same for every engine, so runs compare): m=16, ef_construct=128, ef=64.
@@ -26,9 +27,8 @@ Neutral parameters: index ``m``, ``ef_construct``; search ``ef``. Defaults
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
+from threading import get_ident
 from typing import ClassVar
 
 import numpy as np
@@ -58,54 +58,94 @@ def index_values(params: HnswIndex) -> dict[str, int]:
     return {k: v if v is not None else DEFAULT_INDEX[k] for k, v in params}
 
 
+def padded(rows: np.ndarray) -> bool:
+    """Whether a row of a k-nearest answer (k > 0) ends in -1 (a row's
+    padding is at its end): one look per query, not a pass over the answer."""
+    return min(rows[:, -1].tolist()) < 0
+
+
 class RWLock:
     """Many readers or one writer, taking turns: a waiting writer holds off
     new readers, and a writer's release lets in the readers that waited for
     it before the next writer. (Writers first alone starved the readers: a
     writer inserting in a loop took the lock back before a waiting search
-    woke, so searches while inserting waited for the whole stream.)"""
+    woke, so searches while inserting waited for the whole stream.)
+
+    ``with lock.shared:`` / ``with lock.exclusive:``. While no writer is in
+    or waiting a reader takes no lock: it puts its thread in ``_fast``, then
+    looks at ``_gate``; a writer raises ``_gate`` before it waits for
+    ``_fast`` to empty, so one of the two always sees the other. A reader
+    that finds the gate raised steps back and queues on the condition.
+    Not reentrant (a thread holds it once)."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
-        self._readers = 0
+        self._fast: set[int] = set()  # threads reading past the gate
+        self._gate = False  # a writer is in or waiting: readers queue
+        self._readers = 0  # readers let in through the condition
         self._writer = False
         self._writers_waiting = 0
         self._readers_waiting = 0
         self._admit = 0  # readers let in ahead of waiting writers (their turn)
+        self.shared = _Shared(self)
+        self.exclusive = _Exclusive(self)
 
-    @contextmanager
-    def shared(self) -> Iterator[None]:
-        with self._cond:
-            self._readers_waiting += 1
-            while self._writer or (self._writers_waiting and not self._admit):
-                self._cond.wait()
-            self._readers_waiting -= 1
-            if self._admit:
-                self._admit -= 1
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._readers -= 1
-                if not self._readers:
-                    self._cond.notify_all()
 
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with self._cond:
-            self._writers_waiting += 1
-            while self._writer or self._readers or self._admit:
-                self._cond.wait()
-            self._writers_waiting -= 1
-            self._writer = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._writer = False
-                self._admit = self._readers_waiting  # their turn before the next writer
-                self._cond.notify_all()
+class _Shared:
+    def __init__(self, lock: RWLock):
+        self.lock = lock
+
+    def __enter__(self) -> None:
+        lock, me = self.lock, get_ident()
+        lock._fast.add(me)
+        if not lock._gate:
+            return
+        with lock._cond:
+            lock._fast.discard(me)
+            lock._cond.notify_all()  # a writer may be waiting for it to leave
+            lock._readers_waiting += 1
+            while lock._writer or (lock._writers_waiting and not lock._admit):
+                lock._cond.wait()
+            lock._readers_waiting -= 1
+            if lock._admit:
+                lock._admit -= 1
+            lock._readers += 1
+
+    def __exit__(self, *exc: object) -> None:
+        lock, me = self.lock, get_ident()
+        if me in lock._fast:
+            lock._fast.discard(me)
+            if lock._gate:
+                with lock._cond:
+                    lock._cond.notify_all()
+            return
+        with lock._cond:
+            lock._readers -= 1
+            if not lock._readers:
+                lock._cond.notify_all()
+
+
+class _Exclusive:
+    def __init__(self, lock: RWLock):
+        self.lock = lock
+
+    def __enter__(self) -> None:
+        lock = self.lock
+        with lock._cond:
+            lock._writers_waiting += 1
+            lock._gate = True
+            while lock._writer or lock._readers or lock._admit or lock._fast:
+                lock._cond.wait()
+            lock._writers_waiting -= 1
+            lock._writer = True
+
+    def __exit__(self, *exc: object) -> None:
+        lock = self.lock
+        with lock._cond:
+            lock._writer = False
+            lock._admit = lock._readers_waiting  # their turn before the next writer
+            lock._gate = bool(lock._writers_waiting)
+            lock._cond.notify_all()
 
 
 class LibraryCollection(ColumnsCollection):
@@ -171,13 +211,13 @@ class LibraryCollection(ColumnsCollection):
 
     # --- contract ------------------------------------------------------------------
     def update(self, docs: DocBatch) -> None:
-        with self._lock.exclusive():
+        with self._lock.exclusive:
             rows, hit = self._c.update(docs)
             if docs.vectors is not None and len(rows) and self._built:
                 self._index_replace(rows, np.ascontiguousarray(docs.vectors[hit]))
 
     def delete(self, ids: np.ndarray) -> None:
-        with self._lock.exclusive():
+        with self._lock.exclusive:
             rows = self._c.delete(ids)
             if len(rows) and self._built:
                 self._index_remove(rows)
@@ -185,7 +225,7 @@ class LibraryCollection(ColumnsCollection):
     def insert(self, docs: DocBatch) -> None:
         if not len(docs):
             return
-        with self._lock.exclusive():
+        with self._lock.exclusive:
             c = self._c
             if not self.can_remove:
                 old = c.rows(docs.ids)
@@ -208,8 +248,7 @@ class LibraryCollection(ColumnsCollection):
 
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         q = np.ascontiguousarray(vectors, dtype=np.float32)
-        nq = len(q)
-        with self._lock.shared():
+        with self._lock.shared:
             c = self._c
             live = c.count()
             allowed = None
@@ -219,9 +258,11 @@ class LibraryCollection(ColumnsCollection):
                 if live == c.count():
                     allowed = None  # every live document matches
             if live == 0 or k == 0 or not self._built:
-                rows = np.full((nq, k), -1, np.int64)
-                dist = np.full((nq, k), np.inf, np.float32)
-            elif allowed is not None and live <= k:
+                shape = (len(q), k)
+                return SearchResult(
+                    np.full(shape, -1, np.int64), np.full(shape, np.inf, np.float32)
+                )
+            if allowed is not None and live <= k:
                 rows, dist = self._exact(q, k, np.flatnonzero(allowed))  # all of them
             else:
                 kk = min(k, live)
@@ -229,13 +270,15 @@ class LibraryCollection(ColumnsCollection):
                 if kk < k:
                     rows = np.pad(rows, ((0, 0), (0, k - kk)), constant_values=-1)
                     dist = np.pad(dist, ((0, 0), (0, k - kk)), constant_values=np.inf)
-            ids = np.where(rows >= 0, c.ids[np.maximum(rows, 0)], -1)
+            ids = c.ids[rows]
+            if padded(rows):
+                ids[rows < 0] = -1
         return SearchResult(ids, dist.astype(np.float32, copy=False))
 
     def build_index(self, params: HnswIndex) -> bool:
         """False (nothing built) when the inserts built it with these parameters."""
         wanted = index_values(params)
-        with self._lock.exclusive():
+        with self._lock.exclusive:
             if self._built and wanted == self._params:
                 return False  # built incrementally with these parameters: ready
             self._params = wanted
@@ -250,18 +293,18 @@ class LibraryCollection(ColumnsCollection):
         if params.ef is None:
             return
         ef = params.ef
-        with self._lock.exclusive():
+        with self._lock.exclusive:
             self._ef = ef
             if self._built:
                 self._index_set_ef(ef)
 
     def size_bytes(self) -> int:
         """The library's index plus the column store (ids, fields, vectors)."""
-        with self._lock.shared():
+        with self._lock.shared:
             return self._c.nbytes() + (self._index_bytes() if self._built else 0)
 
     def _drop(self) -> None:
-        with self._lock.exclusive():
+        with self._lock.exclusive:
             self.store._collections.pop(self.name, None)
             self._c = Columns(self.schema)
             self._built = False

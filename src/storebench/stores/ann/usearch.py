@@ -60,19 +60,21 @@ class UsearchCollection(LibraryCollection):
         if allowed is not None:  # no filter in usearch's Python API
             return self._exact(q, k, np.flatnonzero(allowed))
         m = self._ix.search(q, k)
-        keys, d = np.atleast_2d(m.keys), np.atleast_2d(m.distances)
-        counts = np.atleast_1d(getattr(m, "counts", len(m.keys)))
-        if keys.shape[1] < k:  # one query comes back as Matches, cut to its count
-            keys = np.pad(keys, ((0, 0), (0, k - keys.shape[1])))
-            d = np.pad(d, ((0, 0), (0, k - d.shape[1])))
-        found = np.arange(k)[None, :] < counts[:, None]
-        rows = np.where(found, keys.astype(np.int64), -1)
+        # one query comes back as Matches, cut to its count; more as
+        # BatchMatches, k wide, with counts (the rest is left unset)
+        counts = m.counts.tolist() if len(q) > 1 else [len(m.keys)]
+        rows = m.keys.reshape(len(q), -1).astype(np.int64)
+        d = m.distances.reshape(len(q), -1)
+        if min(counts) < k:
+            found = np.arange(k)[None, :] < np.array(counts)[:, None]
+            rows = np.where(found, np.pad(rows, ((0, 0), (0, k - rows.shape[1]))), -1)
+            d = np.where(found, np.pad(d, ((0, 0), (0, k - d.shape[1]))), np.inf)
         metric = self.schema.metric
         if metric == "l2":
             d = np.sqrt(np.maximum(d, 0.0))
         elif metric == "ip":
             d = d - 1.0
-        return rows, np.where(found, d, np.inf).astype(np.float32)
+        return rows, d.astype(np.float32, copy=False)
 
     def _index_bytes(self) -> int:
         return int(self._ix.memory_usage)

@@ -108,7 +108,7 @@ class QdrantEdgeCollection(Collection):
         self._lock = RWLock()  # exclusive only while the shard is reopened or dropped
         self._fields = list(schema.fields)
         self._params = params  # the shard's HNSW config
-        self._ef = DEFAULT_SEARCH["ef"]
+        self._search = qe.SearchParams(hnsw_ef=DEFAULT_SEARCH["ef"])
         self._sign = {"l2": 1.0, "ip": -1.0, "cosine": -1.0}[schema.metric]
         self._shift = 1.0 if schema.metric == "cosine" else 0.0  # distance = shift + sign * score
 
@@ -203,17 +203,17 @@ class QdrantEdgeCollection(Collection):
     def insert(self, docs: DocBatch) -> None:
         if not len(docs):
             return
-        with self._lock.shared():
+        with self._lock.shared:
             self._shard.update(qe.UpdateOperation.upsert_points(self._points(docs, self._fields)))
 
     def get(self, ids: np.ndarray) -> DocBatch:
-        with self._lock.shared():
+        with self._lock.shared:
             records = self._shard.retrieve(_uids(ids), True, True)
         return self._batch(records, vectors=True)
 
     def update(self, docs: DocBatch) -> None:
         fields = list(docs.fields)
-        with self._lock.shared():
+        with self._lock.shared:
             sh = self._shard
             if docs.vectors is not None and set(fields) == set(self._fields):
                 sh.update(
@@ -240,7 +240,7 @@ class QdrantEdgeCollection(Collection):
                 )
 
     def delete(self, ids: np.ndarray) -> None:
-        with self._lock.shared():
+        with self._lock.shared:
             self._shard.update(qe.UpdateOperation.delete_points(_uids(ids)))
 
     def _scroll(self, flt: Any, limit: int | None) -> list[Any]:
@@ -262,7 +262,7 @@ class QdrantEdgeCollection(Collection):
         self, where: F.Filter | None = None, order: Order = None, limit: int | None = None
     ) -> DocBatch:
         flt = self._filter(where)
-        with self._lock.shared():
+        with self._lock.shared:
             if order is None:
                 return self._batch(self._scroll(flt, limit), vectors=False)
             field, desc = order
@@ -288,45 +288,53 @@ class QdrantEdgeCollection(Collection):
 
     def search(self, vectors: np.ndarray, k: int, where: F.Filter | None = None) -> SearchResult:
         nq = len(vectors)
-        ids = np.full((nq, k), -1, np.int64)
-        dist = np.full((nq, k), np.inf, np.float32)
         if nq == 0 or k == 0:
-            return SearchResult(ids, dist)
+            return SearchResult(
+                np.full((nq, k), -1, np.int64), np.full((nq, k), np.inf, np.float32)
+            )
         flt = self._filter(where)
-        params = qe.SearchParams(hnsw_ef=self._ef)
         reqs = [
             qe.QueryRequest(
                 limit=k,
                 query=qe.Query.Nearest(v),
                 filter=flt,
-                params=params,
+                params=self._search,
                 with_payload=False,
                 with_vector=False,
             )
             for v in np.asarray(vectors, np.float32).tolist()
         ]
-        with self._lock.shared():
+        with self._lock.shared:
             if nq == 1:
                 results = [self._shard.query(reqs[0])]
             else:
                 results = self._shard.query_batch(qe.QueryBatchRequest(reqs))
-        for i, points in enumerate(results):
-            if points:
-                ids[i, : len(points)] = _ids([p.id for p in points])
-                scores = np.array([p.score for p in points], np.float32)
-                dist[i, : len(points)] = self._shift + self._sign * scores
-        return SearchResult(ids, dist)
+        # every query's points (nearest first) in one flat list
+        uids = [p.id for points in results for p in points]
+        # in Python per point, not numpy per query: exact in float64, so the
+        # same float32 as the sum over float32 arrays
+        shift, sign = self._shift, self._sign
+        dist = np.array([shift + sign * p.score for ps in results for p in ps], np.float32)
+        found = [len(points) for points in results]
+        if min(found) == k:
+            return SearchResult(_ids(uids).reshape(nq, k), dist.reshape(nq, k))
+        mine = np.arange(k) < np.array(found)[:, None]  # a query's points, then padding
+        ids = np.full((nq, k), -1, np.int64)
+        ids[mine] = _ids(uids)
+        padded = np.full((nq, k), np.inf, np.float32)
+        padded[mine] = dist
+        return SearchResult(ids, padded)
 
     def _count(self, flt: Any = None) -> int:
         return int(self._shard.count(qe.CountRequest(exact=True, filter=flt)))
 
     def count(self) -> int:
-        with self._lock.shared():
+        with self._lock.shared:
             return self._count()
 
     def build_index(self, params: HnswIndex) -> None:
         wanted = index_values(params)
-        with self._lock.exclusive():
+        with self._lock.exclusive:
             if wanted != self._params:  # the HNSW config lives in the shard's config
                 self._shard.flush()
                 self._shard.close()
@@ -336,12 +344,12 @@ class QdrantEdgeCollection(Collection):
 
     def set_search_params(self, params: HnswSearch) -> None:
         if params.ef is not None:
-            self._ef = params.ef
+            self._search = qe.SearchParams(hnsw_ef=params.ef)
 
     def size_bytes(self) -> int:
         """Disk blocks of the shard's directory (its files are sparse: the
         apparent size is mostly preallocation)."""
-        with self._lock.shared():
+        with self._lock.shared:
             self._shard.flush()
             total = 0
             for root, _, files in os.walk(self._path):
@@ -350,11 +358,11 @@ class QdrantEdgeCollection(Collection):
             return total
 
     def compact(self) -> None:
-        with self._lock.shared():
+        with self._lock.shared:
             self._shard.optimize()
 
     def _close(self) -> None:
-        with self._lock.exclusive():
+        with self._lock.exclusive:
             if self._shard is not None:
                 self._shard.close()
                 self._shard = None
