@@ -36,6 +36,7 @@ from storebench.driver.core import (
     ClientResult,
     Controls,
     Interrupted,
+    Measured,
     Task,
     merge,
     run_client,
@@ -116,13 +117,16 @@ def _slots(tasks: list[Task]) -> list[tuple[int, int]]:
 
 
 def _per_task(
-    tasks: list[Task], slots: list[tuple[int, int]], results: dict[int, ClientResult]
+    tasks: list[Task],
+    slots: list[tuple[int, int]],
+    results: Mapping[int, ClientResult | Measured],
 ) -> list[list[ClientResult]]:
-    """Results grouped by task, the real failure before the clients it aborted."""
+    """Results grouped by task (built from what the clients handed back),
+    the real failure before the clients it aborted."""
     out: list[list[ClientResult]] = [[] for _ in tasks]
     for g, (t, _c) in enumerate(slots):
         if g in results:
-            out[t].append(results[g])
+            out[t].append(results[g].result())
     return [sorted(rs, key=lambda r: (r.error is None, r.error == ABORTED)) for rs in out]
 
 
@@ -244,7 +248,7 @@ class ThreadExecutor(Executor):
         slots = _slots(tasks)
         ctl = Controls(bytearray(1), array("q", [0] * len(slots)))
         barrier = StartGate(len(slots))
-        results: dict[int, ClientResult] = {}
+        results: dict[int, ClientResult | Measured] = {}
         left = [len(slots)]
         # a slot is claimed by its client as it begins, or by ``abort`` for a
         # client that had not: an interrupt inside Thread.start leaves it

@@ -67,7 +67,7 @@ def _pool_worker(spec: Any, inbox: Any, out: Any, stop: Any, prog: Any, parent: 
                 if store is None:
                     store = spec.open()
                 coll = store.open_collection(name, schema)
-                res = run_client(task, coll, c, ctl, start, 0)
+                res = run_client(task, coll, c, ctl, start, 0).result()
             except _Closing:
                 return
             except BaseException as exc:

@@ -227,7 +227,7 @@ class _Client:
             task = _TaskUnpickler(io.BytesIO(blob), arrays).load()
             store = spec.open()
             coll = store.open_collection(name, schema)
-            res = run_client(task, coll, c, ctl, sync, 0)
+            res = run_client(task, coll, c, ctl, sync, 0).result()
         except BaseException as exc:
             barrier.abort.remote(gen)
             return _failure(c, exc)
