@@ -48,9 +48,9 @@ from storebench.driver.core import (
     log,
 )
 from storebench.driver.executors import (
+    NOT_STARTED,
     Executor,
     _failure,
-    _not_started,
     _per_task,
     _slots,
 )
@@ -384,7 +384,7 @@ class AsyncExecutor(Executor):
                 for g in range(n):
                     if not claimed[g]:
                         claimed[g] = True
-                        results[g] = _not_started()
+                        results[g] = ClientResult.failed(NOT_STARTED)
                 if "loop" in state:
                     loop = state["loop"]
                     loop.call_soon_threadsafe(state["gate"].abort)
@@ -451,7 +451,7 @@ class AsyncExecutor(Executor):
             for k, p in enumerate(procs):
                 if p.pid is None:
                     for g, _t, _c in shares[k]:
-                        results[g] = _not_started()
+                        results[g] = ClientResult.failed(NOT_STARTED)
 
         ctl = Controls.shared(stop, prog)
 

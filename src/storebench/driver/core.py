@@ -177,6 +177,11 @@ class ClientResult:
     series: Series | None = None  # per interval from start_ns
     service_series: Series | None = None  # the open loop's service times, likewise
 
+    @classmethod
+    def failed(cls, error: str) -> ClientResult:
+        """A client that measured nothing: why."""
+        return cls(Histogram(), None, 0, {}, {}, 0, 0, 0.0, False, error=error)
+
     def result(self) -> ClientResult:
         """Already built (as ``Measured.result``)."""
         return self

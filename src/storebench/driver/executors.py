@@ -42,7 +42,6 @@ from storebench.driver.core import (
     run_client,
 )
 from storebench.errors import NotSupported, TaskFailed, signal_name
-from storebench.measure.metrics import Histogram
 from storebench.stores.base import Capability, Collection, Store
 
 log = logging.getLogger("storebench")
@@ -103,12 +102,7 @@ def _failure(c: int, exc: BaseException) -> ClientResult:
         msg = str(exc)
     else:
         msg = f"client {c}: {type(exc).__name__}: {exc}"
-    return ClientResult(Histogram(), None, 0, {}, {}, 0, 0, 0.0, False, error=msg)
-
-
-def _not_started() -> ClientResult:
-    """A client given up before it started (an interrupt while clients start)."""
-    return ClientResult(Histogram(), None, 0, {}, {}, 0, 0, 0.0, False, error=NOT_STARTED)
+    return ClientResult.failed(msg)
 
 
 def _slots(tasks: list[Task]) -> list[tuple[int, int]]:
@@ -296,7 +290,7 @@ class ThreadExecutor(Executor):
                 given_up = [g for g in range(len(slots)) if not claimed[g]]
                 for g in given_up:
                     claimed[g] = True
-                    results[g] = _not_started()
+                    results[g] = ClientResult.failed(NOT_STARTED)
             if given_up:
                 finished(len(given_up))
 
