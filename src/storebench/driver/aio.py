@@ -41,16 +41,16 @@ from storebench.driver import loops
 from storebench.driver.core import (
     ClientResult,
     Controls,
+    Measured,
     Op,
     Task,
-    client_result,
     cpu_count,
     log,
 )
 from storebench.driver.executors import (
+    NOT_STARTED,
     Executor,
     _failure,
-    _not_started,
     _per_task,
     _slots,
 )
@@ -161,7 +161,7 @@ async def _measure(
 
 async def run_client_async(
     task: Task, coll: Collection, c: int, ctl: Controls, gate: Gate, slot: int, share: int
-) -> ClientResult:
+) -> Measured:
     """``core.run_client`` as a coroutine. ``share``: the clients on this
     loop; each reports that share of the process's CPU time over its
     window, so the task's sum is the process's own (not ``share`` times it)."""
@@ -195,7 +195,7 @@ async def run_client_async(
         payload = ops.finish()
     finally:
         await ops.aclose()
-    return client_result(task, out, start, end, cpu, payload)
+    return Measured(task, out, start, end, cpu, payload)
 
 
 async def _clients(
@@ -204,12 +204,13 @@ async def _clients(
     coll_for: Callable[[], Collection],
     ctl: Controls,
     gate: Gate,
-    put: Callable[[int, ClientResult], None],
+    put: Callable[[int, ClientResult | Measured], None],
 ) -> None:
     """Run these clients together on the running loop; each result goes to
     ``put`` as its client ends."""
 
     async def one(g: int, t: int, c: int) -> None:
+        res: ClientResult | Measured
         try:
             res = await run_client_async(tasks[t], coll_for(), c, ctl, gate, g, len(mine))
         except BaseException as exc:
@@ -246,7 +247,9 @@ def _worker(
 
         async def main() -> None:
             gate = Gate(len(mine), barrier.wait, barrier.abort)
-            await _clients(tasks, mine, lambda: coll, ctl, gate, lambda g, r: out.put((g, r)))
+            await _clients(
+                tasks, mine, lambda: coll, ctl, gate, lambda g, r: out.put((g, r.result()))
+            )
 
         run_on_loop(main(), kind)
     except BaseException as exc:
@@ -317,7 +320,7 @@ class AsyncExecutor(Executor):
         an interrupt while they start gives up those not yet handed over."""
         n = len(slots)
         ctl = Controls(bytearray(1), array("q", [0] * n))
-        results: dict[int, ClientResult] = {}
+        results: dict[int, ClientResult | Measured] = {}
         done = threading.Event()
         ready = threading.Event()
         lock = threading.Lock()
@@ -337,6 +340,7 @@ class AsyncExecutor(Executor):
 
             async def one(g: int) -> None:
                 t, c = slots[g]
+                res: ClientResult | Measured
                 try:
                     res = await run_client_async(tasks[t], coll, c, ctl, gate, g, n)
                 except BaseException as exc:
@@ -380,7 +384,7 @@ class AsyncExecutor(Executor):
                 for g in range(n):
                     if not claimed[g]:
                         claimed[g] = True
-                        results[g] = _not_started()
+                        results[g] = ClientResult.failed(NOT_STARTED)
                 if "loop" in state:
                     loop = state["loop"]
                     loop.call_soon_threadsafe(state["gate"].abort)
@@ -447,7 +451,7 @@ class AsyncExecutor(Executor):
             for k, p in enumerate(procs):
                 if p.pid is None:
                     for g, _t, _c in shares[k]:
-                        results[g] = _not_started()
+                        results[g] = ClientResult.failed(NOT_STARTED)
 
         ctl = Controls.shared(stop, prog)
 

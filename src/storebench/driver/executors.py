@@ -36,12 +36,12 @@ from storebench.driver.core import (
     ClientResult,
     Controls,
     Interrupted,
+    Measured,
     Task,
     merge,
     run_client,
 )
 from storebench.errors import NotSupported, TaskFailed, signal_name
-from storebench.measure.metrics import Histogram
 from storebench.stores.base import Capability, Collection, Store
 
 log = logging.getLogger("storebench")
@@ -102,12 +102,7 @@ def _failure(c: int, exc: BaseException) -> ClientResult:
         msg = str(exc)
     else:
         msg = f"client {c}: {type(exc).__name__}: {exc}"
-    return ClientResult(Histogram(), None, 0, {}, {}, 0, 0, 0.0, False, error=msg)
-
-
-def _not_started() -> ClientResult:
-    """A client given up before it started (an interrupt while clients start)."""
-    return ClientResult(Histogram(), None, 0, {}, {}, 0, 0, 0.0, False, error=NOT_STARTED)
+    return ClientResult.failed(msg)
 
 
 def _slots(tasks: list[Task]) -> list[tuple[int, int]]:
@@ -116,13 +111,16 @@ def _slots(tasks: list[Task]) -> list[tuple[int, int]]:
 
 
 def _per_task(
-    tasks: list[Task], slots: list[tuple[int, int]], results: dict[int, ClientResult]
+    tasks: list[Task],
+    slots: list[tuple[int, int]],
+    results: Mapping[int, ClientResult | Measured],
 ) -> list[list[ClientResult]]:
-    """Results grouped by task, the real failure before the clients it aborted."""
+    """Results grouped by task (built from what the clients handed back),
+    the real failure before the clients it aborted."""
     out: list[list[ClientResult]] = [[] for _ in tasks]
     for g, (t, _c) in enumerate(slots):
         if g in results:
-            out[t].append(results[g])
+            out[t].append(results[g].result())
     return [sorted(rs, key=lambda r: (r.error is None, r.error == ABORTED)) for rs in out]
 
 
@@ -244,7 +242,7 @@ class ThreadExecutor(Executor):
         slots = _slots(tasks)
         ctl = Controls(bytearray(1), array("q", [0] * len(slots)))
         barrier = StartGate(len(slots))
-        results: dict[int, ClientResult] = {}
+        results: dict[int, ClientResult | Measured] = {}
         left = [len(slots)]
         # a slot is claimed by its client as it begins, or by ``abort`` for a
         # client that had not: an interrupt inside Thread.start leaves it
@@ -292,7 +290,7 @@ class ThreadExecutor(Executor):
                 given_up = [g for g in range(len(slots)) if not claimed[g]]
                 for g in given_up:
                     claimed[g] = True
-                    results[g] = _not_started()
+                    results[g] = ClientResult.failed(NOT_STARTED)
             if given_up:
                 finished(len(given_up))
 

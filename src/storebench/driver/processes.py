@@ -16,10 +16,10 @@ from typing import Any
 from storebench.common import interrupts
 from storebench.driver.core import ClientResult, Controls, Task, run_client
 from storebench.driver.executors import (
+    NOT_STARTED,
     Executor,
     _active,
     _failure,
-    _not_started,
     _per_task,
     _slots,
 )
@@ -67,7 +67,7 @@ def _pool_worker(spec: Any, inbox: Any, out: Any, stop: Any, prog: Any, parent: 
                 if store is None:
                     store = spec.open()
                 coll = store.open_collection(name, schema)
-                res = run_client(task, coll, c, ctl, start, 0)
+                res = run_client(task, coll, c, ctl, start, 0).result()
             except _Closing:
                 return
             except BaseException as exc:
@@ -262,7 +262,7 @@ class ProcessExecutor(Executor):
             say("abort")
             for g in range(n):
                 if not sent[g]:
-                    results[g] = _not_started()
+                    results[g] = ClientResult.failed(NOT_STARTED)
 
         def take(msg: tuple[Any, ...]) -> None:
             kind, s, g = msg[:3]

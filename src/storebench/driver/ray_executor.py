@@ -60,15 +60,14 @@ from storebench.driver import loops
 from storebench.driver.core import ClientResult, Controls, Task, run_client
 from storebench.driver.executors import (
     ABORTED,
+    NOT_STARTED,
     Executor,
     _failure,
-    _not_started,
     _per_task,
     _slots,
 )
 from storebench.driver.ray_cluster import connect, remove_local_temp
 from storebench.errors import UserError
-from storebench.measure.metrics import Histogram
 from storebench.stores.base import Capability, Collection
 
 log = logging.getLogger("storebench")
@@ -227,7 +226,7 @@ class _Client:
             task = _TaskUnpickler(io.BytesIO(blob), arrays).load()
             store = spec.open()
             coll = store.open_collection(name, schema)
-            res = run_client(task, coll, c, ctl, sync, 0)
+            res = run_client(task, coll, c, ctl, sync, 0).result()
         except BaseException as exc:
             barrier.abort.remote(gen)
             return _failure(c, exc)
@@ -427,10 +426,14 @@ class _Flight:
         return len(self.results) < len(self.slots)
 
     def _fail(self, g: int, msg: str) -> None:
-        self.results[g] = ClientResult(Histogram(), None, 0, {}, {}, 0, 0, 0.0, False, error=msg)
+        self.results[g] = ClientResult.failed(msg)
         self.pending = {r: s for r, s in self.pending.items() if s != g}
         self.lost.append(self.clients[g][0])
         self.halt(broken=True)
+
+    def _lost(self, g: int, exc: BaseException) -> None:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        self._fail(g, f"{self._who(g)} lost: {type(exc).__name__}: {first}")
 
     def _who(self, g: int) -> str:
         node = self.clients[g][1]
@@ -457,8 +460,7 @@ class _Flight:
                 try:
                     res = ray.get(ref, timeout=self.timeout_s)
                 except (RayError, GetTimeoutError) as exc:
-                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                    self._fail(g, f"{self._who(g)} lost: {type(exc).__name__}: {first}")
+                    self._lost(g, exc)
                     continue
                 self.results[g] = res
                 if res.error and res.error != ABORTED:
@@ -480,8 +482,7 @@ class _Flight:
                     self.ctl.progress[g] = ray.get(ref, timeout=self.timeout_s)
                 except (RayError, GetTimeoutError) as exc:
                     if g not in self.results:
-                        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                        self._fail(g, f"{self._who(g)} lost: {type(exc).__name__}: {first}")
+                        self._lost(g, exc)
                 self.polled.discard(g)
             for ref, (g, sent) in list(self.polls.items()):
                 if g not in self.results and now - sent > self.timeout_s:
@@ -575,7 +576,7 @@ class RayExecutor(Executor):
             launched = set(flight.pending.values())
             for g in range(started, len(slots)):
                 if g not in launched and g not in flight.results:
-                    flight.results[g] = _not_started()
+                    flight.results[g] = ClientResult.failed(NOT_STARTED)
 
         try:
             interrupted = self._watch(
