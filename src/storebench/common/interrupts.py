@@ -123,10 +123,11 @@ def _signalled() -> None:
 
 def hard_exit(signum: int, why: str = "again") -> None:
     """Run the registered last-resort functions, then end the process."""
-    # this thread keeps the GIL until it waits: the threads it would hand it
-    # to (thousands of clients, some) need it no more
-    sys.setswitchinterval(HARD_EXIT_LOCK_S)
     got = _state.lock.acquire(timeout=HARD_EXIT_LOCK_S)
+    # from here this thread keeps the GIL until it waits: the threads it would
+    # hand it to (thousands of clients, some) need it no more. Not before the
+    # lock: the thread writing a record would then keep the GIL from this one.
+    sys.setswitchinterval(HARD_EXIT_LOCK_S)
     try:
         _say(f"{signal.Signals(signum).name} {why}: exiting at once")
         for fn in reversed(list(_state.hard_exit)):
