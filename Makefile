@@ -12,11 +12,11 @@ BIN    := $(VENV)/bin
 ## demo: install storebench (with usearch), then run the crud scenario on two exact stores
 ## (memory, sqlite) and an HNSW one (usearch), 200 operations per task (sqlite's exhaustive
 ## search scans the 10,000 documents per query); usearch over two builds (m 16 and 32,
-## ef_construct 64), each searched at ef 16, 64 and 256: recall from about 0.8 to 1.0
+## ef_construct 64), each searched at ef 10 (= k), 64 and 256: recall from about 0.7-0.8 to 1.0
 demo:
 	$(PYTHON) tools/setup.py --core --venv $(VENV)
 	$(BIN)/storebench run crud --store memory,sqlite,usearch --set ops=200 \
-		--set 'grid.index.ef_construct=[64]' --set 'grid.search.ef=[16,64,256]'
+		--set 'grid.index.ef_construct=[64]' --set 'grid.search.ef=[10,64,256]'
 
 ## setup: everything the tests need (system packages, extras, engine distributions, agdb)
 setup:
