@@ -2,7 +2,8 @@
 """Everything the test suite needs on this machine, installed once.
 
 ``make test`` runs this first (``make setup``); ``make demo`` runs it with
-``--core``. Each component checks what is already there and installs only
+``--core`` (storebench and the usearch extra, an HNSW engine that installs
+from a wheel, so the demo shows recall below 1.0). Each component checks what is already there and installs only
 what is missing, then prints one line: what it installed and how long it
 took. A second run takes seconds.
 
@@ -148,7 +149,7 @@ def system_packages() -> str:
 def python_env(venv: Path, extras: str) -> Callable[[], str]:
     def install() -> str:
         python = venv / "bin" / "python"
-        stamp = venv / f".setup-{extras or 'core'}"
+        stamp = venv / f".setup-{extras}"
         pyproject = ROOT / "pyproject.toml"
         if (
             stamp.is_file()
@@ -166,7 +167,6 @@ def python_env(venv: Path, extras: str) -> Callable[[], str]:
                     f"python -m venv {venv} failed: {retry.cause(r.stdout + r.stderr)}"
                 )
             made = f"created {venv}, "
-        target = f"{ROOT}[{extras}]" if extras else str(ROOT)
         r = retry.run_retrying(
             [
                 str(python),
@@ -176,7 +176,7 @@ def python_env(venv: Path, extras: str) -> Callable[[], str]:
                 "-q",
                 "--disable-pip-version-check",
                 "-e",
-                target,
+                f"{ROOT}[{extras}]",
             ],
             f"pip install -e .[{extras}]",
             log=log,
@@ -187,7 +187,7 @@ def python_env(venv: Path, extras: str) -> Callable[[], str]:
                 f"pip install -e .[{extras}] failed: {retry.cause(r.stdout + r.stderr)}"
             )
         stamp.touch()
-        return f"{made}installed storebench" + (f"[{extras}]" if extras else "")
+        return f"{made}installed storebench[{extras}]"
 
     return install
 
@@ -316,7 +316,9 @@ def module_step(venv: Path, *args: str) -> Callable[[], str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="tools/setup.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--venv", default=str(ROOT / ".venv"), help="the virtual environment")
-    ap.add_argument("--core", action="store_true", help="only storebench itself (make demo)")
+    ap.add_argument(
+        "--core", action="store_true", help="storebench and its usearch extra (make demo)"
+    )
     args = ap.parse_args(argv)
     venv = Path(args.venv)
     if not venv.is_absolute():
@@ -327,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     # other's compiling.
     lanes: list[list[Step]]
     if args.core:
-        lanes = [[("python", python_env(venv, ""))]]
+        lanes = [[("python", python_env(venv, "usearch"))]]
     else:
         servers = not embedded_only()
 

@@ -27,10 +27,20 @@ def test_every_command_and_show_option_is_named():
     assert "pip install 'storebench[report]'" in README  # report needs its extra
 
 
-def test_the_demo_runs_what_the_readme_says():
-    make = (ROOT / "Makefile").read_text()
+def demo_run() -> str:
+    """The ``storebench run`` line of the Makefile's demo, continuations joined."""
+    make = (ROOT / "Makefile").read_text().replace("\\\n", " ")
     demo = re.search(r"^demo:\n((?:\t.*\n)+)", make, re.M).group(1)
-    run = next(line.strip() for line in demo.splitlines() if "storebench run" in line)
+    return next(line.strip() for line in demo.splitlines() if "storebench run" in line)
+
+
+def test_the_demo_runs_what_the_readme_says():
+    run = demo_run()
     ops = re.search(r"--set ops=(\d+)", run)
     said = re.search(r"for 10,000 documents, (\d+)\s+operations per task", README)
     assert ops and said and ops.group(1) == said.group(1)
+    stores = re.search(r"--store ([\w,-]+)", run).group(1).split(",")
+    line = next(ln for ln in README.splitlines() if ln.startswith("make demo "))
+    assert re.search(r"on " + ", ".join(stores[:-1]) + f" and {stores[-1]} ", line), line
+    ef = re.search(r"grid\.search\.ef=\[([\d,]+)\]", run).group(1).split(",")
+    assert f"searched at ef {', '.join(ef[:-1])} and {ef[-1]}:" in " ".join(README.split())
