@@ -5,7 +5,7 @@ Two checks, each in a fresh results directory, timed from the outside (the
 command's wall time):
 
 1. ``--scenarios``: every built-in scenario on its own stores at a small
-   size (``SMALL``), once with ``--dry-run --json`` and no earlier runs (the
+   size (``SMALL``; ``--default-size``: the scenario's own), once with ``--dry-run --json`` and no earlier runs (the
    estimate is the workload's own time model: its delays, windows,
    warm-up, index build and operations at rough rates of a small machine),
    then for real;
@@ -22,7 +22,7 @@ off by more than 2x from the runs' time. The real runs are small and meant to be
 (``nice -n 5``); on a busy machine their times are longer than an idle
 one's.
 
-    python benchmarks/dry_run_eta.py [--scenarios crud,social,...] [--calibrate]
+    python benchmarks/dry_run_eta.py [--scenarios crud,social,...] [--default-size] [--calibrate]
                                      [--n 4000] [--queries 200]
                                      [--stores memory,hnswlib,sqlite]
 """
@@ -88,20 +88,19 @@ def runs_seconds(results: Path) -> float:
     return sum(record_seconds(r) or 0.0 for r in records.load(results))
 
 
-def scenarios(names: list[str]) -> bool:
+def scenarios(names: list[str], sizes: dict[str, list[str]]) -> bool:
     """Each scenario's estimate from no earlier runs against its real time."""
     ok = True
-    print(
-        f"{'scenario (small size)':<50} {'estimate':>9} {'command':>10} {'runs':>10} {'ratio':>6}"
-    )
+    size = "small size" if sizes else "default size"
+    print(f"{f'scenario ({size})':<50} {'estimate':>9} {'command':>10} {'runs':>10} {'ratio':>6}")
     for name in names:
         with tempfile.TemporaryDirectory(prefix="storebench-eta-") as tmp:
-            sets = [x for kv in SMALL.get(name, []) for x in ("--set", kv)]
+            sets = [x for kv in sizes.get(name, []) for x in ("--set", kv)]
             args = ["run", name, *sets, "--results", str(Path(tmp) / "r"), "--no-progress"]
             plan = json.loads(storebench(*args, "--dry-run", "--json")[0].stdout)
             _, real = storebench(*args)
             runs = runs_seconds(Path(tmp) / "r")
-        what = f"{name} ({len(plan['runs'])} runs; {' '.join(SMALL.get(name, [])) or 'defaults'})"
+        what = f"{name} ({len(plan['runs'])} runs; {' '.join(sizes.get(name, [])) or 'defaults'})"
         ok &= line(what, plan["estimated_s"], real, runs)
     return ok
 
@@ -142,13 +141,14 @@ def calibrate(a: argparse.Namespace) -> bool:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scenarios", default=",".join(SMALL), help="built-in scenarios to run")
+    ap.add_argument("--default-size", action="store_true", help="each scenario at its own size")
     ap.add_argument("--calibrate", action="store_true", help="also the search calibration")
     ap.add_argument("--n", type=int, default=4000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--stores", default="memory,hnswlib,sqlite")
     a = ap.parse_args(argv)
     print(f"load average before: {loadavg()}")
-    ok = scenarios([s for s in a.scenarios.split(",") if s])
+    ok = scenarios([s for s in a.scenarios.split(",") if s], {} if a.default_size else SMALL)
     if a.calibrate:
         ok &= calibrate(a)
     print(f"load average after:  {loadavg()}")
