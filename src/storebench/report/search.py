@@ -332,6 +332,8 @@ def recall_qps(v: ViewInput) -> list[Block]:
     for ax, n in zip(axs, counts, strict=False):
         for store in distinct([p.config.engine for p in pts]):
             front = []
+            # a store with several builds names the build too: "m=32 ef=16", not "ef=16" twice
+            builds = len({p.config.label for p in pts if p.config.engine == store}) > 1
             for p in pts:
                 if p.clients != n or p.config.engine != store:
                     continue
@@ -350,7 +352,8 @@ def recall_qps(v: ViewInput) -> list[Block]:
                     ]
                 )
                 if store in stores:
-                    front.append((r, q, p.ts.spread("ops_per_s"), p.setting_text))
+                    text = p.label().removeprefix(store).strip() if builds else p.setting_text
+                    front.append((r, q, p.ts.spread("ops_per_s"), text))
             if front:
                 recalls += [x for x, *_ in front]
                 plots.pareto_series(ax, front, store, s=14)
@@ -369,7 +372,7 @@ def recall_qps(v: ViewInput) -> list[Block]:
             v.name("recall-qps"),
             f"{rkey} vs QPS",
             "Up and to the right is better. Lines: each store's Pareto front, its points "
-            "labelled with their search setting; bars: min to max QPS over the repeats; "
+            "labelled with their search setting (and build); bars: min to max QPS over the repeats; "
             "one y range for all panels; recall axis "
             + plots.recall_axis_note()
             + "."
