@@ -43,6 +43,7 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.errors import UserError
 from storebench.stores.base import DOCUMENTS, Capability, Collection, RamUse, Store, StoreSpec
+from storebench.stores.columns import last_per_id
 from storebench.stores.config import DIRECTORY, InMemoryMode
 from storebench.stores.document.mongodocs import MongoDocs
 from storebench.stores.document.mongoquery import conjunctions, key
@@ -62,9 +63,7 @@ class MongitaCollection(MongoDocs):
     id_value = staticmethod(str)  # Mongita keys documents by string
 
     def insert(self, docs: DocBatch) -> None:
-        if len(np.unique(docs.ids)) != len(docs):  # the last of an id's rows wins
-            _, last = np.unique(docs.ids[::-1], return_index=True)
-            docs = docs.take(np.sort(len(docs) - 1 - last))
+        docs = last_per_id(docs)
         sids = [str(i) for i in docs.ids.tolist()]
         # an insert replaces an existing document, as in every store (a
         # delete is a write that rewrites the collection's metadata: only

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from importlib import metadata
 from typing import Any, Literal
 
 import falkordb
@@ -54,10 +53,10 @@ from redis.retry import Retry
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import StorebenchError, UserError
 from storebench.stores.base import DOCUMENTS, Capability, RamUse, Store, StoreSpec, redact_url
-from storebench.stores.columns import batch_from_rows
+from storebench.stores.columns import batch_from_rows, last_per_id
 from storebench.stores.config import StoreOptions
 from storebench.stores.graph import cypher
-from storebench.stores.graph.cypher import ID, VEC, MissingReference, last_per_id
+from storebench.stores.graph.cypher import ID, VEC, MissingReference
 from storebench.stores.params import IndexParams
 from storebench.stores.vector.redis import REDIS_URL
 
@@ -173,10 +172,12 @@ class FalkorDBStore(Store):
     collection = FalkorDBCollection
     capabilities = DOCUMENTS | {Capability.ORDER, Capability.SHARED_ACROSS_PROCESSES}
     extra = "falkordb"
+    client_dist = "falkordb"
     url_form = REDIS_URL
     # the managed FalkorDB keeps the graph in RAM; vectors as lists of doubles
     ram = RamUse(vector=8, fields=2, overhead=256, fixed_mib=32)
     server = "falkordb:FalkorDBServer"
+    handles = ("db",)
 
     class Options(StoreOptions):
         managed_only = ("persistence", "module_args")
@@ -292,16 +293,6 @@ class FalkorDBStore(Store):
         if self._made_graph and empty:
             self.graph.delete()
 
-    def versions(self) -> dict[str, str]:
+    def engine_version(self) -> str:
         redis_version = self.db.connection.info("server").get("redis_version", "?")
-        return {
-            "engine": f"FalkorDB {self._module_version} (Redis {redis_version})",
-            "client": f"falkordb {metadata.version('falkordb')}",
-        }
-
-    def close(self) -> None:
-        db = getattr(self, "db", None)
-        if db is not None:
-            db.connection.close()
-            self.db = None
-        super().close()
+        return f"FalkorDB {self._module_version} (Redis {redis_version})"
