@@ -40,15 +40,12 @@ if this store created it and nothing is left in it.
 
 from __future__ import annotations
 
-import os
 import uuid
 from typing import Any, Literal
 
 import falkordb
 import numpy as np
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import StorebenchError, UserError
@@ -58,7 +55,7 @@ from storebench.stores.config import StoreOptions
 from storebench.stores.graph import cypher
 from storebench.stores.graph.cypher import ID, VEC, MissingReference
 from storebench.stores.params import IndexParams
-from storebench.stores.vector.redis import REDIS_URL
+from storebench.stores.vector.redis.store import REDIS_URL, connect_options, module_versions
 
 
 class IndexFailed(StorebenchError):
@@ -197,35 +194,20 @@ class FalkorDBStore(Store):
 
     def _connect(self) -> falkordb.FalkorDB:
         url = self.spec.url or ""
-        kw: dict[str, Any] = {
-            # no silent retries: a failed call is reported, a dead server fails the run
-            "retry": Retry(NoBackoff(), 0),
-            # redis-py 8's pool holds 100 connections and then raises
-            # MaxConnectionsError: the social study runs 220 client threads
-            "max_connections": 100_000,
-        }
-        if "@" not in url and os.environ.get("REDIS_PASSWORD"):
-            kw["password"] = os.environ["REDIS_PASSWORD"]
         try:
-            db = falkordb.FalkorDB.from_url(url, **kw)
+            db = falkordb.FalkorDB.from_url(url, **connect_options(url))
             modules = db.connection.execute_command("MODULE", "LIST")
         except redis.RedisError as exc:
             raise UserError(
                 f"cannot reach FalkorDB at {redact_url(url)}: {exc}", where="store falkordb"
             ) from exc
-        info = {}
-        for m in modules:  # a dict, or a flat [key, value, ...] list
-            d = m if isinstance(m, dict) else dict(zip(m[::2], m[1::2], strict=True))
-            d = {k.decode() if isinstance(k, bytes) else k: v for k, v in d.items()}
-            name = d.get("name", "")
-            info[name.decode() if isinstance(name, bytes) else str(name)] = d.get("ver", 0)
-        if "graph" not in info:
+        versions = module_versions(modules)
+        if "graph" not in versions:
             raise UserError(
                 f"the Redis server at {redact_url(url)} has no graph module (FalkorDB)",
                 where="store falkordb",
             )
-        ver = int(info["graph"])
-        self._module_version = f"{ver // 10000}.{ver // 100 % 100}.{ver % 100}"
+        self._module_version = versions["graph"]
         return db
 
     def _graphs(self) -> list[str]:

@@ -219,6 +219,7 @@ class MariaDBStore(Store):
     }
     extra = "mariadb"
     client_dist = "PyMySQL"
+    handles = ("_conns",)
     url_form = UrlForm(
         "mysql://user:password@host:port/database", schemes=("mysql", "mariadb"), parse=_target
     )
@@ -312,7 +313,3 @@ class MariaDBStore(Store):
             cur.execute("SELECT VERSION()")
             row = cur.fetchone()
         return f"MariaDB {row[0] if row else '?'}"
-
-    def close(self) -> None:
-        self._conns.close()
-        super().close()
