@@ -34,14 +34,13 @@ from __future__ import annotations
 import os
 import threading
 from importlib import metadata
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from mongita import MongitaClientDisk, MongitaClientMemory
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
-from storebench.errors import UserError
 from storebench.stores.base import DOCUMENTS, Capability, Collection, RamUse, Store, StoreSpec
 from storebench.stores.columns import last_per_id
 from storebench.stores.config import DIRECTORY, InMemoryMode
@@ -150,6 +149,7 @@ class MongitaStore(Store):
     ram = RamUse(fields=2, overhead=1024)
     Options = InMemoryMode
     handles = ("client",)
+    collection: ClassVar[type[MongitaCollection]] = MongitaDiskCollection  # in memory: the base
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -157,11 +157,10 @@ class MongitaStore(Store):
         if self.options.mode == "memory":
             self.client: Any = MongitaClientMemory()
             self.capabilities = MongitaStore.capabilities - {Capability.SIZE}  # type: ignore[misc]
-            self._cls: type[MongitaCollection] = MongitaCollection
+            self.collection = MongitaCollection  # type: ignore[misc]
         else:
             self.path = self.local_path()
             self.client = MongitaClientDisk(host=self.path)
-            self._cls = MongitaDiskCollection
         self.db = self.client[DATABASE]
         # Mongita's reads are not safe against its writes (a read during an
         # insert can raise "dictionary changed size during iteration" or see
@@ -173,7 +172,7 @@ class MongitaStore(Store):
             return name in self.db.list_collection_names()
 
     def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
-        coll = self._cls(self, name, schema)
+        coll = self.collection(self, name, schema)
         # Mongita makes a collection on its first write: a delete of nothing
         # makes it now, so other clients can open it before any insert
         with self.lock:
@@ -181,11 +180,6 @@ class MongitaStore(Store):
             for f in schema.indexed:
                 coll.c.create_index(key(f))
         return coll
-
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(f"no collection {name!r} in {self.path}", where="store mongita")
-        return self._cls(self, name, schema)
 
     def versions(self) -> dict[str, str]:
         v = metadata.version("mongita")
