@@ -25,6 +25,7 @@ import importlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from importlib import metadata
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
@@ -325,9 +326,14 @@ class Collection:
         self.store._check_owned(self.name)
         self._drop()
         self.store._created.discard(self.name)
+        self.store._opened.pop(self.name, None)
 
     def _drop(self) -> None:
         raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the engine handles this collection holds (a store that
+        ``keeps_open``: called by ``Store.close``)."""
 
 
 class AsyncView:
@@ -416,6 +422,12 @@ class Store:
     # the server it can be managed with, as "<module>:<class>" of
     # ``storebench.servers`` (imported only when used); None: none
     server: ClassVar[str | None] = None
+    # each collection ``_open`` makes is kept for the store's life (it holds
+    # the engine's handle on its files): opened again, the same one; ``close``
+    # closes it
+    keeps_open: ClassVar[bool] = False
+    # the distribution of the engine's Python client, for ``versions``
+    client_dist: ClassVar[str | None] = None
 
     @classmethod
     def managed_server(cls, options: Any) -> Callable[[], Server] | None:
@@ -459,6 +471,7 @@ class Store:
         self.options: Any = spec.checked_options  # the adapter's Options
         self.spec = spec
         self._created: set[str] = set()
+        self._opened: dict[str, Collection] = {}  # the collections kept (``keeps_open``)
         # A private temporary directory (``private_dir``); removed on close.
         self._private_dir: str | None = None
 
@@ -536,20 +549,35 @@ class Store:
 
     def _open(self, name: str, schema: Schema) -> Collection:
         """The existing collection ``name`` (the store's ``collection``
-        class); a ``UserError`` saying where it was looked for if none."""
+        class, or the one kept); a ``UserError`` saying where it was looked
+        for if none."""
+        if name in self._opened:
+            return self._opened[name]
         if not self.has_collection(name):
             raise UserError(
                 f"no collection {name!r} in {self.location()}", where=f"store {self.engine}"
             )
-        return self.collection(self, name, schema)
+        coll = self.collection(self, name, schema)
+        if self.keeps_open:
+            self._opened[name] = coll
+        return coll
 
     def location(self) -> str:
         """Where this store's collections are, for messages (no secrets)."""
         return redact_url(self.spec.url) or "the default location"
 
     def versions(self) -> dict[str, str]:
-        """Engine and client versions, for the result record."""
-        return {}
+        """Engine and client versions, for the result record: with a
+        ``client_dist``, its ``engine_version`` and that distribution's
+        installed version; else none."""
+        if self.client_dist is None:
+            return {}
+        client = f"{self.client_dist} {metadata.version(self.client_dist)}"
+        return {"engine": self.engine_version(), "client": client}
+
+    def engine_version(self) -> str:
+        """The engine's name and version (for ``versions``)."""
+        raise NotImplementedError
 
     def engine_stats(self) -> dict[str, dict[str, Any]] | None:
         """Optional: the engine's own cumulative counters per operation, where
@@ -631,6 +659,10 @@ class Store:
         an external engine stays (``drop`` removes what the run created).
         Adapters close their own handles first. A managed server is not the
         store's: ``stores.opening.OpenStore.close`` stops it after this."""
+        # (none before __init__ got that far)
+        opened, self._opened = getattr(self, "_opened", {}), {}
+        for coll in opened.values():
+            coll.close()
         for name in self.handles:
             handle = getattr(self, name, None)
             if handle is not None:

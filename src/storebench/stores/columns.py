@@ -30,6 +30,15 @@ def plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def last_per_id(docs: DocBatch) -> DocBatch:
+    """The batch with one row per id: the last of an id's rows wins (as a
+    sequence of inserts would leave it)."""
+    if len(np.unique(docs.ids)) == len(docs):
+        return docs
+    _, last = np.unique(docs.ids[::-1], return_index=True)
+    return docs.take(np.sort(len(docs) - 1 - last))
+
+
 def batch_from_rows(
     schema: Schema, rows: Sequence[Sequence[Any]], with_vectors: bool, *, blobs: bool = True
 ) -> DocBatch:

@@ -62,7 +62,6 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from importlib import metadata
 from typing import Any, Literal
 from urllib.parse import SplitResult, unquote
 
@@ -344,6 +343,7 @@ class ArangoStore(Store):
         Capability.SHARED_ACROSS_PROCESSES,
     }
     extra = "arangodb"
+    client_dist = "python-arango"
     url_form = UrlForm(URL_FORM, schemes=("http", "https"), required=True, parse=_target)
 
     class Options(StoreOptions):
@@ -416,11 +416,8 @@ class ArangoStore(Store):
             raise
         return coll
 
-    def versions(self) -> dict[str, str]:
-        return {
-            "engine": f"ArangoDB {self._server_version}",
-            "client": f"python-arango {metadata.version('python-arango')}",
-        }
+    def engine_version(self) -> str:
+        return f"ArangoDB {self._server_version}"
 
     def close(self) -> None:
         with self._lock:

@@ -34,15 +34,15 @@ from __future__ import annotations
 import os
 import threading
 from importlib import metadata
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from mongita import MongitaClientDisk, MongitaClientMemory
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
-from storebench.errors import UserError
 from storebench.stores.base import DOCUMENTS, Capability, Collection, RamUse, Store, StoreSpec
+from storebench.stores.columns import last_per_id
 from storebench.stores.config import DIRECTORY, InMemoryMode
 from storebench.stores.document.mongodocs import MongoDocs
 from storebench.stores.document.mongoquery import conjunctions, key
@@ -62,9 +62,7 @@ class MongitaCollection(MongoDocs):
     id_value = staticmethod(str)  # Mongita keys documents by string
 
     def insert(self, docs: DocBatch) -> None:
-        if len(np.unique(docs.ids)) != len(docs):  # the last of an id's rows wins
-            _, last = np.unique(docs.ids[::-1], return_index=True)
-            docs = docs.take(np.sort(len(docs) - 1 - last))
+        docs = last_per_id(docs)
         sids = [str(i) for i in docs.ids.tolist()]
         # an insert replaces an existing document, as in every store (a
         # delete is a write that rewrites the collection's metadata: only
@@ -151,6 +149,7 @@ class MongitaStore(Store):
     ram = RamUse(fields=2, overhead=1024)
     Options = InMemoryMode
     handles = ("client",)
+    collection: ClassVar[type[MongitaCollection]] = MongitaDiskCollection  # in memory: the base
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -158,11 +157,10 @@ class MongitaStore(Store):
         if self.options.mode == "memory":
             self.client: Any = MongitaClientMemory()
             self.capabilities = MongitaStore.capabilities - {Capability.SIZE}  # type: ignore[misc]
-            self._cls: type[MongitaCollection] = MongitaCollection
+            self.collection = MongitaCollection  # type: ignore[misc]
         else:
             self.path = self.local_path()
             self.client = MongitaClientDisk(host=self.path)
-            self._cls = MongitaDiskCollection
         self.db = self.client[DATABASE]
         # Mongita's reads are not safe against its writes (a read during an
         # insert can raise "dictionary changed size during iteration" or see
@@ -174,7 +172,7 @@ class MongitaStore(Store):
             return name in self.db.list_collection_names()
 
     def _create(self, name: str, schema: Schema, index: IndexParams) -> Collection:
-        coll = self._cls(self, name, schema)
+        coll = self.collection(self, name, schema)
         # Mongita makes a collection on its first write: a delete of nothing
         # makes it now, so other clients can open it before any insert
         with self.lock:
@@ -182,11 +180,6 @@ class MongitaStore(Store):
             for f in schema.indexed:
                 coll.c.create_index(key(f))
         return coll
-
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if not self.has_collection(name):
-            raise UserError(f"no collection {name!r} in {self.path}", where="store mongita")
-        return self._cls(self, name, schema)
 
     def versions(self) -> dict[str, str]:
         v = metadata.version("mongita")

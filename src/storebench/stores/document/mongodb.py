@@ -20,7 +20,6 @@ defaults to ``storebench``). Without one, a FerretDB server is started on
 
 from __future__ import annotations
 
-from importlib import metadata
 from typing import Any
 from urllib.parse import SplitResult
 
@@ -33,6 +32,7 @@ from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.errors import UserError
 from storebench.stores.base import DOCUMENTS, Capability, RamUse, Store, StoreSpec, redact_url
+from storebench.stores.columns import last_per_id
 from storebench.stores.config import UrlForm
 from storebench.stores.document.mongodocs import VEC, MongoDocs
 from storebench.stores.document.mongoquery import key, to_mongodb
@@ -59,9 +59,7 @@ class MongoCollection(MongoDocs):
     vector_value = staticmethod(Binary)  # BSON binary
 
     def insert(self, docs: DocBatch) -> None:
-        if len(np.unique(docs.ids)) != len(docs):  # the last of an id's rows wins
-            _, last = np.unique(docs.ids[::-1], return_index=True)
-            docs = docs.take(np.sort(len(docs) - 1 - last))
+        docs = last_per_id(docs)
         ops = [
             ReplaceOne({"_id": d["_id"]}, d, upsert=True)
             for d in self._docs(docs, list(self.schema.fields))
@@ -115,6 +113,7 @@ class MongoStore(Store):
     collection = MongoCollection
     capabilities = DOCUMENTS | {Capability.ORDER, Capability.SHARED_ACROSS_PROCESSES}
     extra = "mongodb"
+    client_dist = "pymongo"
     url_form = URL_FORM
     ram = RamUse(fields=2, overhead=256, fixed_mib=64)  # FerretDB on SQLite: pages cached
     handles = ("client",)
@@ -146,8 +145,8 @@ class MongoStore(Store):
     def location(self) -> str:
         return f"database {self.db.name}"
 
-    def versions(self) -> dict[str, str]:
-        return {"engine": self._engine, "client": f"pymongo {metadata.version('pymongo')}"}
+    def engine_version(self) -> str:
+        return self._engine
 
 
 def _engine_name(info: dict[str, Any]) -> str:

@@ -109,15 +109,6 @@ def anchors(
     return list(found.items()), tail
 
 
-def last_per_id(docs: DocBatch) -> DocBatch:
-    """The batch with one row per id: the last of an id's rows wins (as a
-    sequence of inserts would leave it)."""
-    if len(np.unique(docs.ids)) == len(docs):
-        return docs
-    _, last = np.unique(docs.ids[::-1], return_index=True)
-    return docs.take(np.sort(len(docs) - 1 - last))
-
-
 class CypherCollection(Collection):
     """What the graph stores' collections share: ``get`` and ``find`` (an
     equality on a reference at the top of a filter as a pattern anchored at

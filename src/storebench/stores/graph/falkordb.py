@@ -40,26 +40,22 @@ if this store created it and nothing is left in it.
 
 from __future__ import annotations
 
-import os
 import uuid
-from importlib import metadata
 from typing import Any, Literal
 
 import falkordb
 import numpy as np
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import StorebenchError, UserError
 from storebench.stores.base import DOCUMENTS, Capability, RamUse, Store, StoreSpec, redact_url
-from storebench.stores.columns import batch_from_rows
+from storebench.stores.columns import batch_from_rows, last_per_id
 from storebench.stores.config import StoreOptions
 from storebench.stores.graph import cypher
-from storebench.stores.graph.cypher import ID, VEC, MissingReference, last_per_id
+from storebench.stores.graph.cypher import ID, VEC, MissingReference
 from storebench.stores.params import IndexParams
-from storebench.stores.vector.redis import REDIS_URL
+from storebench.stores.vector.redis.store import REDIS_URL, connect_options, module_versions
 
 
 class IndexFailed(StorebenchError):
@@ -173,10 +169,12 @@ class FalkorDBStore(Store):
     collection = FalkorDBCollection
     capabilities = DOCUMENTS | {Capability.ORDER, Capability.SHARED_ACROSS_PROCESSES}
     extra = "falkordb"
+    client_dist = "falkordb"
     url_form = REDIS_URL
     # the managed FalkorDB keeps the graph in RAM; vectors as lists of doubles
     ram = RamUse(vector=8, fields=2, overhead=256, fixed_mib=32)
     server = "falkordb:FalkorDBServer"
+    handles = ("db",)
 
     class Options(StoreOptions):
         managed_only = ("persistence", "module_args")
@@ -196,35 +194,20 @@ class FalkorDBStore(Store):
 
     def _connect(self) -> falkordb.FalkorDB:
         url = self.spec.url or ""
-        kw: dict[str, Any] = {
-            # no silent retries: a failed call is reported, a dead server fails the run
-            "retry": Retry(NoBackoff(), 0),
-            # redis-py 8's pool holds 100 connections and then raises
-            # MaxConnectionsError: the social study runs 220 client threads
-            "max_connections": 100_000,
-        }
-        if "@" not in url and os.environ.get("REDIS_PASSWORD"):
-            kw["password"] = os.environ["REDIS_PASSWORD"]
         try:
-            db = falkordb.FalkorDB.from_url(url, **kw)
+            db = falkordb.FalkorDB.from_url(url, **connect_options(url))
             modules = db.connection.execute_command("MODULE", "LIST")
         except redis.RedisError as exc:
             raise UserError(
                 f"cannot reach FalkorDB at {redact_url(url)}: {exc}", where="store falkordb"
             ) from exc
-        info = {}
-        for m in modules:  # a dict, or a flat [key, value, ...] list
-            d = m if isinstance(m, dict) else dict(zip(m[::2], m[1::2], strict=True))
-            d = {k.decode() if isinstance(k, bytes) else k: v for k, v in d.items()}
-            name = d.get("name", "")
-            info[name.decode() if isinstance(name, bytes) else str(name)] = d.get("ver", 0)
-        if "graph" not in info:
+        versions = module_versions(modules)
+        if "graph" not in versions:
             raise UserError(
                 f"the Redis server at {redact_url(url)} has no graph module (FalkorDB)",
                 where="store falkordb",
             )
-        ver = int(info["graph"])
-        self._module_version = f"{ver // 10000}.{ver // 100 % 100}.{ver % 100}"
+        self._module_version = versions["graph"]
         return db
 
     def _graphs(self) -> list[str]:
@@ -292,16 +275,6 @@ class FalkorDBStore(Store):
         if self._made_graph and empty:
             self.graph.delete()
 
-    def versions(self) -> dict[str, str]:
+    def engine_version(self) -> str:
         redis_version = self.db.connection.info("server").get("redis_version", "?")
-        return {
-            "engine": f"FalkorDB {self._module_version} (Redis {redis_version})",
-            "client": f"falkordb {metadata.version('falkordb')}",
-        }
-
-    def close(self) -> None:
-        db = getattr(self, "db", None)
-        if db is not None:
-            db.connection.close()
-            self.db = None
-        super().close()
+        return f"FalkorDB {self._module_version} (Redis {redis_version})"

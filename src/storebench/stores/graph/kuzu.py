@@ -64,10 +64,10 @@ from pydantic import PositiveInt
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import ForeignDataError, UserError
 from storebench.stores.base import DOCUMENTS, Capability, Collection, Store, StoreSpec
-from storebench.stores.columns import DTYPES
+from storebench.stores.columns import DTYPES, last_per_id
 from storebench.stores.config import FILE, InMemoryMode
 from storebench.stores.graph import cypher
-from storebench.stores.graph.cypher import ID, VEC, MissingReference, last_per_id
+from storebench.stores.graph.cypher import ID, VEC, MissingReference
 from storebench.stores.params import IndexParams
 
 _KUZU_TYPE = {"int": "INT64", "float": "DOUBLE", "bool": "BOOLEAN", "str": "STRING"}

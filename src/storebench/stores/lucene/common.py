@@ -44,7 +44,7 @@ import contextlib
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -464,7 +464,6 @@ class LuceneStore(Store):
     url_form = UrlForm("http(s)://[user:password@]host:port", schemes=("http", "https"))
     Options = LuceneOptions
     collection = LuceneCollection
-    client_name: ClassVar[str]  # the Python client's distribution name
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
@@ -521,9 +520,6 @@ class LuceneStore(Store):
     def _knn_body(
         self, vector: np.ndarray, k: int, ef: int | None, filt: dict[str, Any] | None
     ) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _engine_version(self) -> str:
         raise NotImplementedError
 
     # --- requests ----------------------------------------------------------------------
@@ -633,14 +629,6 @@ class LuceneStore(Store):
         # graphs are memory-mapped files (page cache)
         heap = _heap_bytes(options.heap) or 1024 * MiB
         return 0, heap + 256 * MiB
-
-    def versions(self) -> dict[str, str]:
-        from importlib.metadata import version
-
-        return {
-            "engine": self._engine_version(),
-            "client": f"{self.client_name} {version(self.client_name)}",
-        }
 
     def close(self) -> None:
         if self.client is not None:

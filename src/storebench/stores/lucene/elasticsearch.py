@@ -32,7 +32,7 @@ class ElasticsearchStore(LuceneStore):
     engine = "elasticsearch"
     server = "elastic:ElasticsearchServer"
     extra = "elasticsearch"
-    client_name = "elasticsearch"
+    client_dist = "elasticsearch"
 
     def _connect(self, url: str, auth: tuple[str, str] | None, tls: dict[str, Any]) -> Any:
         return Elasticsearch(
@@ -73,7 +73,7 @@ class ElasticsearchStore(LuceneStore):
             knn["filter"] = filt
         return {"knn": knn, "size": k, "_source": False}
 
-    def _engine_version(self) -> str:
+    def engine_version(self) -> str:
         # GET / (client.info) answers 405 in the integ-test distribution
         try:
             nodes = self._request("GET", "/_nodes/_local", {"filter_path": "nodes.*.version"})

@@ -45,7 +45,7 @@ class OpenSearchStore(LuceneStore):
     engine = "opensearch"
     server = "elastic:OpenSearchServer"
     extra = "opensearch"
-    client_name = "opensearch-py"
+    client_dist = "opensearch-py"
 
     def _connect(self, url: str, auth: tuple[str, str] | None, tls: dict[str, Any]) -> Any:
         return OpenSearch([url], http_auth=auth, timeout=self.timeout, serializer=_Orjson(), **tls)
@@ -90,6 +90,6 @@ class OpenSearchStore(LuceneStore):
             q["method_parameters"] = {"ef_search": ef}
         return {"size": k, "_source": False, "query": {"knn": {VECTOR_FIELD: q}}}
 
-    def _engine_version(self) -> str:
+    def engine_version(self) -> str:
         info = self._request("GET", "/")
         return f"OpenSearch {info['version']['number']}"

@@ -280,7 +280,6 @@ class DuckDBCollection(Collection):
 
     def _drop(self) -> None:
         self.close()
-        self.store._opened.pop(self.name, None)
         for p in (self.path, self.path + ".wal"):
             if os.path.exists(p):
                 os.remove(p)
@@ -295,6 +294,7 @@ class DuckDBStore(Store):
     extra = "duckdb"
     url_form = DIRECTORY
     collection = DuckDBCollection
+    keeps_open = True  # one DuckDB connection per file
     ram = RamUse(hnsw_m=16)  # the table in the buffer pool, vss's HNSW index
 
     def __init__(self, spec: StoreSpec):
@@ -305,7 +305,6 @@ class DuckDBStore(Store):
             "autoinstall_known_extensions": False,
             "autoload_known_extensions": False,
         }
-        self._opened: dict[str, DuckDBCollection] = {}
 
     def connect(self, path: str) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect(path, config=self._config)  # type: ignore[arg-type]
@@ -339,20 +338,9 @@ class DuckDBStore(Store):
             con.close()
         return self._open(name, schema)
 
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if name not in self._opened:
-            self._opened[name] = super()._open(name, schema)  # type: ignore[assignment]
-        return self._opened[name]
-
     def versions(self) -> dict[str, str]:
         try:
             vss = metadata.version("duckdb-ext-vss")
         except metadata.PackageNotFoundError:
             vss = "?"
         return {"engine": f"DuckDB {duckdb.__version__} + vss {vss}", "client": "duckdb (python)"}
-
-    def close(self) -> None:
-        for coll in self._opened.values():
-            coll.close()
-        self._opened.clear()
-        super().close()

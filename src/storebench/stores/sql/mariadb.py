@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from importlib import metadata
 from typing import Annotated, Any, Literal
 from urllib.parse import SplitResult, unquote
 
@@ -219,6 +218,8 @@ class MariaDBStore(Store):
         Capability.SHARED_ACROSS_PROCESSES,
     }
     extra = "mariadb"
+    client_dist = "PyMySQL"
+    handles = ("_conns",)
     url_form = UrlForm(
         "mysql://user:password@host:port/database", schemes=("mysql", "mariadb"), parse=_target
     )
@@ -307,15 +308,8 @@ class MariaDBStore(Store):
         )
         return 0, buffer_pool_bytes(pool) + 128 * MiB
 
-    def versions(self) -> dict[str, str]:
+    def engine_version(self) -> str:
         with self.connection().cursor() as cur:
             cur.execute("SELECT VERSION()")
             row = cur.fetchone()
-        return {
-            "engine": f"MariaDB {row[0] if row else '?'}",
-            "client": f"PyMySQL {metadata.version('PyMySQL')}",
-        }
-
-    def close(self) -> None:
-        self._conns.close()
-        super().close()
+        return f"MariaDB {row[0] if row else '?'}"

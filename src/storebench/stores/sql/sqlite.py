@@ -284,6 +284,7 @@ class SQLiteFileStore(Store):
     }
     exact = True
     url_form = FILE
+    handles = ("_conns",)
 
     def _connections(self) -> None:
         self._conns = PerThread(self._connect)
@@ -298,10 +299,6 @@ class SQLiteFileStore(Store):
 
     def has_collection(self, name: str) -> bool:
         return has_table(self.connection(), name)
-
-    def close(self) -> None:
-        self._conns.close()
-        super().close()
 
 
 class SQLiteStore(SQLiteFileStore):

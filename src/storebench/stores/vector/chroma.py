@@ -256,11 +256,13 @@ class ChromaCollection(Collection):
                     total += os.lstat(os.path.join(root, f)).st_size
         return total
 
+    def close(self) -> None:
+        self._client.close()
+
     def _drop(self) -> None:
         with self._lock:
             self._client.delete_collection(_NAME)
             self._client.close()
-        self.store._opened.pop(self.name, None)
         shutil.rmtree(self.path, ignore_errors=True)
 
 
@@ -278,6 +280,7 @@ class ChromaStore(Store):
     extra = "chroma"
     url_form = DIRECTORY
     collection = ChromaCollection
+    keeps_open = True  # one chroma client per collection directory
     # its hnswlib index in this process, metadata in SQLite files
     ram = RamUse(vector=0, fields=2, hnsw_m=16)
 
@@ -285,7 +288,6 @@ class ChromaStore(Store):
         super().__init__(spec)
         self.path = self.local_path(mkdir=True)
         self._settings = Settings(anonymized_telemetry=False, is_persistent=True)
-        self._opened: dict[str, ChromaCollection] = {}
 
     def client(self, path: str) -> Any:
         return chromadb.PersistentClient(path=path, settings=self._settings)
@@ -317,16 +319,5 @@ class ChromaStore(Store):
             client.close()
         return self._open(name, schema)
 
-    def _open(self, name: str, schema: Schema) -> Collection:
-        if name not in self._opened:
-            self._opened[name] = super()._open(name, schema)  # type: ignore[assignment]
-        return self._opened[name]
-
     def versions(self) -> dict[str, str]:
         return {"engine": f"chroma {chromadb.__version__}", "client": "chromadb (in-process)"}
-
-    def close(self) -> None:
-        for coll in self._opened.values():
-            coll._client.close()
-        self._opened.clear()
-        super().close()

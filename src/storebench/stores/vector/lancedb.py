@@ -27,7 +27,6 @@ import re
 import warnings
 from collections.abc import Mapping
 from datetime import timedelta
-from importlib import metadata
 from typing import Any
 
 import lancedb
@@ -257,6 +256,7 @@ class LanceStore(Store):
     Index = HnswIndex
     Search = HnswSearch
     extra = "lancedb"
+    client_dist = "lancedb"
     url_form = DIRECTORY
     # the data is in Lance files; the loaded IVF_HNSW_FLAT index is in RAM
     ram = RamUse(vector=0, overhead=0, hnsw_m=20)
@@ -295,12 +295,5 @@ class LanceStore(Store):
             raise UserError(f"no table {name!r} in {self.path}", where="store lancedb")
         return LanceCollection(self, name, schema, self.db.open_table(name))
 
-    def versions(self) -> dict[str, str]:
-        return {"engine": f"lance (lancedb {lancedb.__version__})", "client": _dist("lancedb")}
-
-
-def _dist(name: str) -> str:
-    try:
-        return f"{name} {metadata.version(name)}"
-    except metadata.PackageNotFoundError:
-        return name
+    def engine_version(self) -> str:
+        return f"lance (lancedb {lancedb.__version__})"

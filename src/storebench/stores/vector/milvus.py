@@ -49,7 +49,6 @@ import os
 import re
 import threading
 from collections.abc import Mapping
-from importlib import metadata
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -351,6 +350,8 @@ class MilvusStore(Store):
     Index = HnswIndex
     Search = HnswSearch
     extra = "milvus"
+    client_dist = "pymilvus"
+    handles = ("client",)
     url_form = URL_FORM
     collection = MilvusCollection
     # the managed server (or Milvus Lite in this process): the loaded segments and index
@@ -462,27 +463,20 @@ class MilvusStore(Store):
             return 0, 0  # a server of yours: not counted
         return cls.ram.of(index, dim, field_bytes)
 
-    def versions(self) -> dict[str, str]:
+    def engine_version(self) -> str:
         v = self._server_version
         if v.startswith("milvus_lite-"):  # Milvus Lite 3, the Python rewrite
-            engine = v.replace("milvus_lite-", "Milvus Lite ")
-        else:  # the `milvus` wheel's standalone build calls itself v2.3.5-lite: the real engine
-            engine = f"Milvus {v.removesuffix('-lite')}"
-        return {"engine": engine, "client": f"pymilvus {metadata.version('pymilvus')}"}
+            return v.replace("milvus_lite-", "Milvus Lite ")
+        # the `milvus` wheel's standalone build calls itself v2.3.5-lite: the real engine
+        return f"Milvus {v.removesuffix('-lite')}"
 
     def close(self) -> None:
-        client = getattr(self, "client", None)
-        if client is not None:
-            try:
-                client.close()
-            finally:
-                self.client = None
+        super().close()  # the client first
         if self._lite_path is not None:
             from milvus_lite.server_manager import server_manager_instance
 
             server_manager_instance.release_server(self._lite_path)
             self._lite_path = None
-        super().close()
 
 
 class MilvusLiteStore(MilvusStore):

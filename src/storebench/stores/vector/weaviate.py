@@ -35,7 +35,6 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Mapping
-from importlib import metadata
 from typing import Any
 from urllib.parse import SplitResult, parse_qs
 
@@ -58,7 +57,7 @@ from storebench.stores.base import (
     StoreSpec,
     redact_url,
 )
-from storebench.stores.columns import batch_from_records, plain
+from storebench.stores.columns import batch_from_records, last_per_id, plain
 from storebench.stores.config import UrlForm
 from storebench.stores.params import HnswIndex, HnswSearch, Order
 
@@ -182,9 +181,7 @@ class WeaviateCollection(Collection):
 
     def insert(self, docs: DocBatch) -> None:
         """Objects with an existing id replace it (Weaviate's batch import)."""
-        if len(np.unique(docs.ids)) != len(docs):  # the last of an id's rows wins
-            _, last = np.unique(docs.ids[::-1], return_index=True)
-            docs = docs.take(np.sort(len(docs) - 1 - last))
+        docs = last_per_id(docs)
         objs = self._objects(docs, list(self.schema.fields))
         for start in range(0, len(objs), _BATCH):
             res = self.c.data.insert_many(objs[start : start + _BATCH])
@@ -303,6 +300,7 @@ class WeaviateStore(Store):
     Index = HnswIndex
     Search = HnswSearch
     extra = "weaviate"
+    client_dist = "weaviate-client"
     url_form = URL_FORM
     collection = WeaviateCollection
     ram = RamUse(vector=0, fields=2, overhead=512, hnsw_m=DEFAULTS["m"], fixed_mib=256)
@@ -362,8 +360,5 @@ class WeaviateStore(Store):
         self.make_collection(self.class_name(name), schema, _hnsw(index), None)
         return WeaviateCollection(self, name, schema)
 
-    def versions(self) -> dict[str, str]:
-        return {
-            "engine": f"Weaviate {self._version}",
-            "client": f"weaviate-client {metadata.version('weaviate-client')}",
-        }
+    def engine_version(self) -> str:
+        return f"Weaviate {self._version}"

@@ -56,6 +56,7 @@ class PgVectorStore(Store):
         keywords=True,
         parse=_libpq,
     )
+    handles = ("_conns",)
 
     class Options(StoreOptions):
         managed_only = ("settings", "tuning")
@@ -270,6 +271,5 @@ class PgVectorStore(Store):
         return {"engine": engine, "client": f"psycopg {metadata.version('psycopg')} ({impl})"}
 
     def close(self) -> None:
-        self._conns.close()
         self._local = threading.local()
         super().close()

@@ -21,7 +21,6 @@ from storebench.errors import UserError
 from storebench.stores.base import Capability, Collection, RamUse, Store, StoreSpec, redact_url
 from storebench.stores.config import StoreOptions, UrlForm
 from storebench.stores.params import HnswIndex, HnswSearch
-from storebench.stores.vector.redis.codec import pairs
 from storebench.stores.vector.redis.collection import RedisCollection
 
 _pack_command: Callable[[tuple[Any, ...]], bytes] | None
@@ -42,6 +41,35 @@ def _redis_url(url: str, parts: SplitResult | None) -> SplitResult | None:
         if db and not (db.isascii() and db.isdigit()):
             raise ValueError(f"the path is a database number, not {db!r}")
     return parts
+
+
+def connect_options(url: str) -> dict[str, Any]:
+    """redis-py's options for a store's client of the server at ``url``."""
+    kw: dict[str, Any] = {
+        # no silent retries: a benchmark reports a failed call, and a dead
+        # server fails the run at once instead of after backoffs
+        "retry": Retry(NoBackoff(), 0),
+        # one connection per concurrent client thread (social runs 221);
+        # redis-py 8's pool refuses a 101st by default
+        "max_connections": 100_000,
+    }
+    if "@" not in url and os.environ.get("REDIS_PASSWORD"):
+        kw["password"] = os.environ["REDIS_PASSWORD"]
+    return kw
+
+
+def module_versions(reply: list[Any]) -> dict[str, str]:
+    """MODULE LIST's reply (a dict, or a flat [key, value, ...] list, per
+    module) as each module's name and version (21005 -> "2.10.5")."""
+    out = {}
+    for m in reply:
+        items = m.items() if isinstance(m, dict) else zip(m[::2], m[1::2], strict=True)
+        d = {k.decode() if isinstance(k, bytes) else k: v for k, v in items}
+        name, v = d.get("name", ""), int(d.get("ver", 0))
+        out[name.decode() if isinstance(name, bytes) else str(name)] = (
+            f"{v // 10000}.{v // 100 % 100}.{v % 100}"
+        )
+    return out
 
 
 # also FalkorDB's (a Redis server with a module)
@@ -123,18 +151,8 @@ class RedisStore(Store):
     def _connect(self) -> None:
         """``client``, on a server with the search module (``close`` closes it)."""
         url = self.spec.url or ""
-        kw: dict[str, Any] = {
-            "protocol": 2,  # the reply shapes parsed here
-            # no silent retries: a benchmark reports a failed call, and a dead
-            # server fails the run at once instead of after backoffs
-            "retry": Retry(NoBackoff(), 0),
-            # one connection per concurrent client thread (social runs 221);
-            # redis-py 8's pool refuses a 101st by default
-            "max_connections": 100_000,
-        }
-        if "@" not in url and os.environ.get("REDIS_PASSWORD"):
-            kw["password"] = os.environ["REDIS_PASSWORD"]
-        client = self.client = redis.Redis.from_url(url, **kw)
+        # protocol 2: the reply shapes parsed here
+        client = self.client = redis.Redis.from_url(url, protocol=2, **connect_options(url))
         try:
             client.ping()
             modules = client.execute_command("MODULE", "LIST")
@@ -142,13 +160,12 @@ class RedisStore(Store):
             raise UserError(
                 f"cannot reach Redis at {redact_url(url)}: {exc}", where="store redis"
             ) from exc
-        names = {pairs(m).get("name", b"").lower() for m in modules}
-        if not names & {b"search", b"ft"}:
+        self._modules = module_versions(modules)
+        if not {name.lower() for name in self._modules} & {"search", "ft"}:
             raise UserError(
                 f"Redis at {redact_url(url)} has no search module (RediSearch)",
                 where="store redis",
             )
-        self._modules = {pairs(m)["name"].decode(): str(pairs(m).get("ver", "")) for m in modules}
 
     # --- own keys only ----------------------------------------------------------
     def _own_keys(self, prefix: str, batch: int = 1000) -> Any:
@@ -223,9 +240,6 @@ class RedisStore(Store):
     def versions(self) -> dict[str, str]:
         info = self.client.info("server")
         search = self._modules.get("search", "?")
-        if search.isdigit():  # 21005 -> 2.10.5
-            v = int(search)
-            search = f"{v // 10000}.{v // 100 % 100}.{v % 100}"
         return {
             "engine": f"Redis {info.get('redis_version', '?')} + RediSearch {search}",
             "client": f"redis-py {metadata.version('redis')}",
