@@ -117,6 +117,7 @@ _ENGINE_GROUPS = {
     "elasticsearch": "lucene",
     "opensearch": "lucene",
     "elasticsearch-opensearch": "lucene",
+    "clusters": "lucene",  # their nodes are JVMs too: not beside the shared ones
     "milvus-lite": "milvus",
     "postgres": "pgvector",
     "ferretdb": "mongodb",

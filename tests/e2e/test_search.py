@@ -359,3 +359,48 @@ def test_a_floor_on_the_window_cycles_the_queries_and_the_clients_end_with_the_r
         and "resource_tracker" not in " ".join(p.cmdline())
     ]
     assert not left  # the run's client processes ended with it
+
+
+def test_the_topology_views_show_replicas_node_cpu_and_what_limited_each_row(tmp_path):
+    """The views' reading, on a real search run's records given the
+    topologies a cluster run records (the cluster itself: test_clusters)."""
+    from storebench.report import cluster as cv
+
+    run(
+        "search",
+        ["hnswlib"],
+        tmp_path,
+        n=400,
+        queries=30,
+        clients=[1, 2],
+        repeats=1,
+        **{"grid.index.m": [16], "grid.search.ef": [32]},
+    )
+    (rec,) = data.load(tmp_path)
+    recs = []
+    for i, replicas in enumerate((1, 2, 8)):
+        r = rec.model_copy(deep=True)
+        r.run_id = f"{rec.run_id}-{replicas}"
+        r.store.options = {"replicas": replicas, "node_cpus": 0.25}
+        r.machine["cores_logical"] = 2
+        r.topology = {"nodes": [f"node-{j}" for j in range(replicas)], "shards": []}
+        for t in r.tasks:
+            if t.phase == "search":
+                t.server_sampled_s = 10.0
+                # the nodes used their whole quota up to 4 nodes (2.5 of 10 s), then less
+                t.server_node_cpu_s = {
+                    f"node-{j}": 2.4 if replicas < 8 else 1.0 for j in range(replicas)
+                }
+                t.ops_per_s = 100.0 * (i + 1)
+        recs.append(r)
+    v = views.ViewInput("search", recs)
+    assert cv.cluster_table(views.ViewInput("search", [rec])) == []  # one node, no axis: nothing
+    (note, table) = cv.cluster_table(v)
+    rows = {(row[1], row[5]): row for row in table.rows}  # (nodes, clients)
+    assert set(rows) == {(n, c) for n in ("1", "2", "8") for c in ("1 client", "2 clients")}
+    assert rows[("2", "2 clients")][9] == "0.24-0.24"  # cores used per node
+    assert rows[("2", "2 clients")][10] == "node quotas"
+    assert rows[("8", "2 clients")][10] == "machine (quotas 2 cores of 2)"
+    pytest.importorskip("matplotlib")
+    (fig,) = cv.cluster_plot(v)
+    assert isinstance(fig, views.Figure)

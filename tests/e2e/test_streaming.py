@@ -90,10 +90,15 @@ def test_streaming_on_a_real_engine(engine, tmp_path):
         pytest.skip(f"{engine} skipped")
     (rec,) = run([engine], tmp_path, insert_rate=RATE)
     check_stages(rec, exact=False)
+    t = tasks(rec)
     for s in rec["metrics"]["stages"]:
-        assert s["sustained"] is True and s["achieved_rate"] >= 0.95 * RATE, s
-        # a sustained rate: the searches ran beside (nearly) all of the inserts
-        assert s["inserting_share"] >= 0.9, s
+        if s["sustained"]:
+            assert s["achieved_rate"] >= 0.95 * RATE, s
+            # a sustained rate: the searches ran beside (nearly) all of the inserts
+            assert s["inserting_share"] >= 0.9, s
+        else:  # 400/s is far inside every engine: only a busy machine may miss it, and says so
+            assert s["achieved_rate"] < 0.95 * RATE, s
+            assert any(t[name]["machine_load"]["busy"] for name in s["inserts"]), s
     # the footprint of each stage: the store's own size of what was visible
     if engine == "redis":
         sizes = [s["size_bytes"] for s in rec["metrics"]["stages"]]

@@ -13,7 +13,7 @@ README = (ROOT / "README.md").read_text()
 
 def test_every_built_in_scenario_is_in_the_scenario_table():
     scenarios = sorted(p.stem for p in (ROOT / "src/storebench/scenarios").glob("*.yaml"))
-    table = set(re.findall(r"^\| `(\w+)` \|", README, re.M))
+    table = set(re.findall(r"^\| `([\w-]+)` \|", README, re.M))
     assert set(scenarios) <= table, set(scenarios) - table
 
 

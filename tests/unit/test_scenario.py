@@ -227,3 +227,37 @@ def test_a_duration_is_bounded_and_the_estimate_follows_it():
         for d in (2, 1000)
     ]
     assert estimates[1] - estimates[0] > 998
+
+
+def test_together_steps_grid_axes_as_one_and_refuses_what_cannot_step(tmp_path):
+    pytest.importorskip("opensearchpy")
+    body = GOOD.replace("stores: [memory]", "stores: [opensearch]")
+    grid = "grid:\n  n: [100, 200, 400]\n  store.nodes: [1, 2, 4]\n  store.shards: [1, 2, 4]\n"
+    p = write(tmp_path, body + grid + "together:\n  - [n, store.nodes, store.shards]\n")
+    runs = Scenario.load(str(p)).plan()
+    assert [(r.params.n, r.spec.options["nodes"], r.spec.options["shards"]) for r in runs] == [
+        (100, 1, 1),
+        (200, 2, 2),
+        (400, 4, 4),
+    ]
+    # each a cluster of its own size, replicas spread a node each
+    assert [r.spec.checked_options.topology()["nodes"] for r in runs] == [1, 2, 4]
+    for together, problem in [
+        ("[n]", "a group steps two or more grid axes"),
+        ("[n, store.heap]", "'store.heap' is not a grid axis here"),
+    ]:
+        q = write(tmp_path, body + grid + f"together:\n  - {together}\n")
+        with pytest.raises(UserError, match=rf"{q}:\d+: together.0: {problem}"):
+            Scenario.load(str(q))
+    q = write(
+        tmp_path,
+        body
+        + grid.replace("[1, 2, 4]\n  store.sh", "[1, 2]\n  store.sh")
+        + "together:\n  - [n, store.nodes]\n",
+    )
+    with pytest.raises(UserError, match="axes stepped together need as many values each"):
+        Scenario.load(str(q))
+    # replicas beyond the nodes: refused at plan time, naming the grid key
+    q = write(tmp_path, body + "grid:\n  store.replicas: [1, 4]\n  store.nodes: [2]\n")
+    with pytest.raises(UserError, match=r"replicas=4 puts each copy on a node of its own"):
+        Scenario.load(str(q))

@@ -176,7 +176,9 @@ def test_sampler_counts_children_that_come_and_go_within_a_phase():
     )
     try:
         root = psutil.Process(parent.pid)
-        sampler = ResourceSampler(lambda: [root, *root.children(recursive=True)], None, 0.05)
+        sampler = ResourceSampler(
+            lambda: [root, *root.children(recursive=True)], [], interval_s=0.05
+        )
         parent.stdin.write("go\n")
         parent.stdin.flush()
         assert parent.stdout.readline().strip() == "done"

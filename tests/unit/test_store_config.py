@@ -203,6 +203,8 @@ def test_bad_options_are_one_line_naming_option_and_store(engine, options, messa
         ("pgvector", "postgresql://u@h/d", {"settings": {"a": 1}}, "option settings of pgvector"),
         ("agdb", "http://u:p@h:3000", {"log_level": "info"}, "option log_level of agdb"),
         ("elasticsearch", "http://h:9200", {"heap": "2g"}, "option heap of elasticsearch"),
+        ("opensearch", "http://h:9200,http://g:9200", {"nodes": 2}, "option nodes of opensearch"),
+        ("elasticsearch", "http://h:9200", {"node_cpus": 0.5}, "option node_cpus of"),
         (
             "sqlite",
             "/tmp/x.db",
@@ -217,6 +219,36 @@ def test_options_for_what_a_url_excludes_are_refused_with_one(engine, url, optio
     cls.check_spec(None, options)  # fine without a url
     with pytest.raises(SpecError, match=re.escape(message)):
         cls.check_spec(url, options)
+
+
+def test_a_cluster_is_asked_for_by_its_topology_and_checked_before_it_starts():
+    cls = store_class("opensearch")
+    assert cls.check_options({}).topology() == {"nodes": 1, "cpus": None, "memory_bytes": None}
+    # a node per copy unless nodes says more; quota and memory per node
+    got = cls.check_options({"replicas": 4, "node_cpus": 0.25, "node_memory": "1g"})
+    assert got.topology() == {"nodes": 4, "cpus": 0.25, "memory_bytes": 1 << 30}
+    assert cls.check_options({"replicas": 2, "nodes": 3}).topology()["nodes"] == 3
+    for bad, message in [
+        ({"replicas": 3, "nodes": 2}, "replicas=3 puts each copy on a node of its own"),
+        ({"node_memory": "lots"}, "not a size"),
+        ({"node_cpus": 0}, "greater than 0"),
+        ({"replicas": 0}, "greater than 0"),
+    ]:
+        with pytest.raises(SpecError, match=message):
+            cls.check_options(bad)
+    # by URL: every node of a cluster, each URL checked
+    assert len(cls.check_url("http://a:9200,https://b:9201")) == 2
+    with pytest.raises(SpecError, match="port 'x' is not a number"):
+        cls.check_url("http://a:9200,http://b:x")
+    # the plan's memory estimate counts every managed node, nothing by URL
+    from storebench.stores.base import StoreSpec
+    from storebench.stores.params import HnswIndex
+
+    one = cls.memory_use(StoreSpec("opensearch"), HnswIndex(), 8, 0)[1]
+    four = cls.memory_use(StoreSpec("opensearch", options={"replicas": 4}), HnswIndex(), 8, 0)[1]
+    assert four == 4 * one
+    by_url = StoreSpec("opensearch", "http://a:9200", {"replicas": 4})
+    assert cls.memory_use(by_url, HnswIndex(), 8, 0) == (0, 0)
 
 
 def test_options_are_typed_and_what_the_store_uses():

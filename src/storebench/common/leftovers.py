@@ -25,7 +25,7 @@ from pathlib import Path
 import psutil
 
 _log = logging.getLogger("storebench")
-MARK = ".owner"  # "<pid> <start time>", then a "server <pid>" line per server
+MARK = ".owner"  # "<pid> <start time>", then "server <pid>" and "cgroup <dir>" lines
 _IPC_RMID = 0
 
 
@@ -49,6 +49,12 @@ def note_server(path: Path, pid: int) -> None:
     """A server process started in ``path`` (its shared memory is found by it)."""
     with contextlib.suppress(OSError), open(mark_of(path), "a") as f:
         f.write(f"server {pid}\n")
+
+
+def note_group(path: Path, *groups: Path) -> None:
+    """Control groups a server in ``path`` runs in (removed with it)."""
+    with contextlib.suppress(OSError), open(mark_of(path), "a") as f:
+        f.writelines(f"cgroup {g}\n" for g in groups)
 
 
 def remove_dir(path: str | os.PathLike[str]) -> None:
@@ -102,6 +108,10 @@ def remove() -> list[Path]:
                     proc.kill()
                     proc.wait(5)
         release_shared_memory(pids)
+        for line in servers:
+            if line.startswith("cgroup /sys/fs/cgroup/"):
+                with contextlib.suppress(OSError):
+                    Path(line[7:]).rmdir()
         remove_dir(path)
         removed.append(path)
     if removed:

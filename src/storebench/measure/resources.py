@@ -1,5 +1,5 @@
 """What a managed server uses while a phase runs: its processes' peak RSS
-and CPU time, and its data directory's size, sampled in a thread beside
+and CPU time (a cluster's also per node), and its data directories' size, sampled in a thread beside
 the driver's measurements (outside the timed loops) and added to each
 task's record by ``RunContext``."""
 
@@ -32,15 +32,18 @@ class ResourceSampler:
     def __init__(
         self,
         procs: Callable[[], list[psutil.Process]],
-        datadir: Path | None,
+        datadirs: list[Path],
+        node_cpu: Callable[[], dict[str, float]] | None = None,
         interval_s: float = 0.5,
     ):
         self._procs = procs
-        self._dir = datadir
+        self._dirs = datadirs
+        self._node_cpu = node_cpu
         self._interval = interval_s
         self._stop = threading.Event()
         self._peak_rss = 0
         self._cpu0 = self._cpu()
+        self._nodes0 = node_cpu() if node_cpu is not None else {}
         self._t0 = time.perf_counter()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="resource-sampler")
         self._thread.start()
@@ -79,8 +82,13 @@ class ResourceSampler:
             # than the measured elapsed time: per-second figures divide by this
             "server_sampled_s": round(time.perf_counter() - self._t0, 3),
         }
-        if self._dir is not None:
-            out["server_data_bytes"] = directory_size(self._dir)
+        if self._dirs:
+            out["server_data_bytes"] = sum(directory_size(d) for d in self._dirs)
+        if self._node_cpu is not None:  # a cluster's, or a node with a quota
+            now = self._node_cpu()
+            out["server_node_cpu_s"] = {
+                n: round(now.get(n, t) - t, 3) for n, t in self._nodes0.items()
+            }
         return out
 
 

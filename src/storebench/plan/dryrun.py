@@ -16,6 +16,7 @@ from storebench.results import records
 from storebench.results.records import RunRecord
 from storebench.run.progress import MIN_WORK_S, Sweep, fmt_duration, record_seconds
 from storebench.stores.base import redact_url, store_class
+from storebench.stores.config import ClusterOptions
 from storebench.stores.opening import starts_server
 from storebench.workloads.base import TimeModel, workload_class
 
@@ -32,7 +33,9 @@ def what_starts(run: Run) -> str:
     elif form.path:
         where = "a private temporary directory"
     else:
-        where = "a managed server"
+        options = spec.server_maker()[0]
+        nodes = options.topology()["nodes"] if isinstance(options, ClusterOptions) else 1
+        where = f"a managed cluster of {nodes} nodes" if nodes > 1 else "a managed server"
     executor = run.executor or cls.client_mode
     return f"{where}; clients as {executor}"
 

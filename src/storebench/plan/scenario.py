@@ -12,6 +12,7 @@ points (a line or a flag), is ``plan/loading.py``; here are the file's model,
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -33,6 +34,7 @@ from storebench.stores.params import EngineParams, IndexParams, SearchParams
 from storebench.workloads.base import workload_class
 
 MAX_RUNS = 100_000  # a plan larger than this is a typo (repeats: 1000000), not a study
+_key = functools.partial(json.dumps, sort_keys=True)  # a grid value, comparable
 
 
 class StoreEntry(BaseModel):
@@ -74,6 +76,9 @@ class ScenarioFile(BaseModel):
     driver: DriverConfig = Field(default_factory=DriverConfig)
     params: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
+    # grid axes that step together, the i-th value of each (data and nodes
+    # doubled together), instead of across one another
+    together: list[list[str]] = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod
@@ -310,6 +315,7 @@ class Scenario:
             # a store option no store has is a typo wherever it was written
             if kind == "store" and not any(name in c.Options.names() for c in classes):
                 raise self.error(("grid", key), f"no store in this scenario has option {name!r}")
+        self._check_together()
         param_keys = [k for k in f.grid if not k.startswith(("index.", "search.", "store."))]
         index_keys = [k for k in f.grid if k.startswith("index.")]
         search_keys = [k for k in f.grid if k.startswith("search.")]
@@ -371,7 +377,38 @@ class Scenario:
                                 sp.searches,
                             )
                         )
-        return runs
+        return [r for r in runs if self._in_step(r.grid_point)]
+
+    def _check_together(self) -> None:
+        """``together``: grid axes (not ``search.X``, a sweep inside a run),
+        each in one group, of distinct values and as many as the others'."""
+        f, seen = self.file, set()
+        for i, group in enumerate(f.together):
+            axes = [[_key(v) for v in f.grid.get(k, ())] for k in group]
+            problems = [
+                (len(group) < 2, "a group steps two or more grid axes together"),
+                *((k not in f.grid, f"{k!r} is not a grid axis here") for k in group),
+                *((k.startswith("search."), f"{k!r} is swept inside each run") for k in group),
+                *((k in seen, f"{k!r} is in two groups") for k in group),
+                (len({len(a) for a in axes}) > 1, "axes stepped together need as many values each"),
+                *(
+                    (len(set(a)) < len(a), f"{k!r}: a value repeats")
+                    for k, a in zip(group, axes, strict=True)
+                ),
+            ]
+            for bad, message in problems:
+                if bad:
+                    raise self.error(("together", i), message)
+            seen |= set(group)
+
+    def _in_step(self, point: dict[str, Any]) -> bool:
+        """The grid point takes the same step of every ``together`` group
+        (an axis a store does not have does not count for it)."""
+        steps = {k: [_key(v) for v in vs] for k, vs in self.file.grid.items()}
+        return all(
+            len({steps[k].index(_key(point[k])) for k in group if k in point}) < 2
+            for group in self.file.together
+        )
 
     def _store_params(
         self,

@@ -436,6 +436,20 @@ def rate_axis(ax: Any, axis: str = "y") -> None:
     log_axis(ax, axis, fmt_count)
 
 
+def doubling_axes(lat_ax: Any, qps_ax: Any, xlabel: str, lat_title: str, legend_ax: Any) -> None:
+    """A latency and a QPS panel over a doubling x (data size, nodes): log2
+    x, log y with units, titles, the legend below ``legend_ax``."""
+    for ax in (lat_ax, qps_ax):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(xlabel)
+        ax.grid(True, which="both", alpha=0.3)
+    fmt_ns_axis(lat_ax, "y")
+    lat_ax.set_title(lat_title, fontsize="medium")
+    rate_axis(qps_ax, "y")
+    qps_ax.set_title("QPS", fontsize="medium")
+    legend(legend_ax, len(legend_ax.get_legend_handles_labels()[1]))
+
+
 def legend(ax: Any, n: int) -> None:
     """A legend that never covers data: below the panel."""
     if n:

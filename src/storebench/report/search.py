@@ -749,15 +749,7 @@ def scale_plot(v: ViewInput) -> list[Block]:
             name = f"{label} · {clients_text(k)}"
             ls = "-" if j == len(counts) - 1 else "--"
             plots.line(right, name, ns, [y if y else float("nan") for y in ys], ls=ls, label=name)
-    for ax in (left, right):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("documents")
-        ax.grid(True, which="both", alpha=0.3)
-    plots.fmt_ns_axis(left, "y")
-    left.set_title("mean latency, 1 client", fontsize="medium")
-    plots.rate_axis(right, "y")
-    right.set_title("QPS", fontsize="medium")
-    plots.legend(right, len(right.get_legend_handles_labels()[1]))
+    plots.doubling_axes(left, right, "documents", "mean latency, 1 client", right)
     return [plots.render(fig, v.name("scale"), "Latency and QPS per size")]
 
 

@@ -47,6 +47,7 @@ ENTRY_POINT_GROUP = "storebench.report_views"
 BUILTIN_VIEW_MODULES: tuple[str, ...] = (
     "storebench.report.crud",
     "storebench.report.search",
+    "storebench.report.cluster",
     "storebench.report.streaming",
     "storebench.report.generic",
     "storebench.report.timeline",

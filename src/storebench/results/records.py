@@ -125,6 +125,7 @@ class TaskRecord(Fields):
     server_sampled_s: float | None = None
     server_peak_rss_bytes: int | None = None
     server_data_bytes: int | None = None
+    server_node_cpu_s: dict[str, float] | None = None  # a cluster's nodes, a node with a quota
     # a search: python or native client, an open loop's rate, the queries
     # scored and those given fewer than k, the engine's own time per call
     client: str | None = None
@@ -267,6 +268,8 @@ class RunRecord(Fields):
     versions: dict[str, Any] = Field(default_factory=dict)
     machine: dict[str, Any] = Field(default_factory=dict)
     server: dict[str, Any] | None = None
+    # the topology the store reports (nodes; where each shard's copies live)
+    topology: dict[str, Any] | None = None
     executor: dict[str, Any] | None = None
     tasks: list[TaskRecord] = Field(default_factory=list)
     metrics: dict[str, Any] = Field(default_factory=dict)

@@ -274,6 +274,11 @@ def _finish(
             if health:
                 record.error = f"{record.error}; {health}"
         record.server = opened.server_facts()
+        if ctx is not None:  # before the collections go
+            try:
+                record.topology = opened.store.topology([c.name for c in ctx.collections])
+            except Exception as exc:
+                log.warning("could not read the cluster's topology: %s", exc)
     if executor is not None:  # where the clients ran (a cluster's shape)
         record.executor = executor.describe()
     if ctx is not None:

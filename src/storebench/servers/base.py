@@ -35,6 +35,7 @@ import psutil
 
 from storebench.common import interrupts, leftovers
 from storebench.errors import StorebenchError
+from storebench.servers.cgroups import NodeGroup, NoQuota
 
 _log = logging.getLogger("storebench.servers")
 _live: set[Server] = set()
@@ -105,6 +106,9 @@ class Server:
     kill_signal: ClassVar[signal.Signals] = signal.SIGKILL
     kill_timeout_s: ClassVar[float] = 5.0
     run_as: ClassVar[str] = "nobody"
+    # whether storebench can start several nodes of it as one cluster
+    # (``servers.cluster``; the class then implements ``join``)
+    clusters: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.port = free_port()
@@ -119,6 +123,15 @@ class Server:
         self.started_s: float | None = None  # time to readiness, for the record
         self.engine_version = ""
         self.engine_settings: dict[str, str] = {}  # what it ran with, for the record
+        self.limits: tuple[float | None, int | None] = (None, None)  # cores, memory bytes
+        self.group: NodeGroup | None = None  # its control group, when limited
+        self.node_index, self.peers = 0, [self]  # a cluster's node: see ``join``
+
+    def limit(self, cpus: float | None, memory_bytes: int | None) -> Server:
+        """Give the server (before ``start``) its own CPU quota (cores, 0.25
+        is a quarter of one) and memory limit (``servers.cgroups``)."""
+        self.limits = (cpus, memory_bytes)
+        return self
 
     # --- what subclasses provide ----------------------------------------------
     def prepare(self) -> None:
@@ -136,6 +149,17 @@ class Server:
 
     def version(self) -> str:
         return ""
+
+    def join(self, index: int, nodes: list[Server]) -> None:
+        """Be node ``index`` of a cluster of ``nodes`` (before ``launch``):
+        the engine's settings for finding its peers go into ``prepare``."""
+        self.node_index, self.peers = index, nodes
+
+    @classmethod
+    def cluster_url(cls, nodes: list[Server]) -> str:
+        """What a store connects to for a cluster of ``nodes``: each node's
+        URL, comma-separated (the store's client spreads requests over them)."""
+        return ",".join(n.url for n in nodes)
 
     def running_settings(self) -> dict[str, str]:
         """The settings that bear on the engine's speed (memory, workers,
@@ -196,37 +220,60 @@ class Server:
     # --- lifecycle ------------------------------------------------------------------
     def start(self) -> Server:
         t0 = time.monotonic()
-        with _live_lock:  # again after a stop
-            _live.add(self)
         try:
-            self.give_to_user(self.dir)
-            self.prepare()
-            self.give_to_user(self.dir)
-            log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the process)
-            try:
-                self.proc = subprocess.Popen(
-                    self.command(),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    cwd=self.dir,
-                    env=self.env(),
-                    user=self.user,
-                    start_new_session=True,  # its own process group: we kill the group
-                    # a SIGKILLed storebench ends it as a second signal would
-                    preexec_fn=functools.partial(interrupts.die_with_parent, self.kill_signal),
-                )
-            finally:
-                log.close()
-            leftovers.note_server(self.dir, self.proc.pid)
+            self.launch()
             self.wait_ready(t0)
         except BaseException:
             self.stop()
             raise
+        return self.started(t0)
+
+    def launch(self) -> None:
+        """Prepare the directory and start the process, without waiting for
+        it (a cluster launches all its nodes, then waits for each). On a
+        failure the caller stops the server."""
+        with _live_lock:  # again after a stop
+            _live.add(self)
+        if any(self.limits) and self.group is None:
+            try:
+                self.group = NodeGroup(self.dir.name, *self.limits)
+                leftovers.note_group(self.dir, *self.group.dirs)
+                self.engine_settings = self.group.describe()
+            except NoQuota as exc:
+                _log.warning("%s: runs unlimited: %s", self.name, exc)
+                self.engine_settings = {"limits": f"not applied: {exc}"}
+        self.give_to_user(self.dir)
+        self.prepare()
+        self.give_to_user(self.dir)
+        log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the process)
+        try:
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.dir,
+                env=self.env(),
+                user=self.user,
+                start_new_session=True,  # its own process group: we kill the group
+                # a SIGKILLed storebench ends it as a second signal would
+                preexec_fn=functools.partial(interrupts.die_with_parent, self.kill_signal),
+            )
+        finally:
+            log.close()
+        if self.group is not None:
+            self.group.join(self.proc.pid)
+        leftovers.note_server(self.dir, self.proc.pid)
+
+    def started(self, t0: float) -> Server:
+        """What a start records once the server is ready: the time it took,
+        its version and running settings."""
         self.started_s = time.monotonic() - t0
+        if self.group is not None:
+            self.group.apply_cpu_quota()
         self.engine_version = self.version()
         try:
-            self.engine_settings = self.running_settings()
+            self.engine_settings = {**self.engine_settings, **self.running_settings()}
         except Exception as exc:  # the record lacks them; the run need not fail
             _log.warning("%s: could not read its settings: %s", self.name, exc)
         return self
@@ -292,6 +339,27 @@ class Server:
         except psutil.Error:
             return []
 
+    def node_cpu(self) -> dict[str, float]:
+        """CPU seconds used so far, per node (one here; a cluster has more):
+        from its control group when it has one (exact), else its processes'."""
+        if self.group is not None:
+            return {self.node_name: self.group.cpu_seconds()}
+        total = 0.0
+        for p in self.processes():
+            with contextlib.suppress(psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+        return {self.node_name: total}
+
+    @property
+    def node_name(self) -> str:
+        return self.name if len(self.peers) == 1 else f"node-{self.node_index}"
+
+    @property
+    def dirs(self) -> list[Path]:
+        """Its data directories (a cluster has one per node)."""
+        return [self.dir]
+
     def stop(self) -> None:
         """Stop the whole process group: SIGTERM, then SIGKILL; remove the data
         directory."""
@@ -325,6 +393,9 @@ class Server:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(10)
             leftovers.release_shared_memory({proc.pid})
+        if self.group is not None:
+            self.group.remove()
+            self.group = None
         leftovers.remove_dir(self.dir)
         with _live_lock:
             _live.discard(self)

@@ -1,8 +1,11 @@
 """Managed Elasticsearch and OpenSearch nodes (Lucene-based engines on Java).
 
 Both come from Maven Central as integ-test zips (see ``servers.dist``) and
-run the same way: one node (``discovery.type: single-node``) bound to
-127.0.0.1 with a free HTTP and a free transport port, its own copy of the
+run the same way: one node (``discovery.type: single-node``), or the nodes
+of a cluster (``servers.cluster``: every node seeded with the others'
+transport ports, the first one bootstrapping, a cluster name of its own so
+no node joins another run's cluster), each bound to 127.0.0.1 with a free
+HTTP and a free transport port, its own copy of the
 distribution's config directory (the engines write into it: keystore,
 settings) pointed to by ``ES_PATH_CONF`` / ``OPENSEARCH_PATH_CONF``, data,
 logs and temp files in the server's private directory, a small heap, disk
@@ -33,6 +36,7 @@ Pre-fetch both distributions (CI, or before going offline)::
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -129,12 +133,14 @@ class LuceneServer(Server):
     distribution and the engine's environment variables."""
 
     refuses_root = True
+    clusters = True
     start_timeout_s = 240.0  # a JVM on 2 busy cores; readiness is polled, never waited out
     stop_timeout_s = 60.0
     dist: ClassVar[Distribution]
     launcher: ClassVar[str]  # bin/<launcher>
     config_file: ClassVar[str]
     env_prefix: ClassVar[str]  # ES / OPENSEARCH: <prefix>_PATH_CONF, _JAVA_OPTS, _TMPDIR
+    bootstrap_setting: ClassVar[str]  # the first nodes to elect a master among
     extra_settings: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, heap: str | None = None):
@@ -160,20 +166,31 @@ class LuceneServer(Server):
         shutil.copytree(self.home / "config", self.conf_dir, dirs_exist_ok=True)
         for sub in ("data", "logs", "tmp"):
             (self.dir / sub).mkdir(exist_ok=True)
+        first = self.peers[0]
+        discovery: dict[str, Any] = {"discovery.type": "single-node"}
+        if len(self.peers) > 1:  # the first node bootstraps; the others find it
+            discovery = {
+                "discovery.seed_hosts": [f"127.0.0.1:{n.transport_port}" for n in self.peers],  # type: ignore[attr-defined]
+                self.bootstrap_setting: [first.node_name],
+            }
         settings: dict[str, Any] = {
-            "cluster.name": "storebench",
-            "node.name": "storebench",
+            # unique: a node must never join another run's cluster on this machine
+            "cluster.name": f"storebench-{first.port}",
+            "node.name": self.node_name,
             "path.data": str(self.dir / "data"),
             "path.logs": str(self.dir / "logs"),
             "network.host": "127.0.0.1",
             "http.port": self.port,
             "transport.port": self.transport_port,
-            "discovery.type": "single-node",
+            **discovery,
             "bootstrap.memory_lock": False,
             "cluster.routing.allocation.disk.threshold_enabled": False,
             "action.destructive_requires_name": True,
             **self.extra_settings,
         }
+        cpus = self.limits[0]
+        if cpus:  # thread pools sized for the quota (applied once ready), as in a container
+            settings["node.processors"] = max(1, math.ceil(cpus))
         # jvm.options names gc/error logs and heap dumps relative to the
         # working directory, which the OpenSearch launcher sets to the (shared,
         # read-only) distribution: make them absolute paths in our directory.
@@ -218,7 +235,10 @@ class LuceneServer(Server):
             return json.load(r)
 
     def ready(self) -> bool:
-        health = self._get("/_cluster/health?wait_for_status=yellow&timeout=1s")
+        """The cluster answers with every node joined (one, alone)."""
+        health = self._get(
+            f"/_cluster/health?wait_for_status=yellow&wait_for_nodes=%3E%3D{len(self.peers)}&timeout=1s"
+        )
         return health.get("status") in ("green", "yellow") and not health.get("timed_out")
 
     def version(self) -> str:
@@ -246,6 +266,7 @@ class ElasticsearchServer(LuceneServer):
     launcher = "elasticsearch"
     config_file = "elasticsearch.yml"
     env_prefix = "ES"
+    bootstrap_setting = "cluster.initial_master_nodes"
     extra_settings = {"xpack.security.enabled": False}
 
 
@@ -255,6 +276,7 @@ class OpenSearchServer(LuceneServer):
     launcher = "opensearch"
     config_file = "opensearch.yml"
     env_prefix = "OPENSEARCH"
+    bootstrap_setting = "cluster.initial_cluster_manager_nodes"
 
 
 SERVERS: dict[str, type[LuceneServer]] = {

@@ -43,11 +43,12 @@ from storebench.common.redaction import (
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Filter
 from storebench.errors import ForeignDataError, NotSupported, UserError
-from storebench.stores.config import StoreOptions, UrlForm, check_options, check_url
+from storebench.stores.config import ClusterOptions, StoreOptions, UrlForm, check_options, check_url
 from storebench.stores.params import IndexParams, Order, SearchParams
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
+    from storebench.servers.cluster import Cluster
 
 STORES = Kind("store", "storebench.stores", where="store", needs="client library")
 ClientMode = Literal["threads", "processes"]
@@ -171,7 +172,7 @@ class StoreSpec:
             object.__setattr__(self, k, v)
         self.__post_init__()
 
-    def server_maker(self) -> tuple[StoreOptions, Callable[[], Server] | None]:
+    def server_maker(self) -> tuple[StoreOptions, Callable[[], Server | Cluster] | None]:
         """The checked options, and what builds the managed server opening
         this spec needs (None: it has a URL, or the store runs embedded or
         needs a URL). Builds and starts nothing."""
@@ -430,20 +431,27 @@ class Store:
     client_dist: ClassVar[str | None] = None
 
     @classmethod
-    def managed_server(cls, options: Any) -> Callable[[], Server] | None:
+    def managed_server(cls, options: Any) -> Callable[[], Server | Cluster] | None:
         """How to make the local server this store runs on when given no
         URL, from its checked ``Options``: a callable that builds the
         ``Server`` (not started; ``stores.opening`` starts it, hands the
         store its URL and stops it after). The default: the ``server``
         class, given the options only it takes (``Options.managed_only``)
-        by their names; None without one (the store runs embedded, or
-        needs a URL)."""
+        by their names, as one server or, with ``ClusterOptions``, the
+        cluster they ask for (``servers.cluster.build``); None without one
+        (the store runs embedded, or needs a URL)."""
         if cls.server is None:
             return None
         module, name = cls.server.split(":")
         server_class = getattr(importlib.import_module(f"storebench.servers.{module}"), name)
-        given = {k: getattr(options, k) for k in options.managed_only}
-        return functools.partial(server_class, **given)
+        build = importlib.import_module("storebench.servers.cluster").build
+        topology = options.topology() if isinstance(options, ClusterOptions) else {}
+        given = {
+            k: getattr(options, k)
+            for k in options.managed_only
+            if k not in ClusterOptions.managed_only
+        }
+        return functools.partial(build, functools.partial(server_class, **given), **topology)
 
     @classmethod
     def check_url(cls, url: str | None) -> Any:
@@ -578,6 +586,14 @@ class Store:
     def engine_version(self) -> str:
         """The engine's name and version (for ``versions``)."""
         raise NotImplementedError
+
+    def topology(self, collections: list[str]) -> dict[str, Any] | None:
+        """Optional: the cluster as the engine reports it, read from its own
+        API (a managed cluster or one given by URL): ``{"nodes": [name, ...],
+        "shards": [{"collection", "shard", "copy": "primary" | "replica",
+        "node", "state"}, ...]}`` for ``collections`` (this run's). None (the
+        default): the engine has no such notion here."""
+        return None
 
     def engine_stats(self) -> dict[str, dict[str, Any]] | None:
         """Optional: the engine's own cumulative counters per operation, where

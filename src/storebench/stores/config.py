@@ -20,6 +20,8 @@ from urllib.parse import SplitResult, urlsplit
 from pydantic import (
     BaseModel,
     ConfigDict,
+    PositiveFloat,
+    PositiveInt,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -66,7 +68,9 @@ class UrlForm:
     each left whole to ``parse``. ``parse(url, parts)`` checks what only the
     store knows (a database name, an index number) and returns what the
     adapter connects with; ``parts`` is the split URL (None for a path or a
-    string left whole). It raises ``ValueError`` with the problem."""
+    string left whole). It raises ``ValueError`` with the problem.
+    ``several``: a comma-separated list of URLs, each checked (a list of
+    what each makes)."""
 
     shown: str
     schemes: tuple[str, ...] = ()
@@ -74,6 +78,7 @@ class UrlForm:
     keywords: bool = False
     hostless: tuple[str, ...] = ()
     required: bool = False  # no managed server or private directory without one
+    several: bool = False  # a comma-separated list of such URLs (a cluster's nodes)
     parse: Callable[[str, SplitResult | None], Any] | None = None
 
     def is_path(self, engine: str, url: str) -> bool:
@@ -97,6 +102,8 @@ class UrlForm:
             raise ValueError("empty (leave the url out for the default)")
         if any(ord(c) < 32 or c == "\x7f" for c in url):
             raise ValueError("control characters")
+        if self.several and "," in url:
+            return [self._check(engine, u) for u in url.split(",")]
         m = _SCHEME.match(url)
         parts: SplitResult | None = None
         if self.is_path(engine, url):
@@ -196,6 +203,64 @@ class StoreOptions(NoBoolNumbers):
     @classmethod
     def names(cls) -> list[str]:
         return [f.alias or name for name, f in cls.model_fields.items()]
+
+
+def size_bytes(size: Any) -> int | None:
+    """A size as the JVM and most engines write it (``2g``, ``512m``, a
+    number of bytes) in bytes; None if it is not one."""
+    m = re.fullmatch(r"(\d+)([kmgt]?)b?", str(size).strip().lower()) if size else None
+    if m is None:
+        return None
+    return int(m.group(1)) << (10 * " kmgt".index(m.group(2) or " "))
+
+
+class ClusterOptions(StoreOptions):
+    """The topology of a store that runs as a cluster, as grid axes like any
+    option (``--set 'grid.store.replicas=[1,2,4]'``):
+
+    - ``replicas``: copies of the data that serve searches, each on a node of
+      its own (Milvus' and Weaviate's meaning; an Elasticsearch index gets
+      ``number_of_replicas`` = replicas - 1);
+    - ``shards``: parts the data is split into;
+    - ``nodes`` (managed only): the nodes storebench starts; the default, as
+      many as the replicas need;
+    - ``node_cpus`` / ``node_memory`` (managed only): each node's CPU quota in
+      cores (0.25: a quarter of one) and memory limit (``2g``), so that a
+      cluster of k nodes x c cores fits a small machine
+      (``servers.cgroups``; without the permission, the run says so and runs
+      unlimited).
+    """
+
+    managed_only: ClassVar[tuple[str, ...]] = ("nodes", "node_cpus", "node_memory")
+    replicas: PositiveInt = 1
+    shards: PositiveInt = 1
+    nodes: PositiveInt | None = None
+    node_cpus: PositiveFloat | None = None
+    node_memory: str | None = None
+
+    @field_validator("node_memory")
+    @classmethod
+    def _a_size(cls, v: str | None) -> str | None:
+        if v is not None and size_bytes(v) is None:
+            raise ValueError("not a size (e.g. 512m, 2g)")
+        return v
+
+    @model_validator(mode="after")
+    def _a_node_per_replica(self) -> ClusterOptions:
+        if self.nodes is not None and self.nodes < self.replicas:
+            raise ValueError(
+                f"replicas={self.replicas} puts each copy on a node of its own: "
+                f"it needs nodes >= {self.replicas} (got nodes={self.nodes})"
+            )
+        return self
+
+    def topology(self) -> dict[str, Any]:
+        """How the managed cluster is built (``servers.cluster.build``)."""
+        return {
+            "nodes": self.nodes or self.replicas,
+            "cpus": self.node_cpus,
+            "memory_bytes": size_bytes(self.node_memory),
+        }
 
 
 def check_options(

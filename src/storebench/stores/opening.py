@@ -18,13 +18,14 @@ from storebench.stores.base import Store, StoreSpec
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
+    from storebench.servers.cluster import Cluster
 
 
 class OpenStore:
     """A live store and the managed server it runs on (None: an embedded
     engine, or a server the user gave by URL)."""
 
-    def __init__(self, store: Store, server: Server | None = None):
+    def __init__(self, store: Store, server: Server | Cluster | None = None):
         self.store = store
         self.server = server
 
@@ -87,7 +88,7 @@ def open_store(spec: StoreSpec) -> OpenStore:
     options, make = spec.server_maker()
     if make is None:  # embedded, or a store that needs a URL (it says so as it opens)
         return OpenStore(spec.open())
-    server: Server | None = None
+    server: Server | Cluster | None = None
     try:
         server = make()
         server.start()

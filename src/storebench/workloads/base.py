@@ -35,6 +35,7 @@ from storebench.stores.params import IndexParams, SearchParams
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
+    from storebench.servers.cluster import Cluster
 
 MAX_SECONDS = 7 * 86_400  # a longer duration or wait is a typo (1e300 overflows the clock)
 MAX_COUNT = 10**12  # a larger count is no run one machine does (nor an array numpy makes)
@@ -252,7 +253,7 @@ class RunContext:
     collections: list[Collection] = field(default_factory=list)
     # the managed server the store runs on (``stores.opening``): sampled
     # beside each task; None for an embedded engine or one given by URL
-    server: Server | None = None
+    server: Server | Cluster | None = None
     _workdir: Path | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -360,7 +361,10 @@ class RunContext:
         if server is None:
             yield
             return
-        sampler = ResourceSampler(server.processes, server.dir)
+        per_node = len(server.dirs) > 1 or any(server.limits)
+        sampler = ResourceSampler(
+            server.processes, server.dirs, server.node_cpu if per_node else None
+        )
         try:
             yield
         finally:

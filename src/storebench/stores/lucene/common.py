@@ -23,7 +23,9 @@ instead, and ``refresh: none`` leaves it to the engine's refresh interval.
 ``get`` reads by id, which is real-time without a refresh. With process
 clients a write in one process is refreshed by that process only.
 
-Options (``StoreSpec.options``): ``shards`` (1), ``replicas`` (0),
+Options (``StoreSpec.options``): the topology (``shards``, ``replicas``:
+copies of the data, 1; and for a managed cluster ``nodes``, ``node_cpus``,
+``node_memory``: ``stores.config.ClusterOptions``),
 ``refresh`` (auto | wait_for | none), ``force_merge`` (true: ``build_index``
 merges to one segment, so search runs on one HNSW graph), ``request_timeout``
 (seconds, 120), ``verify_certs`` / ``ca_certs`` (https), and for a managed
@@ -49,7 +51,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import orjson
-from pydantic import NonNegativeInt, PositiveFloat, PositiveInt, StrictBool
+from pydantic import PositiveFloat, StrictBool
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import And, Cmp, Filter, In, Not, Or, Range
@@ -64,7 +66,7 @@ from storebench.stores.base import (
     redact_url,
 )
 from storebench.stores.columns import batch_from_records, plain
-from storebench.stores.config import StoreOptions, UrlForm
+from storebench.stores.config import ClusterOptions, UrlForm, size_bytes
 from storebench.stores.params import HnswIndex, HnswSearch, Order
 
 VECTOR_FIELD = "sb_vec"
@@ -359,7 +361,9 @@ class LuceneCollection(Collection):
         self.store._request(
             "GET",
             "/_cluster/health" + self._path,
-            {"wait_for_status": "yellow", "timeout": "120s", "filter_path": "status"},
+            # green: every copy of every shard started (a replica still
+            # recovering would leave the search to fewer nodes than asked)
+            {"wait_for_status": "green", "timeout": "120s", "filter_path": "status"},
             timeout=180,
         )
 
@@ -415,10 +419,8 @@ def _chunks(lines: Sequence[bytes]) -> Iterator[bytes]:
         yield b"".join(lines[start:])
 
 
-class LuceneOptions(StoreOptions):
-    managed_only = ("heap",)
-    shards: PositiveInt = 1
-    replicas: NonNegativeInt = 0
+class LuceneOptions(ClusterOptions):
+    managed_only = ("heap", *ClusterOptions.managed_only)
     refresh: Literal["auto", "wait_for", "none"] = "auto"
     force_merge: StrictBool = True
     request_timeout: PositiveFloat = 120.0  # seconds
@@ -432,14 +434,6 @@ def hnsw_parameters(params: HnswIndex) -> dict[str, int]:
     by the names both engines use."""
     given = {"m": params.m, "ef_construction": params.ef_construct}
     return {k: v for k, v in given.items() if v is not None}
-
-
-def _heap_bytes(heap: Any) -> int | None:
-    """A JVM size (``2g``, ``512m``, bytes) in bytes; None if it is not one."""
-    m = re.fullmatch(r"(\d+)([kmgt]?)", str(heap).strip().lower()) if heap else None
-    if m is None:
-        return None
-    return int(m.group(1)) << (10 * " kmgt".index(m.group(2) or " "))
 
 
 class Request(NamedTuple):
@@ -461,7 +455,11 @@ class LuceneStore(Store):
     capabilities = frozenset(Capability) - {Capability.PIPELINE}
     Index = HnswIndex
     Search = HnswSearch
-    url_form = UrlForm("http(s)://[user:password@]host:port", schemes=("http", "https"))
+    url_form = UrlForm(
+        "http(s)://[user:password@]host:port (several, comma-separated: the nodes of a cluster)",
+        schemes=("http", "https"),
+        several=True,
+    )
     Options = LuceneOptions
     collection = LuceneCollection
 
@@ -472,9 +470,13 @@ class LuceneStore(Store):
         self._dirty: set[str] = set()  # written since the last refresh (auto)
         self.client: Any = None
         try:
-            url, auth = self._split_url(self.spec.url or "")
+            hosts = [self._split_url(u) for u in (self.spec.url or "").split(",")]
             tls = {"verify_certs": opts.verify_certs, "ca_certs": opts.ca_certs}
-            self.client = self._connect(url, auth, {k: v for k, v in tls.items() if v is not None})
+            self.client = self._connect(
+                [url for url, _ in hosts],
+                hosts[0][1],
+                {k: v for k, v in tls.items() if v is not None},
+            )
             self._request("GET", "/_cluster/health", {"filter_path": "status"})
         except Exception as exc:
             if isinstance(exc, UserError):
@@ -494,8 +496,9 @@ class LuceneStore(Store):
         return clean, ((user, password or "") if user else None)
 
     # --- what each engine provides ---------------------------------------------------
-    def _connect(self, url: str, auth: tuple[str, str] | None, tls: dict[str, Any]) -> Any:
-        """The engine's client (``tls``: the certificate options given)."""
+    def _connect(self, urls: list[str], auth: tuple[str, str] | None, tls: dict[str, Any]) -> Any:
+        """The engine's client, spreading requests over ``urls`` (``tls``:
+        the certificate options given)."""
         raise NotImplementedError
 
     def _send(self, req: Request) -> Any:
@@ -576,7 +579,7 @@ class LuceneStore(Store):
             "settings": {
                 "index": {
                     "number_of_shards": self.options.shards,
-                    "number_of_replicas": self.options.replicas,
+                    "number_of_replicas": self.options.replicas - 1,
                     # size_bytes reads the store stats, cached 10 s by default
                     "store.stats_refresh_interval": "0s",
                     **self._index_settings(),
@@ -585,7 +588,9 @@ class LuceneStore(Store):
             "mappings": {"dynamic": "strict", "properties": props},
         }
         try:
-            self._send(Request("PUT", "/" + name, None, orjson.dumps(body), _JSON, self.timeout))
+            # every copy started before the first write (replicas on other nodes)
+            params = {"wait_for_active_shards": "all"}
+            self._send(Request("PUT", "/" + name, params, orjson.dumps(body), _JSON, self.timeout))
         except Exception as exc:
             if self._status(exc) == 400 and "already_exists" in str(exc):
                 raise ForeignDataError(
@@ -595,6 +600,26 @@ class LuceneStore(Store):
                 raise EngineError(f"{self.engine}: creating index {name!r}: {exc}") from None
             raise
         return LuceneCollection(self, name, schema, index)
+
+    def topology(self, collections: list[str]) -> dict[str, Any] | None:
+        """The nodes (``_cat/nodes``) and where each shard's copies live
+        (``_cat/shards`` of this run's indices only)."""
+        cat = {"format": "json", "h": "name"}
+        nodes = sorted(n["name"] for n in self._request("GET", "/_cat/nodes", cat))
+        shards = []
+        for name in collections:
+            cat = {"format": "json", "h": "index,shard,prirep,state,node"}
+            for row in self._request("GET", f"/_cat/shards/{name}", cat):
+                shards.append(
+                    {
+                        "collection": row["index"],
+                        "shard": int(row["shard"]),
+                        "copy": "primary" if row["prirep"] == "p" else "replica",
+                        "node": row.get("node"),
+                        "state": row["state"],
+                    }
+                )
+        return {"nodes": nodes, "shards": shards}
 
     def engine_stats(self) -> dict[str, dict[str, Any]] | None:
         """Index statistics over all indices (``GET /_stats``): searches are
@@ -625,10 +650,10 @@ class LuceneStore(Store):
     def managed_memory(
         cls, options: Any, index: HnswIndex, dim: int, field_bytes: int
     ) -> tuple[int, int]:
-        # the managed node's JVM heap (-Xmx) and native memory; vectors and
+        # each managed node's JVM heap (-Xmx) and native memory; vectors and
         # graphs are memory-mapped files (page cache)
-        heap = _heap_bytes(options.heap) or 1024 * MiB
-        return 0, heap + 256 * MiB
+        heap = size_bytes(options.heap) or 1024 * MiB
+        return 0, (heap + 256 * MiB) * options.topology()["nodes"]
 
     def close(self) -> None:
         if self.client is not None:

@@ -34,9 +34,9 @@ class ElasticsearchStore(LuceneStore):
     extra = "elasticsearch"
     client_dist = "elasticsearch"
 
-    def _connect(self, url: str, auth: tuple[str, str] | None, tls: dict[str, Any]) -> Any:
+    def _connect(self, urls: list[str], auth: tuple[str, str] | None, tls: dict[str, Any]) -> Any:
         return Elasticsearch(
-            url,
+            urls,
             basic_auth=auth,
             request_timeout=self.timeout,
             serializer=OrjsonSerializer(),

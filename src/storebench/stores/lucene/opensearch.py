@@ -47,8 +47,8 @@ class OpenSearchStore(LuceneStore):
     extra = "opensearch"
     client_dist = "opensearch-py"
 
-    def _connect(self, url: str, auth: tuple[str, str] | None, tls: dict[str, Any]) -> Any:
-        return OpenSearch([url], http_auth=auth, timeout=self.timeout, serializer=_Orjson(), **tls)
+    def _connect(self, urls: list[str], auth: tuple[str, str] | None, tls: dict[str, Any]) -> Any:
+        return OpenSearch(urls, http_auth=auth, timeout=self.timeout, serializer=_Orjson(), **tls)
 
     def _send(self, req: Request) -> Any:
         return self.client.transport.perform_request(
