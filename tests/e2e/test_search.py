@@ -386,7 +386,7 @@ def test_the_topology_views_show_replicas_node_cpu_and_what_limited_each_row(tmp
         r.topology = {"nodes": [f"node-{j}" for j in range(replicas)], "shards": []}
         for t in r.tasks:
             if t.phase == "search":
-                t.server_sampled_s = 10.0
+                t.elapsed_s = 10.0
                 # the nodes used their whole quota up to 4 nodes (2.5 of 10 s), then less
                 t.server_node_cpu_s = {
                     f"node-{j}": 2.4 if replicas < 8 else 1.0 for j in range(replicas)

@@ -59,3 +59,23 @@ def test_without_a_quota_the_group_is_not_made() -> None:
     with Spinner() as server:
         assert server.group is None and "limits" not in server.engine_settings
         assert server.node_cpu()["spinner"] >= 0
+
+
+def test_each_node_cpu_over_a_task_window_is_read_off_the_phase_samples() -> None:
+    """A node busy only in the middle of a phase: its CPU over that window
+    is the whole of it, and about nothing before."""
+    from storebench.measure.resources import ResourceSampler
+
+    server = Spinner().limit(0.25, None)
+    server.start()
+    try:
+        sampler = ResourceSampler(server.processes, server.dirs, server.node_cpu, 0.05)
+        t0 = time.time()
+        time.sleep(1.0)
+        sampler.stop()
+        t1 = time.time()
+        whole = sampler.node_cpu_during(t0, t1 - t0)["spinner"]
+        half = sampler.node_cpu_during(t0 + 0.5, 0.5)["spinner"]
+    finally:
+        server.stop()
+    assert whole > 0 and abs(half - whole / 2) < 0.25 * whole, (whole, half)

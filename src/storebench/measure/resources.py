@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 
 
@@ -43,7 +44,9 @@ class ResourceSampler:
         self._stop = threading.Event()
         self._peak_rss = 0
         self._cpu0 = self._cpu()
-        self._nodes0 = node_cpu() if node_cpu is not None else {}
+        # (wall time, each node's CPU so far): a task's share is read off it
+        self._nodes: list[tuple[float, dict[str, float]]] = []
+        self._sample_nodes()
         self._t0 = time.perf_counter()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="resource-sampler")
         self._thread.start()
@@ -67,9 +70,28 @@ class ResourceSampler:
                 total += p.memory_info().rss
         return total
 
+    def _sample_nodes(self) -> None:
+        if self._node_cpu is not None:
+            self._nodes.append((time.time(), self._node_cpu()))
+
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):
             self._peak_rss = max(self._peak_rss, self._rss())
+            self._sample_nodes()
+
+    def node_cpu_during(self, start_unix: float | None, seconds: float) -> dict[str, float] | None:
+        """Each node's CPU seconds between ``start_unix`` and ``seconds``
+        later (a task's measured window, inside the phase), interpolated
+        between samples; None without per-node sampling."""
+        if self._node_cpu is None or start_unix is None or len(self._nodes) < 2:
+            return None
+        times = np.array([t for t, _ in self._nodes])
+        out = {}
+        for node in self._nodes[0][1]:
+            cpu = np.array([n.get(node, np.nan) for _, n in self._nodes])
+            at = np.interp([start_unix, start_unix + seconds], times, cpu)
+            out[node] = round(float(at[1] - at[0]), 3)
+        return out
 
     def stop(self) -> dict[str, Any]:
         self._stop.set()
@@ -84,11 +106,7 @@ class ResourceSampler:
         }
         if self._dirs:
             out["server_data_bytes"] = sum(directory_size(d) for d in self._dirs)
-        if self._node_cpu is not None:  # a cluster's, or a node with a quota
-            now = self._node_cpu()
-            out["server_node_cpu_s"] = {
-                n: round(now.get(n, t) - t, 3) for n, t in self._nodes0.items()
-            }
+        self._sample_nodes()
         return out
 
 

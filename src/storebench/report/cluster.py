@@ -37,10 +37,11 @@ def _first_family(v: ViewInput, c: Config) -> list[Point]:
 
 
 def _cores_used(p: Point) -> list[float]:
+    """Each node's cores over the task's measured window."""
     t = p.t
-    if t is None or not t.server_node_cpu_s or not t.server_sampled_s:
+    if t is None or not t.server_node_cpu_s or not t.elapsed_s:
         return []
-    return [s / t.server_sampled_s for s in t.server_node_cpu_s.values()]
+    return [s / t.elapsed_s for s in t.server_node_cpu_s.values()]
 
 
 def _busy(p: Point, used: list[float], cores: int) -> float | None:
@@ -138,15 +139,17 @@ def cluster_plot(v: ViewInput) -> list[Block]:
         return []
     fig = plots.new_figure(9.0, 3.8, 1, 2)
     left, right = fig.axes
-    for store, pts in by.items():
+    for name, pts in by.items():  # a store and client count: one colour in both panels
         pts.sort(key=lambda x: x[0])
         xs = [n for n, _ in pts]
-        plots.line(left, store, xs, [p.number("ops_per_s") or float("nan") for _, p in pts])
+        plots.line(left, name, xs, [p.number("ops_per_s") or float("nan") for _, p in pts])
         for key, ls in (("mean", "-"), ("p99", "--")):
-            ys = [p.number(f"latency_ns.{key}") for _, p in pts]
-            plots.line(right, f"{store} {key}", xs, [y or float("nan") for y in ys], ls=ls)
+            ys = [p.number(f"latency_ns.{key}") or float("nan") for _, p in pts]
+            label = {} if key == "mean" else {"label": f"{name} p99"}
+            plots.line(right, name, xs, ys, ls=ls, **label)
     lat_title = "latency (solid: mean, dashed: p99)"
-    plots.doubling_axes(right, left, "nodes", lat_title, right)
+    nodes = [n for pts in by.values() for n, _ in pts]
+    plots.doubling_axes(right, left, "nodes", lat_title, right, nodes)
     return [
         plots.render(
             fig,

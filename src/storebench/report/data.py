@@ -293,7 +293,7 @@ def group(recs: Sequence[Record], drop: Iterable[str] = ()) -> list[Config]:
         ident = c.first.identity()
         parts = [store_label(c.first)]
         parts += [f"{short_key(k)}={ident.get(k)}" for k in vary if k in ident and k != "store.url"]
-        c.label = " ".join(parts)
+        c.label = " ".join(dict.fromkeys(parts))  # params.n and dataset.n: one n=2500
     return configs
 
 

@@ -436,11 +436,16 @@ def rate_axis(ax: Any, axis: str = "y") -> None:
     log_axis(ax, axis, fmt_count)
 
 
-def doubling_axes(lat_ax: Any, qps_ax: Any, xlabel: str, lat_title: str, legend_ax: Any) -> None:
+def doubling_axes(
+    lat_ax: Any, qps_ax: Any, xlabel: str, lat_title: str, legend_ax: Any, xs: Sequence[float]
+) -> None:
     """A latency and a QPS panel over a doubling x (data size, nodes): log2
-    x, log y with units, titles, the legend below ``legend_ax``."""
+    x ticked at ``xs``, log y with units, titles, the legend below ``legend_ax``."""
+    ticks = sorted(set(xs))
     for ax in (lat_ax, qps_ax):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [fmt_count(x) for x in ticks])
+        ax.minorticks_off()
         ax.set_xlabel(xlabel)
         ax.grid(True, which="both", alpha=0.3)
     fmt_ns_axis(lat_ax, "y")

@@ -749,7 +749,8 @@ def scale_plot(v: ViewInput) -> list[Block]:
             name = f"{label} · {clients_text(k)}"
             ls = "-" if j == len(counts) - 1 else "--"
             plots.line(right, name, ns, [y if y else float("nan") for y in ys], ls=ls, label=name)
-    plots.doubling_axes(left, right, "documents", "mean latency, 1 client", right)
+    sizes = [n for _, n, _ in per]
+    plots.doubling_axes(left, right, "documents", "mean latency, 1 client", right, sizes)
     return [plots.render(fig, v.name("scale"), "Latency and QPS per size")]
 
 

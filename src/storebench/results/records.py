@@ -125,7 +125,8 @@ class TaskRecord(Fields):
     server_sampled_s: float | None = None
     server_peak_rss_bytes: int | None = None
     server_data_bytes: int | None = None
-    server_node_cpu_s: dict[str, float] | None = None  # a cluster's nodes, a node with a quota
+    # each node's CPU seconds over the measured window (a cluster, a node with a quota)
+    server_node_cpu_s: dict[str, float] | None = None
     # a search: python or native client, an open loop's rate, the queries
     # scored and those given fewer than k, the engine's own time per call
     client: str | None = None

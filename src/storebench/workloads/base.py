@@ -329,7 +329,7 @@ class RunContext:
         ...) before the record is added: a record is made whole, once."""
         res: dict[str, Any] = {}
         try:
-            with self._resources(res):
+            with self._resources(res) as sampler:
                 out = self.driver.run_mix(tasks, coll)
         except Interrupted as exc:
             for partial in exc.partial:
@@ -338,6 +338,10 @@ class RunContext:
             raise
         for i, (stats, payloads) in enumerate(out):
             stats.extra.update(res)
+            if sampler is not None:  # each node's CPU over this task's measured window
+                nodes = sampler.node_cpu_during(stats.start_unix, stats.elapsed_ns / 1e9)
+                if nodes is not None:
+                    stats.extra["server_node_cpu_s"] = nodes
             own = fields | (per_task[i] if per_task else {})
             self._add(stats, own, derive, payloads)
         return out
@@ -355,18 +359,19 @@ class RunContext:
         self.tasks.append(TaskRecord.of(stats, **(fields | more)))
 
     @contextlib.contextmanager
-    def _resources(self, out: dict[str, Any]) -> Iterator[None]:
-        """Samples a managed server's RSS, CPU and data size while a phase runs."""
+    def _resources(self, out: dict[str, Any]) -> Iterator[ResourceSampler | None]:
+        """Samples a managed server's RSS, CPU and data size while a phase
+        runs (a cluster's nodes, or a node with a quota: each node's CPU)."""
         server = self.server
         if server is None:
-            yield
+            yield None
             return
         per_node = len(server.dirs) > 1 or any(server.limits)
         sampler = ResourceSampler(
             server.processes, server.dirs, server.node_cpu if per_node else None
         )
         try:
-            yield
+            yield sampler
         finally:
             out.update(sampler.stop())
 
