@@ -187,3 +187,18 @@ def test_sampler_counts_children_that_come_and_go_within_a_phase():
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_a_crash_log_shows_why_before_the_stack_dump(tmp_path):
+    """A Go server's abort ends its log with goroutine dumps: the message
+    quotes the line that says why, then the tail."""
+    s = Server.__new__(Server)
+    s.log_path = tmp_path / "server.log"
+    dump = "\n".join(f"goroutine {i} [select]:" for i in range(40))
+    s.log_path.write_text(f"starting\nfatal error: concurrent map writes\n{dump}\n")
+    assert s.log_tail(3) == (
+        "fatal error: concurrent map writes | ... | goroutine 37 [select]: | "
+        "goroutine 38 [select]: | goroutine 39 [select]:"
+    )
+    s.log_path.write_text("one\ntwo\n")  # nothing crashed: the tail alone
+    assert s.log_tail(3) == "one | two"

@@ -23,6 +23,7 @@ import functools
 import logging
 import os
 import pwd
+import re
 import signal
 import socket
 import subprocess
@@ -39,6 +40,7 @@ from storebench.servers.cgroups import NodeGroup, NoQuota
 
 _log = logging.getLogger("storebench.servers")
 _live: set[Server] = set()
+_CRASH = re.compile(r"(panic: |fatal error: |# A fatal error|terminate called|FATAL|SIGABRT)")
 _live_lock = threading.Lock()
 
 
@@ -323,11 +325,19 @@ class Server:
         return f"{self.name} server died (exit code {self.proc.returncode}); last log lines: {self.log_tail()}"
 
     def log_tail(self, lines: int = 12) -> str:
+        """The log's last lines, after the first line that says why a
+        process crashed (a Go panic or fatal error, a JVM's fatal error, a
+        C++ abort) when the tail is only its stack dump."""
         try:
             text = self.log_path.read_text(errors="replace").strip().splitlines()
         except OSError:
             return "(no log)"
-        return " | ".join(line.strip() for line in text[-lines:]) or "(empty log)"
+        tail = text[-lines:]
+        cause = next((ln for ln in text if _CRASH.match(ln) and ln not in tail), None)
+        return (
+            " | ".join(ln.strip() for ln in ([cause, "..."] if cause else []) + tail)
+            or "(empty log)"
+        )
 
     def processes(self) -> list[psutil.Process]:
         """The server's process and its children (for resource sampling)."""

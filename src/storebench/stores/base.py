@@ -444,14 +444,18 @@ class Store:
             return None
         module, name = cls.server.split(":")
         server_class = getattr(importlib.import_module(f"storebench.servers.{module}"), name)
+        make = functools.partial(
+            server_class,
+            **{
+                k: getattr(options, k)
+                for k in options.managed_only
+                if k not in ClusterOptions.managed_only
+            },
+        )
+        if not isinstance(options, ClusterOptions):
+            return make
         build = importlib.import_module("storebench.servers.cluster").build
-        topology = options.topology() if isinstance(options, ClusterOptions) else {}
-        given = {
-            k: getattr(options, k)
-            for k in options.managed_only
-            if k not in ClusterOptions.managed_only
-        }
-        return functools.partial(build, functools.partial(server_class, **given), **topology)
+        return functools.partial(build, make, **options.topology())
 
     @classmethod
     def check_url(cls, url: str | None) -> Any:

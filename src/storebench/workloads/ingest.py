@@ -92,8 +92,8 @@ class IngestParams(Params):
         "auto", description="threads | processes; auto: the run's or the store's choice"
     )
     client: ClientChoice = Field(
-        "python",
-        description="python | native (the compiled loop, where the store has it) | auto",
+        "auto",
+        description="auto (the compiled loop where the store has it, else python) | python | native",
     )
 
     @property

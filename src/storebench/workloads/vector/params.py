@@ -60,9 +60,9 @@ class VectorParams(DataParams):
         "the driver's choice",
     )
     client: ClientChoice = Field(
-        "python",
-        description="python | native (the compiled loop, unfiltered search where the store "
-        "has it) | auto",
+        "auto",
+        description="auto (the compiled loop for unfiltered search where the store has it, "
+        "else python) | python | native",
     )
     labels: list[float] = Field(
         default_factory=list, description="filtered search at these selectivities (0.01 = 1%)"
