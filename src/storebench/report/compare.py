@@ -34,6 +34,7 @@ from storebench.report.data import (
     TaskSummary,
     cautions,
     expand_sweeps,
+    fastest_ns,
     group,
     histogram,
     mean_rel_uncertainty,
@@ -203,11 +204,17 @@ def _interval(
 def _throughput(v: float, t: TaskRecord) -> Interval:
     h = histogram(t.histogram) if t.histogram else None
     rel = mean_rel_uncertainty(h) if h is not None else math.nan
-    if not math.isfinite(rel):
+    if h is None or not math.isfinite(rel):
         return Interval(v, v, v, 1, "none")
-    # throughput goes as 1 / mean latency: the mean's interval, inverted
+    # throughput goes as 1 / mean latency: the mean's interval, inverted. A
+    # few long stalls make the normal interval reach a mean of zero; but the
+    # mean is never below the fastest op, so throughput is at most v times
+    # mean / fastest (a 21x gap between two short runs is not "noise")
     hi = v / (1 - rel) if rel < 1 else math.inf
-    return Interval(v, v / (1 + rel), hi, 1, "hdr")
+    fastest = fastest_ns(h)
+    if fastest > 0:
+        hi = min(hi, v * (h.sum_ns / h.count) / fastest)
+    return Interval(v, v / (1 + rel), max(hi, v), 1, "hdr")
 
 
 def _percentile(p: float) -> OneRun:

@@ -353,6 +353,15 @@ def _median_values(h: Histogram) -> tuple[np.ndarray, np.ndarray]:
     return counts[nz].astype(np.float64), vals
 
 
+def fastest_ns(h: Histogram) -> float:
+    """A lower bound of the fastest latency: its bucket's lowest value."""
+    counts = np.ctypeslib.as_array(h.hdr.counts)[: h.hdr.counts_len]
+    nz = np.flatnonzero(counts)
+    if not nz.size:
+        return 0.0
+    return float(h.hdr.get_lowest_equivalent_value(h.hdr.get_value_from_index(int(nz[0]))))
+
+
 @lru_cache(maxsize=1024)
 def histogram(text: str) -> Histogram:
     """The task's HDR histogram, decoded once per distinct text.
