@@ -322,6 +322,45 @@ def _labels_inwards(fig: Any) -> None:
                 t.set_verticalalignment("top")
                 dy = -abs(dy)
             t.xyann = (dx, dy)
+        _untangle([t for t in ax.texts if t in _POINT_LABELS], ax)
+
+
+def _untangle(labels: list[Any], ax: Any) -> None:
+    """A label that would cover an earlier one moves to the first free
+    side of its point (below, left, left and below); if none is free it
+    stays where it was."""
+    renderer = ax.figure.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    placed: list[Any] = []
+    for t in labels:
+        dx, dy = t.xyann
+        ha, va = t.get_horizontalalignment(), t.get_verticalalignment()
+        flip_v = {"top": "bottom", "bottom": "top", "baseline": "top"}[va]
+        flip_h = {"left": "right", "right": "left", "center": "center"}[ha]
+        sides = [
+            (dx, dy, ha, va),
+            (dx, -dy, ha, flip_v),
+            (-dx, dy, flip_h, va),
+            (-dx, -dy, flip_h, flip_v),
+        ]
+        for sdx, sdy, sha, sva in sides:
+            t.xyann = (sdx, sdy)
+            t.set_horizontalalignment(sha)
+            t.set_verticalalignment(sva)
+            box = t.get_window_extent(renderer)
+            inside = (
+                frame.x0 <= box.x0
+                and box.x1 <= frame.x1
+                and frame.y0 <= box.y0
+                and box.y1 <= frame.y1
+            )
+            if inside and not any(box.overlaps(b) for b in placed):
+                break
+        else:  # no free side: where it was
+            t.xyann = (dx, dy)
+            t.set_horizontalalignment(ha)
+            t.set_verticalalignment(va)
+        placed.append(t.get_window_extent(renderer))
 
 
 RECALL_FLOOR = 1e-4  # 1 - recall below this goes on linearly: recall 1.0 has a place
