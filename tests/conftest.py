@@ -166,7 +166,7 @@ def shm_files(pids: Iterable[int | str], open_too: bool = False) -> set[str]:
     return {f.removesuffix(" (deleted)") for f in out if f.startswith(f"{_SHM}/")}
 
 
-def _shm_entries() -> set[str]:
+def shm_entries() -> set[str]:
     try:
         return {f"{_SHM}/{name}" for name in os.listdir(_SHM)}
     except OSError:
@@ -192,21 +192,34 @@ def _shm_inodes_in_use() -> set[int]:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput"):
-        session.config.stash[_shm_key] = _shm_entries()
+        session.config.stash[_shm_key] = shm_entries()
+
+
+def remove_unheld_shm(before: set[str], like: set[str] | None = None) -> list[str]:
+    """Remove the /dev/shm entries made since ``before`` (named like one of
+    ``like``: the same name but for its trailing digits) that no live process
+    maps or holds open, and return them. What a SIGKILLed engine leaves there
+    (PostgreSQL's segments, made and dropped as it works) nothing can tie to
+    it afterwards: a test that kills one on purpose removes them this way."""
+    new = shm_entries() - before
+    if like is not None:
+        kinds = {name.rstrip("0123456789") for name in like}
+        new = {name for name in new if name.rstrip("0123456789") in kinds}
+    in_use = _shm_inodes_in_use() if new else set()
+    removed = []
+    for path in sorted(new):
+        with contextlib.suppress(OSError):  # gone meanwhile: its owner removed it
+            if os.stat(path).st_ino not in in_use:
+                os.unlink(path)
+                removed.append(path)
+    return removed
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     before = session.config.stash.get(_shm_key, None)
     if before is None:
         return
-    new = _shm_entries() - before
-    in_use = _shm_inodes_in_use() if new else set()
-    leaked = []
-    for path in sorted(new):
-        with contextlib.suppress(OSError):  # gone meanwhile: its owner removed it
-            if os.stat(path).st_ino not in in_use:
-                os.unlink(path)
-                leaked.append(path)
+    leaked = remove_unheld_shm(before)
     if leaked:
         print(f"\nthe suite left shared memory no process holds (removed): {', '.join(leaked)}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 
 from storebench.common import leftovers
-from tests.conftest import shm_files
+from tests.conftest import remove_unheld_shm, shm_entries, shm_files
 
 CLI = [sys.executable, "-m", "storebench"]
 
@@ -51,6 +51,7 @@ def _kill_then_run(tmp_path, tmp):
     alive = tmp / "storebench-redis-alive"
     alive.mkdir()
     leftovers.mark_of(alive).write_text(f"{os.getpid()} {psutil.Process().create_time()!r}\n")
+    shm_before = shm_entries()
     killed = subprocess.Popen(
         [*CLI, "run", "crud", "--store", "pgvector", "--set", "n=20000", "--set", "grid={}"],
         cwd=tmp_path,
@@ -79,8 +80,6 @@ def _kill_then_run(tmp_path, tmp):
     killed.send_signal(signal.SIGKILL)
     os.kill(postmaster, signal.SIGKILL)
     killed.wait(30)
-    for f in posix_shm:
-        Path(f).unlink(missing_ok=True)
     assert server_dir.exists() and _shm_of(servers)
 
     r = subprocess.run(
@@ -98,3 +97,4 @@ def _kill_then_run(tmp_path, tmp):
         [unmarked.name, alive.name, leftovers.mark_of(alive).name]
     )
     assert not _working_in(server_dir) and not _shm_of(servers)
+    remove_unheld_shm(shm_before, like=posix_shm)  # its POSIX segments: see above

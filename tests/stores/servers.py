@@ -25,7 +25,7 @@ from storebench.errors import UserError
 from storebench.servers.base import Server
 from storebench.stores.base import StoreSpec
 from storebench.stores.opening import open_store
-from tests.conftest import shm_files
+from tests.conftest import remove_unheld_shm, shm_entries, shm_files
 
 
 def _postgres() -> Server:
@@ -289,6 +289,7 @@ def kill_during_run(engine: str, results: Path, monkeypatch: Any) -> tuple[dict[
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     t = threading.Thread(target=killer, daemon=True)
+    shm_before = shm_entries()
     t.start()
     try:
         rec = crud_run(engine, results, ops=10_000_000)  # far more than it can do
@@ -298,8 +299,8 @@ def kill_during_run(engine: str, results: Path, monkeypatch: Any) -> tuple[dict[
         log.removeHandler(handler)
         log.setLevel(level)
     t.join(5)
-    for f in mapped:  # what a SIGKILLed engine leaves that nothing can tie to it later
-        Path(f).unlink(missing_ok=True)
+    # what the SIGKILLed engine leaves in /dev/shm (named like what it mapped)
+    remove_unheld_shm(shm_before, like=mapped)
     assert killed_at, f"the read task never started measuring: {rec['status']}: {rec['error']}"
     assert started and all(not s.alive() for s in started)
     assert gone(started[-1].proc.pid)  # type: ignore[union-attr]

@@ -371,14 +371,15 @@ class Server:
         return [self.dir]
 
     def stop(self) -> None:
-        """Stop the whole process group: SIGTERM, then SIGKILL; remove the data
-        directory."""
+        """Stop the whole process group: SIGTERM, then as ``kill`` (a server
+        too slow to shut down still gets the signal that frees its shared
+        memory before SIGKILL); remove the data directory."""
         proc = self.proc
         if proc is not None and proc.poll() is None:
             self._signal_group(proc.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):  # then _finish kills it
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(self.stop_timeout_s)
-        self._finish(proc)
+        self.kill()
 
     def kill(self) -> None:
         """Stop without waiting for a clean shutdown (a second signal):
