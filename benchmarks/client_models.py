@@ -19,9 +19,7 @@ them, with each client model in turn, alternated ``--repeat`` times:
   view on asyncpg could reach.
 
 Printed per engine and model: requests/s and client CPU per request (the
-task's client CPU over its measured window, ``client_cpu_s``: a thread
-client reads the whole process's CPU time, so its sum is divided by the
-clients), best of the repeats and the median, and the load average as
+task's client CPU over its measured window, ``client_cpu_s``), best of the repeats and the median, and the load average as
 each engine's runs end. Alternating the models within one run keeps a
 shared machine's load from favouring one.
 
@@ -133,8 +131,7 @@ def one(store: Any, model: str, p: IngestParams, k: int) -> tuple[float, float]:
         stats, _ = Driver().run(task, coll)
         if coll.count() != p.count:
             raise SystemExit(f"{model}: {coll.count()} of {p.count} documents written")
-        cpu = stats.cpu_s / (p.concurrency if executor == "threads" else 1)
-        return stats.ops_per_s, cpu / stats.ops * 1e6
+        return stats.ops_per_s, stats.cpu_s / stats.ops * 1e6
     finally:
         coll.drop()
 

@@ -246,8 +246,6 @@ def storebench_side(
         raise RuntimeError(f"storebench {engine}: {rec['status']}: {rec['error']}")
     t = next(t for t in rec["tasks"] if t["name"] == "insert")
     cpu = float(t["client_cpu_s"])
-    if t["executor"] == "threads":  # each thread read the whole process's CPU time
-        cpu /= clients
     _, srv, busy = marks.bar.measured or (0.0, 0.0, 0.0)
     return Side(
         float(t["requests_per_s"]),

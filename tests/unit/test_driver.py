@@ -108,6 +108,17 @@ def test_four_clients_merge_into_one_histogram_of_all_their_samples(coll):
     assert stats.clients == 4
 
 
+def test_thread_clients_share_the_process_cpu_not_count_it_once_each(coll):
+    # 4 thread clients busy-waiting: the task's client CPU is the process's
+    # over the window (at most what it spent in all), not four times it
+    cpu0 = time.process_time()
+    stats, _ = Driver().run(
+        Task("busy", KnownLatency(), clients=4, ops=1_000, executor="threads"), coll
+    )
+    spent = time.process_time() - cpu0
+    assert 0.1 < stats.cpu_s <= spent * 1.05, (stats.cpu_s, spent)
+
+
 def test_merge_of_client_results_equals_the_union_of_samples():
     rng = np.random.default_rng(0)
     samples = [rng.integers(1_000, 5_000_000, 3_000 + 100 * c) for c in range(4)]

@@ -87,13 +87,13 @@ def test_client_saturation_rule(monkeypatch):
     from storebench.workloads.vector import accounting
 
     monkeypatch.setattr(accounting, "cpu_count", lambda: 2)
-    # threads: each client reads the process's CPU time; 4 threads at 0.95 core
-    rec = {"elapsed_s": 2.0, "client_cpu_s": 4 * 2.0 * 0.95}
+    # threads: 4 thread clients sharing 0.95 core
+    rec = {"elapsed_s": 2.0, "client_cpu_s": 2.0 * 0.95}
     a = client_accounting(TaskRecord(**rec), "threads", 4)
     assert a["client_cpu_per_s"] == pytest.approx(0.95)
     assert a["client_cpu_ceiling"] == 1.0 and a["client_saturated"]
     # threads whose work runs outside the GIL (an embedded engine) can use the cores
-    gil_free = client_accounting(TaskRecord(elapsed_s=1.0, client_cpu_s=4 * 1.2), "threads", 4)
+    gil_free = client_accounting(TaskRecord(elapsed_s=1.0, client_cpu_s=1.2), "threads", 4)
     assert gil_free["client_cpu_ceiling"] == 2.0 and not gil_free["client_saturated"]
     # ... even one client thread, when the engine searches on threads of its own
     one = client_accounting(TaskRecord(elapsed_s=1.0, client_cpu_s=1.2), "threads", 1)

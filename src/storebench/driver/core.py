@@ -280,6 +280,7 @@ def run_client(
     ctl: Controls,
     sync: Callable[[], Any],
     slot: int | None = None,
+    share: int = 1,
 ) -> Measured:
     """One client: build the op, warm up, meet the others, measure.
     ``slot`` is this client's place among all clients of a mix of tasks."""
@@ -306,7 +307,7 @@ def run_client(
         time.sleep(c * task.client_offset_s)
     out = _measure(task, op, c, ctl, start, slot, native)
     end = loops.clock()
-    cpu = time.process_time() - cpu0
+    cpu = (time.process_time() - cpu0) / share
     return Measured(task, out, start, end, cpu, ops.finish())
 
 

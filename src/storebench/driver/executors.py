@@ -264,7 +264,7 @@ class ThreadExecutor(Executor):
                 claimed[g] = True
             t, c = slots[g]
             try:
-                results[g] = run_client(tasks[t], coll, c, ctl, barrier.wait, g)
+                results[g] = run_client(tasks[t], coll, c, ctl, barrier.wait, g, len(slots))
             except BaseException as exc:
                 barrier.abort()
                 results[g] = _failure(c, exc)

@@ -17,11 +17,11 @@ SATURATED = 0.9  # client CPU at this fraction of its ceiling flags the client
 def client_accounting(rec: TaskRecord, executor: str, clients: int) -> dict[str, Any]:
     """Client CPU beside the wall time, and whether the client was the bottleneck.
 
-    The driver records each client's CPU time over its measured window. A
-    process client's is its own; a thread client reads the CPU time of the
-    whole process, so over N threads the sum is N times the process's. The
-    client CPU per wall second ``u`` is therefore ``client_cpu_s / elapsed_s``
-    for processes and that over N for threads. Its ceiling ``c`` is
+    The driver records each client's CPU time over its measured window: a
+    process client's own; a thread or async client its share of its
+    process's (the process's over its clients), so ``client_cpu_s`` is the
+    client processes' CPU and the client CPU per wall second ``u`` is
+    ``client_cpu_s / elapsed_s`` for every executor. Its ceiling ``c`` is
     ``min(clients, usable cores)`` for processes; for threads it is 1 (one
     interpreter: the GIL runs one thread's Python at a time) unless ``u``
     itself is above 1, which shows work outside the GIL (an embedded
@@ -29,16 +29,14 @@ def client_accounting(rec: TaskRecord, executor: str, clients: int) -> dict[str,
     client is *saturated* when ``u >= 0.9 c``: adding server capacity would
     not raise the throughput. For an embedded store the client process is
     also the engine, so there it says the process is CPU-bound. An
-    ``async`` client reports its share of its process's CPU time (the
-    clients of one loop split it), so the sum is the processes' own, as
-    for process clients; its ceiling is that of threads (one loop per
-    process, one process unless ``driver.workers`` asks for more)."""
+    ``async`` client's ceiling is that of threads (one loop per process, one
+    process unless ``driver.workers`` asks for more)."""
     wall, cpu = rec.elapsed_s, rec.client_cpu_s or 0.0
     lanes = clients * (rec.inflight or 1)
     if wall <= 0:
         return {}
     procs = executor == "processes"
-    per_s = cpu / wall if procs or executor == "async" else cpu / wall / lanes
+    per_s = cpu / wall
     if procs:
         ceiling = float(min(lanes, cpu_count()))
     else:
