@@ -20,7 +20,13 @@ import pytest
 from storebench.servers.base import port_open
 from tests.stores import servers as S
 
-ENGINES = {"elasticsearch": "elasticsearch", "opensearch": "opensearchpy"}
+# engine: its client's module, its two copies of an index and their state
+# (Weaviate's copies are peers: no primary)
+ENGINES = {
+    "elasticsearch": ("elasticsearch", ["primary", "replica"], "STARTED"),
+    "opensearch": ("opensearchpy", ["primary", "replica"], "STARTED"),
+    "weaviate": ("weaviate", ["replica", "replica"], "READY"),
+}
 
 HOLDER = textwrap.dedent(
     """
@@ -42,7 +48,10 @@ HOLDER = textwrap.dedent(
             "topology": store.topology(["sb_cluster"]),
             "settings": cluster.engine_settings,
             "pids": [p.pid for p in cluster.processes()],
-            "ports": [p for n in cluster.nodes for p in (n.port, n.transport_port)],
+            "ports": [
+                p for n in cluster.nodes
+                for p in (n.port, getattr(n, "transport_port", 0), getattr(n, "grpc_port", 0)) if p
+            ],
             "dirs": [str(d) for d in cluster.dirs],
             "listening": sorted({{
                 c.laddr.ip for c in __import__("psutil").net_connections("inet")
@@ -58,7 +67,8 @@ HOLDER = textwrap.dedent(
 def test_a_two_node_cluster_records_its_topology_and_ctrl_c_leaves_nothing(engine: str) -> None:
     if S.skipped(engine):
         pytest.skip("STOREBENCH_SKIP_ENGINES")
-    pytest.importorskip(ENGINES[engine])
+    module, two_copies, state = ENGINES[engine]
+    pytest.importorskip(module)
     code = HOLDER.format(path=sys.path, engine=engine)
     p = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -79,9 +89,9 @@ def test_a_two_node_cluster_records_its_topology_and_ctrl_c_leaves_nothing(engin
     topo = got["topology"]
     assert topo["nodes"] == ["node-0", "node-1"]
     copies = topo["shards"]
-    assert sorted(c["copy"] for c in copies) == ["primary", "replica"]
+    assert sorted(c["copy"] for c in copies) == two_copies
     assert {c["node"] for c in copies} == {"node-0", "node-1"}, "two copies on one node"
-    assert {c["state"] for c in copies} == {"STARTED"}
+    assert {c["state"] for c in copies} == {state}
     assert got["settings"]["nodes"] == "2"
     # loopback only (a JVM's socket shows 127.0.0.1 as ::ffff:127.0.0.1)
     assert got["listening"] and all(

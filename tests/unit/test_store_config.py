@@ -251,6 +251,17 @@ def test_a_cluster_is_asked_for_by_its_topology_and_checked_before_it_starts():
     assert cls.memory_use(by_url, HnswIndex(), 8, 0) == (0, 0)
 
 
+def test_a_cluster_counts_a_copy_of_the_data_per_replica_and_its_fixed_part_per_node():
+    from storebench.stores.base import StoreSpec
+    from storebench.stores.params import HnswIndex
+
+    pytest.importorskip("weaviate")
+    wv = store_class("weaviate")
+    per_doc, fixed = wv.memory_use(StoreSpec("weaviate"), HnswIndex(), 8, 0)
+    spec = StoreSpec("weaviate", options={"replicas": 2, "nodes": 3})
+    assert wv.memory_use(spec, HnswIndex(), 8, 0) == (2 * per_doc, 3 * fixed)
+
+
 def test_options_are_typed_and_what_the_store_uses():
     o = store_class("pgvector").check_options({"synchronous_commit": False})
     assert o.synchronous_commit == "off"  # YAML's bare off

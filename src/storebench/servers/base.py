@@ -29,6 +29,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -280,18 +281,21 @@ class Server:
             _log.warning("%s: could not read its settings: %s", self.name, exc)
         return self
 
-    def wait_ready(self, t0: float) -> None:
-        """Poll ``ready()`` until it answers, the process dies or time runs out
+    def wait_ready(self, t0: float, also: Sequence[Server] = ()) -> None:
+        """Poll ``ready()`` until it answers, the process (or one of ``also``:
+        the other nodes of its cluster) dies or time runs out
         (``start_timeout_s`` scaled by the machine's load); a slow start is
         logged every 15 s with the server's name and the time waited."""
         delay = 0.02
         limit = scaled_timeout(self.start_timeout_s)
         next_note = 15.0
         while True:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise ServerError(
-                    f"{self.name} exited during start-up (code {self.proc.returncode}); log {self.log_path}: {self.log_tail()}"
-                )
+            for s in (self, *also):
+                if s.proc is not None and s.proc.poll() is not None:
+                    raise ServerError(
+                        f"{s.node_name} exited during start-up (code {s.proc.returncode}); "
+                        f"log {s.log_path}: {s.log_tail()}"
+                    )
             with contextlib.suppress(Exception):
                 if self.ready():
                     return

@@ -72,7 +72,7 @@ class Cluster:
             for node in self.nodes:
                 node.launch()
             for node in self.nodes:
-                node.wait_ready(t0)
+                node.wait_ready(t0, also=self.nodes)
             for node in self.nodes:
                 node.started(t0)
         except BaseException:

@@ -19,6 +19,14 @@ to 127.0.0.1 (``servers/netns.py``). Readiness is
 ``/v1/.well-known/ready`` answering 200 through the relay (a raft election
 first: a few seconds).
 
+A cluster (``servers/cluster.py``): each node in a namespace of its own on
+the cluster's private network (``netns.node_address``), on Weaviate's
+default ports (a node takes its peers' raft port to be the default), joined
+through node 0's gossip port once it listens (a node that finds no peer
+there gives up), the raft voters named; ready when ``/v1/nodes`` lists every node healthy. A node with
+a CPU quota or memory limit gets ``GOMAXPROCS`` / ``GOMEMLIMIT`` to match,
+as in a container.
+
 The URL carries both ports: ``http://127.0.0.1:PORT?grpc_port=GRPC``
 (the official client, ``weaviate-client`` 4, speaks REST and gRPC).
 """
@@ -26,6 +34,7 @@ The URL carries both ports: ``http://127.0.0.1:PORT?grpc_port=GRPC``
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import urllib.request
@@ -33,7 +42,7 @@ from typing import ClassVar
 
 from storebench.servers.base import Server, free_port
 from storebench.servers.cache import Built, go_install
-from storebench.servers.netns import isolated
+from storebench.servers.netns import Member, isolated, node_address
 
 VERSION = "v1.35.2"
 PACKAGE = "github.com/weaviate/weaviate/cmd/weaviate-server"
@@ -50,40 +59,57 @@ BUILT = Built(
 )
 
 
+# Weaviate's own ports, inside its namespace (nothing else there to collide
+# with); a node takes its peers' raft port to be its default
+PORTS = {"http": 8080, "grpc": 50051, "gossip": 7946, "data": 7947, "raft": 8300, "raft_rpc": 8301}
+
+
 class WeaviateServer(Server):
     name = "weaviate"
     start_timeout_s: ClassVar[float] = 120.0
+    clusters = True
 
     def __init__(self, log_level: str = "warning"):
         self.binary = BUILT.require()  # before the directory exists: nothing to clean up
         super().__init__()
         self.grpc_port = free_port()
         self.log_level = log_level
-        # inside the namespace: every port of its own (REST, gRPC, gossip,
-        # data, raft, raft RPC)
-        self.inner = {
-            k: free_port() for k in ("http", "grpc", "gossip", "data", "raft", "raft_rpc")
-        }
+        self.inner = PORTS
 
     def __repr__(self) -> str:
         return f"WeaviateServer(127.0.0.1:{self.port}, grpc {self.grpc_port}, {self.dir})"
 
+    @property
+    def clustered(self) -> bool:
+        return len(self.peers) > 1
+
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
+        address = node_address(self.node_index) if self.clustered else "127.0.0.1"
+        if self.clustered:
+            env.update(
+                CLUSTER_JOIN=f"{node_address(0)}:{self.inner['gossip']}",
+                RAFT_JOIN=",".join(n.node_name for n in self.peers),
+            )
+        cpus, memory = self.limits
+        if cpus:
+            env["GOMAXPROCS"] = str(max(1, math.ceil(cpus)))
+        if memory:
+            env["GOMEMLIMIT"] = str(int(memory * 0.9))  # room for what Go does not count
         env.update(
             PERSISTENCE_DATA_PATH=str(self.dir / "data"),
             AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED="true",
             DEFAULT_VECTORIZER_MODULE="none",
             ENABLE_MODULES="",
-            CLUSTER_HOSTNAME="node1",
-            CLUSTER_ADVERTISE_ADDR="127.0.0.1",
-            CLUSTER_BIND_ADDR="127.0.0.1",
+            CLUSTER_HOSTNAME=self.node_name,
+            CLUSTER_ADVERTISE_ADDR=address,
+            CLUSTER_BIND_ADDR=address,
             CLUSTER_GOSSIP_BIND_PORT=str(self.inner["gossip"]),
             CLUSTER_DATA_BIND_PORT=str(self.inner["data"]),
             GRPC_PORT=str(self.inner["grpc"]),
             RAFT_PORT=str(self.inner["raft"]),
             RAFT_INTERNAL_RPC_PORT=str(self.inner["raft_rpc"]),
-            RAFT_BOOTSTRAP_EXPECT="1",
+            RAFT_BOOTSTRAP_EXPECT=str(len(self.peers)),
             DISABLE_TELEMETRY="true",
             GO_PROFILING_DISABLE="true",
             PROMETHEUS_MONITORING_ENABLED="false",
@@ -104,7 +130,11 @@ class WeaviateServer(Server):
             "http",
         ]
         relays = [(self.port, self.inner["http"]), (self.grpc_port, self.inner["grpc"])]
-        return isolated(server, relays, self.dir)
+        if not self.clustered:
+            return isolated(server, relays, self.dir)
+        hub = self.peers[0].proc  # node 0 is launched first: its namespace has the bridge
+        member = Member(self.node_index, hub.pid if hub else 0, self.inner["gossip"])
+        return isolated(server, relays, self.dir, member)
 
     def _get(self, path: str) -> tuple[int, bytes]:
         url = f"http://127.0.0.1:{self.port}{path}"
@@ -126,7 +156,11 @@ class WeaviateServer(Server):
 
     def ready(self) -> bool:
         status, _ = self._get("/v1/.well-known/ready")
-        return status == 200
+        if status != 200 or not self.clustered:
+            return status == 200
+        _, body = self._get("/v1/nodes")
+        healthy = [n for n in json.loads(body)["nodes"] if n.get("status") == "HEALTHY"]
+        return len(healthy) == len(self.peers)
 
     def version(self) -> str:
         _, body = self._get("/v1/meta")

@@ -642,8 +642,13 @@ class Store:
         cls, options: Any, index: Any, dim: int, field_bytes: int
     ) -> tuple[int, int]:
         """``memory_use`` of the managed server this store runs on, from its
-        checked ``Options`` and ``Index``. The default: its ``ram``."""
-        return cls.ram.of(index, dim, field_bytes)
+        checked ``Options`` and ``Index``. The default: its ``ram``, for a
+        cluster once per copy of the data and each node's fixed part once
+        per node."""
+        per_doc, fixed = cls.ram.of(index, dim, field_bytes)
+        if isinstance(options, ClusterOptions):
+            return per_doc * options.replicas, fixed * options.topology()["nodes"]
+        return per_doc, fixed
 
     # --- where an embedded engine keeps its data ---------------------------------
     def private_dir(self) -> str:

@@ -25,13 +25,22 @@ filter, a sort and a limit together). Weaviate returns
 at most ``QUERY_MAXIMUM_RESULTS`` objects per query (the managed server's
 is raised to 10^8).
 
-``url``: ``http://host:port?grpc_port=N`` (gRPC port default 50051).
-Without one, a managed Weaviate server starts on 127.0.0.1 and stops with
-the store.
+``url``: ``http://host:port?grpc_port=N`` (gRPC port default 50051);
+several, comma-separated: the nodes of a cluster (searches go to each in
+turn, as behind a load balancer; the rest to the first). Without one, a
+managed Weaviate server starts on 127.0.0.1 and stops with the store.
+
+Options: the topology (``stores.config.ClusterOptions``): a collection gets
+``replicas`` as its replication factor and ``shards`` as its shard count
+(1 unless given: Weaviate's own default is one per node); ``nodes``,
+``node_cpus``, ``node_memory`` make a managed cluster. ``topology`` reads
+``/v1/nodes``: Weaviate's copies are peers (no primary), each a "replica".
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import re
 import uuid
 from collections.abc import Mapping
@@ -58,7 +67,7 @@ from storebench.stores.base import (
     redact_url,
 )
 from storebench.stores.columns import batch_from_records, last_per_id, plain
-from storebench.stores.config import UrlForm
+from storebench.stores.config import ClusterOptions, UrlForm
 from storebench.stores.params import HnswIndex, HnswSearch, Order
 
 _TYPES = {
@@ -114,7 +123,12 @@ def _target(url: str, parts: SplitResult | None) -> tuple[str, int, int]:
     return str(parts.hostname), parts.port or 8080, grpc
 
 
-URL_FORM = UrlForm("http://host:port[?grpc_port=N]", schemes=("http",), parse=_target)
+URL_FORM = UrlForm(
+    "http://host:port[?grpc_port=N] (several, comma-separated: the nodes of a cluster)",
+    schemes=("http",),
+    several=True,
+    parse=_target,
+)
 
 
 def compile_filter(f: Filter, props: Mapping[str, str]) -> Any:
@@ -157,10 +171,16 @@ class WeaviateCollection(Collection):
     def __init__(self, store: WeaviateStore, name: str, schema: Schema):
         super().__init__(store, name, schema)
         self.cls = store.class_name(name)
-        self.c = store.client.collections.get(self.cls)
+        self._handles()
         self._props = {f: prop(f) for f in schema.fields}
         self._vec = schema.dim is not None
         self._sqrt = schema.metric == "l2"
+
+    def _handles(self) -> None:
+        """The collection on the first node, and on each node in turn for searches."""
+        self.c = self.store.client.collections.get(self.cls)
+        nodes = [self.c, *(cl.collections.get(self.cls) for cl in self.store.others)]
+        self._next_node = itertools.cycle(nodes).__next__
 
     def _objects(self, docs: DocBatch, fields: list[str]) -> list[DataObject]:
         cols = [(self._props[f], docs.fields[f].tolist()) for f in fields]
@@ -242,9 +262,10 @@ class WeaviateCollection(Collection):
 
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         filters = None if where is None else compile_filter(where, self._props)
+        query = self._next_node().query
 
         def rows_of(q: np.ndarray) -> list[tuple[int, float]]:
-            res = self.c.query.near_vector(
+            res = query.near_vector(
                 q.tolist(), limit=k, filters=filters, return_metadata=MetadataQuery(distance=True)
             )
             return [(from_uuid(o.uuid), o.metadata.distance) for o in res.objects[:k]]
@@ -272,7 +293,7 @@ class WeaviateCollection(Collection):
         batch = self._to_batch(objs, True)
         self.store.client.collections.delete(self.cls)
         self.store.make_collection(self.cls, self.schema, want, have["ef"])
-        self.c = self.store.client.collections.get(self.cls)
+        self._handles()
         self.insert(batch)
         return True
 
@@ -299,6 +320,7 @@ class WeaviateStore(Store):
     }
     Index = HnswIndex
     Search = HnswSearch
+    Options = ClusterOptions
     extra = "weaviate"
     client_dist = "weaviate-client"
     url_form = URL_FORM
@@ -308,22 +330,36 @@ class WeaviateStore(Store):
 
     def __init__(self, spec: StoreSpec):
         super().__init__(spec)
-        host, port, grpc = self.check_url(self.spec.url)
+        nodes = self.check_url(self.spec.url)
+        first, *rest = nodes if isinstance(nodes, list) else [nodes]
+        self.others: list[Any] = []
         try:
-            self.client = weaviate.connect_to_custom(
-                http_host=host,
-                http_port=port,
-                http_secure=False,
-                grpc_host=host,
-                grpc_port=grpc,
-                grpc_secure=False,
-            )
+            self.client = self._connect(*first)
+            self.others = [self._connect(*node) for node in rest]
             self._version = str(self.client.get_meta().get("version", "?"))
         except Exception as exc:
             raise UserError(
                 f"cannot reach Weaviate at {redact_url(self.spec.url)}: {exc}",
                 where="store weaviate",
             ) from exc
+
+    @staticmethod
+    def _connect(host: str, port: int, grpc: int) -> Any:
+        return weaviate.connect_to_custom(
+            http_host=host,
+            http_port=port,
+            http_secure=False,
+            grpc_host=host,
+            grpc_port=grpc,
+            grpc_secure=False,
+        )
+
+    def close(self) -> None:
+        others, self.others = self.others, []
+        for client in others:
+            with contextlib.suppress(Exception):
+                client.close()
+        super().close()
 
     @staticmethod
     def class_name(name: str) -> str:
@@ -353,6 +389,8 @@ class WeaviateStore(Store):
                     distance_metric=_METRIC[schema.metric or "l2"],
                 ),
             ),
+            replication_config=Configure.replication(factor=self.options.replicas),
+            sharding_config=Configure.sharding(desired_count=self.options.shards),
         )
 
     def _create(self, name: str, schema: Schema, index: HnswIndex) -> WeaviateCollection:
@@ -362,3 +400,22 @@ class WeaviateStore(Store):
 
     def engine_version(self) -> str:
         return f"Weaviate {self._version}"
+
+    def topology(self, collections: list[str]) -> dict[str, Any] | None:
+        """The nodes, and which node holds a copy of each shard of this run's
+        collections (``/v1/nodes``, verbose)."""
+        nodes = self.client.cluster.nodes(output="verbose")
+        wanted = {self.class_name(c): c for c in collections}
+        shards = [
+            {
+                "collection": wanted[sh.collection],
+                "shard": sh.name,
+                "copy": "replica",
+                "node": node.name,
+                "state": sh.vector_indexing_status,
+            }
+            for node in nodes
+            for sh in node.shards or []
+            if sh.collection in wanted
+        ]
+        return {"nodes": sorted(n.name for n in nodes), "shards": shards}
