@@ -2,9 +2,11 @@
 later record lands on a line of its own (results/files.py)."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -56,11 +58,15 @@ def test_a_full_disk_leaves_no_partial_line_and_keeps_the_record(tmp_path):
             print(exc)
             sys.exit(3)
     """)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    env = os.environ | {"TMPDIR": str(tmp_path)}  # where the record is kept: the test's own
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
     assert r.returncode == 3, r.stderr
     assert "the record could not be written" in r.stdout and "kept in " in r.stdout
     assert path.stat().st_size == size  # undone to the last whole line
     kept = r.stdout.strip().rsplit("kept in ", 1)[1]
+    assert Path(kept).parent == tmp_path
     assert [x["run_id"] for x in files.read(kept)] == ["r2"]
     files.append(path, _rec(3))
     assert [x["run_id"] for x in files.read(path)] == ["r1", "r3"]

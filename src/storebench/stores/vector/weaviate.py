@@ -298,7 +298,10 @@ class WeaviateCollection(Collection):
         return True
 
     def set_search_params(self, params: HnswSearch) -> None:
-        if params.ef is not None:
+        # ef is the collection's (on the server), not the connection's: each
+        # process client applies the run's setting as it opens, and 40 updates
+        # at once find the shards read-only while the first is applied
+        if params.ef is not None and self.hnsw()["ef"] != params.ef:
             self.c.config.update(
                 vector_config=Reconfigure.Vectors.update(
                     name=VECTOR,
