@@ -32,7 +32,6 @@ import os
 import queue as queue_mod
 import threading
 import time
-from array import array
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, ClassVar
 
@@ -319,7 +318,7 @@ class AsyncExecutor(Executor):
         client g to the loop, as the other executors start a client each:
         an interrupt while they start gives up those not yet handed over."""
         n = len(slots)
-        ctl = Controls(bytearray(1), array("q", [0] * n))
+        ctl = Controls.local(n)
         results: dict[int, ClientResult | Measured] = {}
         done = threading.Event()
         ready = threading.Event()

@@ -196,6 +196,12 @@ class Controls:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
+    def local(cls, n: int) -> Controls:
+        """For ``n`` clients in this process: the slots as an int64
+        memoryview (a loop's write per op is cheaper than an array's)."""
+        return cls(bytearray(1), memoryview(bytearray(8 * n)).cast("q"))
+
+    @classmethod
     def shared(cls, stop: Any, prog: Any) -> Controls:
         """Over a shared byte (``RawArray("b", 1)``) and int64 slots
         (``RawArray("q", n)``) that another process writes too."""

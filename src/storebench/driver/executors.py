@@ -27,7 +27,6 @@ import logging
 import sys
 import threading
 import time
-from array import array
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -240,7 +239,7 @@ class ThreadExecutor(Executor):
 
     def run(self, tasks: list[Task], coll: Collection, progress: Any) -> list[list[ClientResult]]:
         slots = _slots(tasks)
-        ctl = Controls(bytearray(1), array("q", [0] * len(slots)))
+        ctl = Controls.local(len(slots))
         barrier = StartGate(len(slots))
         results: dict[int, ClientResult | Measured] = {}
         left = [len(slots)]

@@ -551,7 +551,7 @@ class RayExecutor(Executor):
         gen = _session.gen
         clients = _session.actors(nodes, len(slots))
         barrier = _session.barrier()
-        ctl = Controls(bytearray(1), array("q", [0] * len(slots)))
+        ctl = Controls.local(len(slots))
         flight = _Flight(clients, slots, barrier, ctl, gen, timeout_s)
         warmup = max(t.warmup_s for t in tasks)
 
