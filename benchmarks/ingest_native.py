@@ -214,15 +214,15 @@ def storebench_side(
 ) -> Side:
     """The insert task of one ``ingest`` run: requests/s and client CPU from
     its record; the server's and the machine's CPU over its measured window."""
-    import storebench.run.progress
+    from storebench.run import progress  # the module (storebench.run is the API's function)
 
     marks = _Marks(Window(server))
 
     def make_progress(enabled: bool | None = None) -> NoProgress:  # where run() gets its bar
         return marks
 
-    real = storebench.run.progress.make_progress
-    storebench.run.progress.make_progress = make_progress
+    real = progress.make_progress
+    progress.make_progress = make_progress
     try:
         with tempfile.TemporaryDirectory(prefix="storebench-ingest-native-") as tmp:
             (rec,) = run(
@@ -241,7 +241,7 @@ def storebench_side(
                 results_dir=tmp,
             )
     finally:
-        storebench.run.progress.make_progress = real
+        progress.make_progress = real
     if rec["status"] != "ok":
         raise RuntimeError(f"storebench {engine}: {rec['status']}: {rec['error']}")
     t = next(t for t in rec["tasks"] if t["name"] == "insert")
@@ -431,9 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--client",
-        default="python",
+        default="auto",
         choices=["python", "native", "auto"],
-        help="storebench's client: its Python op, or the native timed loop (storebench_fastclient)",
+        help="storebench's client (its default, auto: the native timed loop where it is built)",
     )
     ap.add_argument("--repeat", type=int, default=1, help="runs per point; each tool's best kept")
     ap.add_argument("--target", type=float, default=0.8, help="storebench / native to reach")
