@@ -17,8 +17,8 @@ The relays run under ``setpriv --pdeathsig KILL`` in the same process group,
 so they end with the server, however it ends. They add two local hops to
 each request: a fixed cost any benchmark of such a server includes.
 
-A cluster of such servers (``node``, ``hub``) gets a private network of its
-own: node 0's namespace holds a bridge at ``node_address(0)``, and each other
+A cluster of such servers (``Member``) gets a private network of its own:
+node 0's namespace holds a bridge at ``node_address(0)``, and each other
 node, once that bridge is up, adds a veth pair from its namespace to it and
 takes ``node_address(i)``, then waits until node 0 accepts connections on
 its ``join_port`` (an engine whose node gives up when its first peer is not

@@ -23,9 +23,9 @@ A cluster (``servers/cluster.py``): each node in a namespace of its own on
 the cluster's private network (``netns.node_address``), on Weaviate's
 default ports (a node takes its peers' raft port to be the default), joined
 through node 0's gossip port once it listens (a node that finds no peer
-there gives up), the raft voters named; ready when ``/v1/nodes`` lists every node healthy. A node with
-a CPU quota or memory limit gets ``GOMAXPROCS`` / ``GOMEMLIMIT`` to match,
-as in a container.
+there gives up), the raft voters named; ready when ``/v1/nodes`` lists
+every node healthy. A node with a CPU quota or memory limit gets
+``GOMAXPROCS`` / ``GOMEMLIMIT`` to match, as in a container.
 
 The URL carries both ports: ``http://127.0.0.1:PORT?grpc_port=GRPC``
 (the official client, ``weaviate-client`` 4, speaks REST and gRPC).
