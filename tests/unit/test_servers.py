@@ -144,10 +144,16 @@ PARENT = textwrap.dedent(
         ("pass", None),
     ],
 )
-def test_no_orphan_server_whatever_ends_storebench(ending, sig):
+def test_no_orphan_server_whatever_ends_storebench(ending, sig, tmp_path):
     code = PARENT.format(path=sys.path, ending=ending)
+    # a killed parent leaves its server's directory: in the test's own, not the machine's
+    env = os.environ | {"TMPDIR": str(tmp_path)}
     p = subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     pid = int(p.stdout.readline())
     if sig is not None:
