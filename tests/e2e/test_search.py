@@ -392,6 +392,9 @@ def test_the_topology_views_show_replicas_node_cpu_and_what_limited_each_row(tmp
                     f"node-{j}": 2.4 if replicas < 8 else 1.0 for j in range(replicas)
                 }
                 t.ops_per_s = 100.0 * (i + 1)
+                # the machine as measured varies with its load: fix what the limit reads
+                t.client_cpu_per_s = 0.3
+                t.machine_load = {"other_cpu_cores": 0.1}
         recs.append(r)
     v = views.ViewInput("search", recs)
     assert cv.cluster_table(views.ViewInput("search", [rec])) == []  # one node, no axis: nothing
