@@ -51,6 +51,9 @@ SMALL: dict[str, list[str]] = {
     "tune": ["n=2000", "queries=100", "duration_s=1"],
     "scale": ["n=1000", "steps=2", "queries=100", "duration_s=1"],
     "streaming": ["n=2000", "queries=100"],
+    # a managed OpenSearch cluster per run: its start is most of the time
+    "replicas": ["n=1000", "queries=100", "duration_s=2", "warmup=1", "grid.store.replicas=[1,2]"],
+    "scale-out": ["queries=100", "duration_s=1", "warmup=1"],
 }
 
 
