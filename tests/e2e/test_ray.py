@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -113,6 +116,61 @@ def test_crud_on_sqlite_through_the_runner_records_the_cluster(cluster, tmp_path
         assert t["ops"] == sum(d["ops"] for d in e["nodes"].values())
         assert sorted(d["clients"] for d in e["nodes"].values()) == [1, 1]
     assert rec["settings"][0]["scores"]["recall@10"] == 1.0  # sqlite searches exactly
+
+
+RAY_START = """
+ip link set lo up
+export RAY_AUTH_MODE=token  # a worker's ray start needs the head's token
+ray start --head --port=6379 --num-cpus=1 --include-dashboard=false \\
+    --object-store-memory=100000000 --temp-dir="$TMP" --disable-usage-stats >"$TMP/head.log" 2>&1
+ray start --address=127.0.0.1:6379 --num-cpus=1 --resources='{"storebench_client": 2}' \\
+    --object-store-memory=100000000 --disable-usage-stats >"$TMP/worker.log" 2>&1
+"$PY" -m storebench run crud --store sqlite --results "$TMP/r" --no-progress \\
+    --set n=2000 --set ops=200 --set clients=2 --set 'grid={}' \\
+    --set driver.executor=ray --set driver.ray_address=127.0.0.1:6379
+"""
+
+
+def test_a_cluster_from_ray_start_runs_the_clients_on_the_node_that_declares_them():
+    """docs/ray.md's set-up as a user types it: ``ray start --head``, a
+    worker ``ray start --address`` declaring ``storebench_client``, then
+    ``storebench run`` naming the head. Ray's own command refuses a second
+    node while it keeps to loopback, so the cluster lives in a network
+    namespace of its own whose only device is loopback (nothing reachable
+    from outside), and a PID namespace of its own: every process Ray starts
+    ends with the script. The token is the test's own (Ray would keep
+    one in ~/.ray)."""
+    tmp = Path(tempfile.mkdtemp(prefix="sbray-"))  # short: Ray's socket paths have a limit
+    try:
+        done = subprocess.run(
+            ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
+            + ["sh", "-ec", RAY_START],
+            env={
+                **os.environ,
+                "TMP": str(tmp),
+                "RAY_AUTH_TOKEN": secrets.token_hex(32),
+                "PY": sys.executable,
+                "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+            },
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        logs = "".join(p.read_text() for p in tmp.glob("*.log"))
+        assert done.returncode == 0, done.stderr + logs
+        (rec,) = [json.loads(x) for x in (tmp / "r" / "crud.jsonl").read_text().splitlines()]
+        assert rec["status"] == "ok", rec["error"]
+        ex = rec["executor"]
+        assert not ex["local"] and len(ex["nodes"]) == 2
+        assert all(n["ip"] == "127.0.0.1" for n in ex["nodes"])
+        (worker,) = [n["node"] for n in ex["nodes"] if n["clients"]]
+        timed = [t for t in rec["tasks"] if t.get("clients") == 2]
+        assert len(timed) == len(ex["tasks"]) > 0
+        for t, e in zip(timed, ex["tasks"], strict=True):
+            assert list(e["nodes"]) == [worker], e  # each client names its node: the worker
+            assert e["nodes"][worker]["clients"] == 2 and e["nodes"][worker]["ops"] == t["ops"]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_search_on_a_managed_redis_with_queries_through_the_object_store(
