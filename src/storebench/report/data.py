@@ -288,7 +288,16 @@ def group(recs: Sequence[Record], drop: Iterable[str] = ()) -> list[Config]:
         cid = records.config_id(r, drop)
         by.setdefault(cid, Config(cid, [])).runs.append(r)
     configs = list(by.values())
-    vary = [k for k in varying_keys(recs) if k not in drop and k != "store.engine"]
+    idents = [r.identity() for r in recs]
+    # a key only some stores have (memory has no ef_construct) names a
+    # configuration where its value differs among those that have it
+    vary = [
+        k
+        for k in varying_keys(recs)
+        if k not in drop
+        and k != "store.engine"
+        and len({json.dumps(i[k], default=str) for i in idents if i.get(k) is not None}) > 1
+    ]
     for c in configs:
         ident = c.first.identity()
         parts = [store_label(c.first)]

@@ -294,6 +294,8 @@ def label_points(ax: Any, pts: Sequence[tuple[float, float, str]], color: str) -
     colour; turned inwards near the frame's right and top edges when the
     chart is rendered (its limits final): every label inside the axes."""
     for x, y, text in pts:
+        if text in ("", "-"):  # nothing to name (a store with one point: the legend does)
+            continue
         _POINT_LABELS.add(
             ax.annotate(
                 plain(text),
