@@ -157,7 +157,16 @@ def compare(
 
 
 STYLE = {"better": "green", "worse": "bold red", "noise": "dim", "same": "dim", "unlike": "yellow"}
-SUMMARY_TIMINGS = ("ops/s", "p95")  # a timing's rows without -v
+SUMMARY_METRICS = ("ops/s", "p95")  # a timing's rows without -v; of the scores, the first ones
+
+
+def _headline_score(metric: str) -> bool:
+    """A score compare shows without -v (recall, not the peers' rules nor
+    precision: they move with it)."""
+    from storebench.results import scores
+
+    score = scores.of(metric)
+    return score is not None and score.priority == 1
 
 
 def verdict_word(row: Any) -> str:
@@ -185,7 +194,7 @@ def _pair_table(comp: Any, pair: Any, full: bool, width: int) -> Any:
         if r.a is None or r.b is None:  # unlike: said below the table
             rows.append([r.task, "-", "-", "-", "-", Text(r.verdict, STYLE["unlike"])])
             continue
-        if not full and r.timing and r.metric not in SUMMARY_TIMINGS:
+        if not full and r.metric not in SUMMARY_METRICS and not _headline_score(r.metric):
             continue
         # a score (recall on the same index and queries) does not move with the load
         doubt = "?" if pair.cautioned and r.timing and r.verdict in DECISIVE else ""
@@ -223,7 +232,7 @@ def _legend(full: bool) -> str:
         f"for a recall) and, for a timing, by at least {MIN_DIFFERENCE:.0%}; noise: the "
         f"intervals overlap; same: equal, or a timing within {MIN_DIFFERENCE:.0%}. "
         "? : measured on a busy machine or with scattered repeats."
-        + ("" if full else " -v: every percentile and the intervals.")
+        + ("" if full else " -v: every percentile and score, and the intervals.")
     )
 
 
