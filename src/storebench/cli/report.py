@@ -143,8 +143,9 @@ def compare(
             highlight=False,
         )
         full = bool(click.get_current_context().find_root().meta.get("storebench.verbose"))
+        shown: set[tuple[str, str, str]] = set()
         for pair in comp.pairs:
-            console.print(_pair_table(comp, pair, full, console.width))
+            console.print(_pair_table(comp, pair, full, console.width, shown))
             for r in comp.rows:  # why a task is not ranked, in a line of its own
                 if r.pair == pair.label and r.verdict == "unlike":
                     console.print(f"{r.task}: {r.why}", style=STYLE["unlike"], markup=False)
@@ -176,9 +177,13 @@ def verdict_word(row: Any) -> str:
     return row.verdict
 
 
-def _pair_table(comp: Any, pair: Any, full: bool, width: int) -> Any:
+def _pair_table(
+    comp: Any, pair: Any, full: bool, width: int, shown: set[tuple[str, str, str]]
+) -> Any:
     """One pair's rows (``full``: every metric, with intervals); the caption
-    names the run each side's numbers are from."""
+    names the run each side's numbers are from. A task of the same two runs
+    an earlier pair showed (a sweep's upload, under each of its settings) is
+    in ``shown`` and left out."""
     from rich.text import Text
 
     from storebench.report.terminal import fitted_table
@@ -190,6 +195,8 @@ def _pair_table(comp: Any, pair: Any, full: bool, width: int) -> Any:
     rows = []
     for r in comp.rows:
         if r.pair != pair.label:
+            continue
+        if (pair.run_a, pair.run_b, r.task) in shown and not full:
             continue
         if r.a is None or r.b is None:  # unlike: said below the table
             rows.append([r.task, "-", "-", "-", "-", Text(r.verdict, STYLE["unlike"])])
@@ -210,6 +217,7 @@ def _pair_table(comp: Any, pair: Any, full: bool, width: int) -> Any:
             cells[3:3] = [_interval(r.metric, r.a)]
             cells[5:5] = [_interval(r.metric, r.b)]
         rows.append(cells)
+    shown.update((pair.run_a, pair.run_b, r.task) for r in comp.rows if r.pair == pair.label)
     caption = (
         f"A: run {pair.run_a} ({pair.a}), B: run {pair.run_b} ({pair.b}); "
         "every number is that run's"
