@@ -3,7 +3,7 @@ terminal tables (``report.terminal.fit_columns``), on fixed inputs."""
 
 import pytest
 
-from storebench.plan.dryrun import estimate, time_model
+from storebench.plan.dryrun import estimate, servers_started, time_model
 from storebench.plan.scenario import Scenario
 from storebench.report.terminal import BORDER_EDGE, BORDER_PER_COLUMN, fit_columns
 from storebench.run.progress import PRIOR_RUN_S, Sweep, fmt_duration
@@ -40,6 +40,19 @@ def test_the_built_in_guesses_hold_each_scenarios_fixed_seconds():
     streaming = Scenario.load("streaming", sets=["n=2000"]).plan()
     assert estimate(streaming).total() >= len(streaming) * 2 * 2 * 0.5  # 2 stages x 2 clients
     assert OP_S > 0
+
+
+def test_a_cluster_counts_a_start_per_node_and_works_at_its_quota():
+    def first(*options):
+        sets = ["grid.store.replicas=[4]"]
+        (run,) = Scenario.load("replicas", sets=sets, store_options=list(options)).plan()
+        return estimate([run]), run
+
+    (quota, run), (whole, _) = first(), first("opensearch.node_cpus=1")
+    assert quota.runs[0][3] == 4 and servers_started(run) == 4  # four nodes start
+    assert quota.runs[0][2] == pytest.approx(4 * whole.runs[0][2])  # a quarter of a core each
+    (embedded,) = Scenario.load("crud", stores=["memory"]).plan()
+    assert servers_started(embedded) == 0
 
 
 def test_eta_scales_the_engines_own_runs_then_all_runs():

@@ -73,12 +73,34 @@ def time_model(
     return cls.time_model(params, settings, store)
 
 
+def slowdown(options: Mapping[str, Any]) -> float:
+    """How much longer an engine's work takes on nodes held to a CPU quota
+    below one core (``node_cpus``): each node indexes its own copy or
+    share at the quota's pace."""
+    cpus = options.get("node_cpus")
+    return 1.0 / min(1.0, float(cpus)) if cpus else 1.0
+
+
+def servers_started(run: Run) -> int:
+    """The server processes opening the run's store starts: 0 (embedded, or
+    a URL), 1, or a managed cluster's nodes (each a start of its own)."""
+    if not starts_server(run.spec):
+        return 0
+    options = run.spec.server_maker()[0]
+    return int(options.topology()["nodes"]) if isinstance(options, ClusterOptions) else 1
+
+
 def estimate(runs: Sequence[Run], history: Iterable[RunRecord] = ()) -> Sweep:
     """The time estimates of a plan's ``runs`` (``progress.Sweep``), with
     earlier ok records of the same workloads as ``history``."""
     models = [time_model(r.workload, r.params, r.sweep, r.spec.engine) for r in runs]
     planned = [
-        (r.spec.engine, r.workload, max(m.work_s, MIN_WORK_S), starts_server(r.spec))
+        (
+            r.spec.engine,
+            r.workload,
+            max(m.work_s * slowdown(r.spec.options), MIN_WORK_S),
+            servers_started(r),
+        )
         for r, m in zip(runs, models, strict=True)
     ]
     past = []
@@ -86,8 +108,8 @@ def estimate(runs: Sequence[Run], history: Iterable[RunRecord] = ()) -> Sweep:
         seconds = record_seconds(rec)
         if rec.ok and seconds is not None:
             m = time_model(str(rec.workload), rec.params, rec.search_sweep, rec.store.engine)
-            work, rest = max(m.work_s, MIN_WORK_S), max(0.0, seconds - m.fixed_s)
-            past.append((rec.store.engine, str(rec.workload), work, rest))
+            work = max(m.work_s * slowdown(rec.store.options), MIN_WORK_S)
+            past.append((rec.store.engine, str(rec.workload), work, max(0.0, seconds - m.fixed_s)))
     return Sweep(planned, past, [m.fixed_s for m in models])
 
 

@@ -30,7 +30,7 @@ from rich.text import Text
 from storebench.common.redaction import redact
 
 # before any run of an engine has been timed: a run's fixed cost and a
-# managed server's start (the work itself: the workload's ``TimeModel``,
+# managed server's start (each node of a cluster) (the work itself: the workload's ``TimeModel``,
 # ``plan.dryrun.estimate``)
 PRIOR_RUN_S = 0.1
 PRIOR_SERVER_S = 4.0
@@ -56,11 +56,11 @@ class Sweep:
 
     def __init__(
         self,
-        runs: list[tuple[str, str, float, bool]],
+        runs: list[tuple[str, str, float, int]],
         history: Iterable[tuple[str, str, float, float]] = (),
         timed: list[float] | None = None,
     ):
-        # per run: (engine, workload, work, starts a server)
+        # per run: (engine, workload, work, server processes it starts)
         self.runs = runs
         self.timed = timed or [0.0] * len(runs)
         self.done: list[tuple[str, str, float, float]] = []  # engine, workload, work, seconds
@@ -80,7 +80,7 @@ class Sweep:
         engine, workload, size, server = self.runs[i]
         rate = self._rate(engine, workload)
         if rate is None:
-            rest = PRIOR_RUN_S + (PRIOR_SERVER_S if server else 0.0) + size
+            rest = PRIOR_RUN_S + PRIOR_SERVER_S * server + size
         else:
             rest = rate[1] + size * rate[0]
         return self.timed[i] + rest
