@@ -178,7 +178,7 @@ def verdict_word(row: Any) -> str:
 
 
 def _pair_table(
-    comp: Any, pair: Any, full: bool, width: int, shown: set[tuple[str, str, str]]
+    comp: Any, pair: Any, full: bool, width: int, shown: set[tuple[str, str, str]] | None = None
 ) -> Any:
     """One pair's rows (``full``: every metric, with intervals); the caption
     names the run each side's numbers are from. A task of the same two runs
@@ -188,6 +188,7 @@ def _pair_table(
 
     from storebench.report.terminal import fitted_table
 
+    shown = set() if shown is None else shown
     headers = ["task", "metric", "A", "B", "B/A", "verdict"]
     if full:
         headers[3:3] = ["A interval"]
