@@ -3,10 +3,11 @@ terminal tables (``report.terminal.fit_columns``), on fixed inputs."""
 
 import pytest
 
-from storebench.plan.dryrun import estimate, servers_started, time_model
+from storebench.plan.dryrun import estimate, time_model
 from storebench.plan.scenario import Scenario
 from storebench.report.terminal import BORDER_EDGE, BORDER_PER_COLUMN, fit_columns
 from storebench.run.progress import PRIOR_RUN_S, Sweep, fmt_duration
+from storebench.stores.opening import servers_started
 from storebench.workloads.base import OP_S, TASK_S, TimeModel
 
 
@@ -49,10 +50,10 @@ def test_a_cluster_counts_a_start_per_node_and_works_at_its_quota():
         return estimate([run]), run
 
     (quota, run), (whole, _) = first(), first("opensearch.node_cpus=1")
-    assert quota.runs[0][3] == 4 and servers_started(run) == 4  # four nodes start
+    assert quota.runs[0][3] == 4 and servers_started(run.spec) == 4  # four nodes start
     assert quota.runs[0][2] == pytest.approx(4 * whole.runs[0][2])  # a quarter of a core each
     (embedded,) = Scenario.load("crud", stores=["memory"]).plan()
-    assert servers_started(embedded) == 0
+    assert servers_started(embedded.spec) == 0
 
 
 def test_eta_scales_the_engines_own_runs_then_all_runs():

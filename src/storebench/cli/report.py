@@ -158,7 +158,7 @@ def compare(
 
 
 STYLE = {"better": "green", "worse": "bold red", "noise": "dim", "same": "dim", "unlike": "yellow"}
-SUMMARY_METRICS = ("ops/s", "p95")  # a timing's rows without -v; of the scores, the first ones
+SUMMARY_METRICS = ("ops/s", "p95")  # a timing's rows without -v (scores: _headline_score)
 
 
 def _headline_score(metric: str) -> bool:

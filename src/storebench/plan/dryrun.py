@@ -16,8 +16,7 @@ from storebench.results import records
 from storebench.results.records import RunRecord
 from storebench.run.progress import MIN_WORK_S, Sweep, fmt_duration, record_seconds
 from storebench.stores.base import redact_url, store_class
-from storebench.stores.config import ClusterOptions
-from storebench.stores.opening import starts_server
+from storebench.stores.opening import servers_started
 from storebench.workloads.base import TimeModel, workload_class
 
 
@@ -33,8 +32,7 @@ def what_starts(run: Run) -> str:
     elif form.path:
         where = "a private temporary directory"
     else:
-        options = spec.server_maker()[0]
-        nodes = options.topology()["nodes"] if isinstance(options, ClusterOptions) else 1
+        nodes = servers_started(spec)
         where = f"a managed cluster of {nodes} nodes" if nodes > 1 else "a managed server"
     executor = run.executor or cls.client_mode
     return f"{where}; clients as {executor}"
@@ -81,15 +79,6 @@ def slowdown(options: Mapping[str, Any]) -> float:
     return 1.0 / min(1.0, float(cpus)) if cpus else 1.0
 
 
-def servers_started(run: Run) -> int:
-    """The server processes opening the run's store starts: 0 (embedded, or
-    a URL), 1, or a managed cluster's nodes (each a start of its own)."""
-    if not starts_server(run.spec):
-        return 0
-    options = run.spec.server_maker()[0]
-    return int(options.topology()["nodes"]) if isinstance(options, ClusterOptions) else 1
-
-
 def estimate(runs: Sequence[Run], history: Iterable[RunRecord] = ()) -> Sweep:
     """The time estimates of a plan's ``runs`` (``progress.Sweep``), with
     earlier ok records of the same workloads as ``history``."""
@@ -99,7 +88,7 @@ def estimate(runs: Sequence[Run], history: Iterable[RunRecord] = ()) -> Sweep:
             r.spec.engine,
             r.workload,
             max(m.work_s * slowdown(r.spec.options), MIN_WORK_S),
-            servers_started(r),
+            servers_started(r.spec),  # each node a start of its own
         )
         for r, m in zip(runs, models, strict=True)
     ]

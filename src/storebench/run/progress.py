@@ -30,8 +30,8 @@ from rich.text import Text
 from storebench.common.redaction import redact
 
 # before any run of an engine has been timed: a run's fixed cost and a
-# managed server's start (each node of a cluster) (the work itself: the workload's ``TimeModel``,
-# ``plan.dryrun.estimate``)
+# managed server's start, per node of a cluster (the work itself: the
+# workload's ``TimeModel``, ``plan.dryrun.estimate``)
 PRIOR_RUN_S = 0.1
 PRIOR_SERVER_S = 4.0
 MIN_WORK_S = 1e-3  # a run's least work: what its engine's pace is measured against

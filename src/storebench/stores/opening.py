@@ -15,6 +15,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from storebench.stores.base import Store, StoreSpec
+from storebench.stores.config import ClusterOptions
 
 if TYPE_CHECKING:
     from storebench.servers.base import Server
@@ -72,10 +73,14 @@ class OpenStore:
         self.close()
 
 
-def starts_server(spec: StoreSpec) -> bool:
-    """Whether ``open_store(spec)`` would start a managed server (nothing
-    is built or started to tell)."""
-    return spec.server_maker()[1] is not None
+def servers_started(spec: StoreSpec) -> int:
+    """The server processes ``open_store(spec)`` would start (nothing is
+    built or started to tell): 0 (embedded, or a URL), 1, or a managed
+    cluster's nodes."""
+    options, make = spec.server_maker()
+    if make is None:
+        return 0
+    return int(options.topology()["nodes"]) if isinstance(options, ClusterOptions) else 1
 
 
 def open_store(spec: StoreSpec) -> OpenStore:
