@@ -18,7 +18,9 @@ from storebench.common import interrupts
 from storebench.data.batch import Schema
 from storebench.driver import FnOp, Interrupted, Task
 from storebench.driver import executors as ex
+from storebench.driver import native as native_loop
 from storebench.driver.aio import AsyncExecutor
+from storebench.driver.core import Controls
 from storebench.driver.processes import ProcessExecutor
 from storebench.errors import Terminated
 from storebench.run.progress import NoProgress
@@ -162,6 +164,23 @@ def test_a_signal_sets_the_stop_flag_before_the_interrupt_reaches_the_executor(s
     with interrupts.handled(), pytest.raises(KeyboardInterrupt):
         signal.raise_signal(sig)
     assert not called.is_set()  # only inside the block
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_the_compiled_handler_sets_the_stop_flag_before_any_python_runs(sig):
+    pytest.importorskip(native_loop.MODULE, reason="the native client is built by tools/setup.py")
+    ctl = Controls.local(1)
+    seen = []  # the flag as the Python-level handler finds it
+    first = interrupts.on_signal(lambda: seen.append(ctl.stop[0]))
+    flag = native_loop.stop_on_signal(ctl)
+    with interrupts.handled(), pytest.raises(KeyboardInterrupt), first, flag:
+        signal.raise_signal(sig)
+        time.sleep(10)  # the interrupt lands here
+    assert seen and seen[0] == 1
+    ctl.stop[0] = 0
+    with interrupts.handled(), pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(sig)  # outside the block: the flag is left alone
+    assert ctl.stop[0] == 0
 
 
 def test_thread_clients_keep_the_switch_interval_and_stop_on_a_signal(coll):

@@ -9,7 +9,10 @@
 //! of a query's rows, errors), and write the latency in ns into the driver's
 //! int64 buffer, reading CLOCK_MONOTONIC as the driver does. The driver's
 //! stop flag (a byte) is read and its progress slot (an int64) written
-//! through shared memory, by address.
+//! through shared memory, by address. ``stop_on_signal`` (signals.rs) has
+//! SIGINT and SIGTERM set that stop flag from the signal handler itself.
+
+mod signals;
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -623,5 +626,6 @@ fn storebench_fastclient(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeOps>()?;
     m.add_function(wrap_pyfunction!(postgres, m)?)?;
     m.add_function(wrap_pyfunction!(redis, m)?)?;
+    m.add_function(wrap_pyfunction!(signals::stop_on_signal, m)?)?;
     Ok(())
 }

@@ -13,16 +13,20 @@ left behind (threads), killed (processes) or discarded (Ray actors).
 Thread clients share one GIL, handed on every switch interval to one of
 the threads waiting for it: with 2,000 clients a thread waits some 10 s
 for its turn, and every thread waiting wakes at every interval. So a
-signal sets the stop flag from the first thread that runs Python after it
-(``interrupts.on_signal``), not once the interrupt has climbed the main
-thread's stack; from the stop on the interval is long (clients ending hand
-the GIL on as they go, and the waiting ones wake less often); the main
+signal sets the stop flag in the signal handler itself where the compiled
+module is installed (``native.stop_on_signal``), else from the first thread
+that runs Python after it (``interrupts.on_signal``), not once the
+interrupt has climbed the main thread's stack; from the stop on the
+interval is long, set by the first client that sees it (clients ending
+hand the GIL on as they go, and the waiting ones wake less often); the main
 thread waits for the clients in one wait, not in polls each paying for a
 turn; and the start barrier lets the clients through at once
 (``StartGate``)."""
 
 from __future__ import annotations
 
+import _thread
+import collections
 import logging
 import sys
 import threading
@@ -31,6 +35,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from storebench.common import interrupts
+from storebench.driver import native as native_loop
 from storebench.driver.core import (
     ClientResult,
     Controls,
@@ -86,8 +91,10 @@ class StartGate:
             self._release()
 
     def _release(self) -> None:
-        for waiter in self.waiting:
-            waiter.release()
+        # in one C call: a loop in Python gives the GIL up between releases,
+        # and with every released client waiting for it, the next turn comes
+        # after all of theirs (start-up quadratic in the clients again)
+        collections.deque(map(_thread.LockType.release, self.waiting), maxlen=0)
         self.waiting.clear()
 
 
@@ -268,6 +275,8 @@ class ThreadExecutor(Executor):
                 barrier.abort()
                 results[g] = _failure(c, exc)
             finally:
+                if ctl.stop[0]:  # the first client to see a stop set by the signal itself
+                    stop()
                 finished(1)
 
         threads = [
@@ -278,9 +287,18 @@ class ThreadExecutor(Executor):
         def launch(g: int) -> None:
             threads[g].start()
 
+        # after a stop each waiting client wakes only every STOPPING_SWITCH_S
+        # to ask for the GIL (every 5 ms, thousands of them keep the CPU busy
+        # with their wake-ups); one left behind must not change it after the run
+        interval = sys.getswitchinterval()
+        running = [True]
+        switch = threading.RLock()  # re-entered by a signal handler in the main thread
+
         def stop() -> None:
             ctl.stop[0] = 1
-            sys.setswitchinterval(STOPPING_SWITCH_S)
+            with switch:
+                if running[0]:
+                    sys.setswitchinterval(STOPPING_SWITCH_S)
 
         def abort(started: int) -> None:
             stop()
@@ -301,10 +319,11 @@ class ThreadExecutor(Executor):
         def alive() -> bool:
             return not all_done.is_set()
 
-        interval = sys.getswitchinterval()
         try:
-            with interrupts.on_signal(stop):
+            with interrupts.on_signal(stop), native_loop.stop_on_signal(ctl):
                 interrupted = self._watch(tasks, ctl, progress, launch, alive, collect, abort)
         finally:
-            sys.setswitchinterval(interval)
+            with switch:
+                running[0] = False
+                sys.setswitchinterval(interval)
         return self._finish(tasks, _per_task(tasks, slots, results), interrupted)

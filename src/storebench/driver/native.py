@@ -20,10 +20,14 @@ the collection offers the op and the extension is installed.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from storebench.common import interrupts
 from storebench.driver.measure import Measurement
 from storebench.errors import NotSupported
 from storebench.stores.native import MODULE, extension
@@ -63,6 +67,26 @@ def _address(buf: Any, dtype: type) -> int:
     """Where a writable buffer (bytearray, array, memoryview of shared
     memory, numpy array) starts in memory."""
     return int(np.frombuffer(buf, dtype).ctypes.data)
+
+
+@contextlib.contextmanager
+def stop_on_signal(ctl: Controls) -> Iterator[None]:
+    """Inside the block SIGINT and SIGTERM set ``ctl.stop`` in the signal
+    handler itself, before any Python runs (where the compiled module is
+    installed; else ``interrupts.on_signal`` alone does it, a GIL turn
+    later). With thousands of thread clients taking the GIL in turn, that
+    turn comes seconds after the signal; the clients then see the stop at
+    their next op and end, and the main thread and the signal watcher get
+    their turns at once."""
+    ext = extension()
+    if ext is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    ext.stop_on_signal(_address(ctl.stop, np.uint8), [int(s) for s in interrupts.SIGNALS])
+    try:
+        yield
+    finally:
+        ext.stop_on_signal(0, [])  # the flag may be freed after this
 
 
 def measure(task: Task, native: Any, c: int, ctl: Controls, start_ns: int, slot: int) -> Outcome:
