@@ -438,14 +438,17 @@ def test_compare_two_stores_metric_by_metric(results):
     r = sb(*args, env=os.environ | {"COLUMNS": "80"})
     assert r.returncode == 0, r.stderr
     assert "A and B differ in store: memory → sqlite" in r.stdout
-    assert "clients=1" in r.stdout and "clients=2" in r.stdout
+    # the summary: a row per pair (clients 1 and 2) of its headline task's
+    # throughput, p95 and recall, one screen at most 80 wide
+    assert "summary: 2 pairs" in r.stdout and "clients" in r.stdout
     assert "find_by_vector" in r.stdout and "recall@10" in r.stdout
-    # the summary: throughput, p95 and the scores of each pair, at most 80 wide
     assert " p50 " not in r.stdout and "at least 5%" in r.stdout
     assert max(len(line) for line in r.stdout.splitlines()) <= 80
+    assert len(r.stdout.splitlines()) <= 40 and "-v: every task" in r.stdout
     assert "recall@10" in r.stdout and not re.search(r"recall@10 .*\?", r.stdout)
     full = sb("-v", *args, env=os.environ | {"COLUMNS": "160"}).stdout
     assert " p50 " in full and "(repeats)" in full
+    assert "clients=1" in full and "clients=2" in full and "read" in full
     r = sb(
         "compare",
         str(results),

@@ -415,6 +415,58 @@ def test_a_score_needs_no_minimum_and_a_caution_puts_no_doubt_on_it():
     assert "faster?" in console.export_text()
 
 
+def _sweep_comparison(settings: int) -> cmp.Comparison:
+    """Two sweeps of the search scenario as compare pairs them: ``settings``
+    configurations (m x ef), each with an upload, a build and searches
+    plain and filtered; B a little slower in places."""
+    tasks = ["upload", "build_index", "search c=1", "search c=4"]
+    tasks += [f"filtered {p}% c=1" for p in (1, 10, 50, 99)]
+    comp = cmp.Comparison({}, runs_a=settings, runs_b=settings)
+    for i in range(settings):
+        m, ef = (16, 32)[i % 2], (16, 64, 128)[i // 2 % 3]
+        label = f"store=hnswlib m={m} ef={ef}"
+        pair = cmp.Pair(label, "1 run", "1 run", f"a{i}", f"b{i}", headline="search c=4")
+        pair.config = {"store": "hnswlib", "m": m, "ef": ef}
+        comp.pairs.append(pair)
+        for j, task in enumerate(tasks):
+            scale = 1.0 + 0.1 * ((i + j) % 3)
+            metrics = [("ops/s", 1000.0, True), ("p50", 1e5, False), ("p95", 2e5, False)]
+            metrics += [("p99", 3e5, False), ("recall@10", 0.95, True)]
+            for metric, v, hib in metrics:
+                b = v / scale if metric == "ops/s" else v * scale if metric != "recall@10" else v
+                ia = cmp.Interval(v, v * 0.99, v * 1.01, 1, "hdr")
+                ib = cmp.Interval(b, b * 0.99, b * 1.01, 1, "hdr")
+                verdict = cmp._verdict(ia, ib, hib, metric in cmp.TIMINGS)
+                comp.rows.append(cmp.Row(label, task, metric, ia, ib, b / v, verdict, hib))
+    return comp
+
+
+@pytest.mark.parametrize("settings", [1, 6, 12])
+def test_compare_of_two_sweeps_is_one_screen_and_v_has_every_task(settings):
+    """A sweep's pairs are a summary of a row each (its headline task's
+    ops/s, p95, recall and a verdict) and a line pointing to -v: one
+    screen, at 80 columns, however many tasks each pair has."""
+    from rich.console import Console
+
+    from storebench.cli.report import SCREEN_LINES, compare_output
+
+    def shown(full: bool) -> str:
+        console = Console(width=80, record=True, color_system=None)
+        for part in compare_output(_sweep_comparison(settings), "A: a  B: b", 80, full):
+            console.print(part, markup=False, highlight=False)
+        return console.export_text()
+
+    text, full = shown(False), shown(True)
+    lines = text.splitlines()
+    assert len(lines) <= min(SCREEN_LINES, 40), text
+    assert max(len(line) for line in lines) <= 80
+    assert "filtered 50% c=1" in full and " p99 " in full
+    if settings > 1:  # a row per pair, with its figures and verdict
+        assert "summary: " in text and "slower" in text and "recall@10" in text
+        assert "filtered 50% c=1" not in text and "-v: every task of each pair" in text
+        assert text.count("hnswlib") == settings
+
+
 def test_select_rejects_a_condition_without_value(recs):
     from storebench.errors import UserError
 

@@ -136,38 +136,26 @@ def compare(
         click.echo(comp.to_json())
     else:
         console = make_console(columns_env=True)
-        console.print(
-            f"A: {a} ({comp.runs_a} ok runs)  B: {b} ({comp.runs_b} ok runs)\n"
-            f"{describe_differ(comp.differ)}",
-            markup=False,
-            highlight=False,
+        head = f"A: {a} ({comp.runs_a} ok runs)  B: {b} ({comp.runs_b} ok runs)\n" + (
+            describe_differ(comp.differ)
         )
         full = bool(click.get_current_context().find_root().meta.get("storebench.verbose"))
-        shown: set[tuple[str, str, str]] = set()
-        for pair in comp.pairs:
-            console.print(_pair_table(comp, pair, full, console.width, shown))
-            for r in comp.rows:  # why a task is not ranked, in a line of its own
-                if r.pair == pair.label and r.verdict == "unlike":
-                    console.print(f"{r.task}: {r.why}", style=STYLE["unlike"], markup=False)
-        for side, labels in (("A", comp.only_a), ("B", comp.only_b)):
-            for label in labels:
-                console.print(f"only in {side}: {label}", markup=False, highlight=False)
-        console.print(_legend(full), style="dim", markup=False, highlight=False)
+        for part in compare_output(comp, head, console.width, full):
+            console.print(part, markup=False, highlight=False)
     if fail_worse and comp.worse:
         sys.exit(1)
 
 
-STYLE = {"better": "green", "worse": "bold red", "noise": "dim", "same": "dim", "unlike": "yellow"}
-SUMMARY_METRICS = ("ops/s", "p95")  # a timing's rows without -v (scores: _headline_score)
-
-
-def _headline_score(metric: str) -> bool:
-    """A score compare shows without -v (recall, not the peers' rules nor
-    precision: they move with it)."""
-    from storebench.results import scores
-
-    score = scores.of(metric)
-    return score is not None and score.priority == 1
+STYLE = {
+    "better": "green",
+    "worse": "bold red",
+    "mixed": "yellow",
+    "noise": "dim",
+    "same": "dim",
+    "unlike": "yellow",
+}
+# the default output's budget, in lines: what goes past one screen waits for -v
+SCREEN_LINES = 40
 
 
 def verdict_word(row: Any) -> str:
@@ -175,6 +163,158 @@ def verdict_word(row: Any) -> str:
     if row.timing and row.verdict in DECISIVE:
         return "faster" if row.verdict == "better" else "slower"
     return row.verdict
+
+
+def compare_output(comp: Any, head: str, width: int, full: bool) -> list[Any]:
+    """What ``compare`` prints, in order: ``head``, a summary of one row per
+    pair (of more than one), each pair's table of its tasks (``full``: every metric, with the
+    intervals), the pairs found on one side only, the legend. Without
+    ``full`` the output is one screen (``SCREEN_LINES``): the tasks' tables
+    are left out when they would not fit, and a line says so and what -v
+    adds."""
+    from rich.text import Text
+
+    # one pair's table is its own summary
+    summary = [head, *([_summary_table(comp, width)] if len(comp.pairs) > 1 else [])]
+    shown: set[tuple[str, str, str]] = set()
+    tables: list[Any] = []
+    for pair in comp.pairs:
+        tables.append(_pair_table(comp, pair, full, width, shown))
+        tables += _unlike_lines(comp, [pair])
+    tail = [
+        f"only in {side}: {label}"
+        for side, labels in (("A", comp.only_a), ("B", comp.only_b))
+        for label in labels
+    ]
+    if full or _lines([*summary, *tables, *tail, _legend(True)], width) <= SCREEN_LINES:
+        legend = _legend(full)
+        return [*summary, *tables, *tail, Text(legend, "dim")]
+    return [
+        *summary,
+        *_unlike_lines(comp, comp.pairs),
+        *tail,
+        Text(_legend(False, tables=False), "dim"),
+        _elsewhere(comp),
+    ]
+
+
+def _lines(parts: list[Any], width: int) -> int:
+    """How many lines ``parts`` take printed ``width`` wide."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=width, record=True, color_system=None)
+    for part in parts:
+        console.print(part, markup=False, highlight=False)
+    return len(console.export_text().splitlines())
+
+
+def _unlike_lines(comp: Any, pairs: list[Any]) -> list[Any]:
+    """Why tasks are not ranked, a line per reason (a sweep's pairs share
+    their upload's)."""
+    from rich.text import Text
+
+    labels = {p.label for p in pairs}
+    why: dict[str, list[str]] = {}
+    for r in comp.rows:
+        if r.pair in labels and r.verdict == "unlike" and r.task not in why.setdefault(r.why, []):
+            why[r.why].append(r.task)
+    return [Text(f"{', '.join(tasks)}: {w}", STYLE["unlike"]) for w, tasks in why.items()]
+
+
+def _summary_table(comp: Any, width: int) -> Any:
+    """A row per pair: its headline task's ops/s (A, B and B/A), p95 (B/A)
+    and headline score, and one verdict over them (``compare.overall``:
+    faster / slower when the timings alone decide, mixed when they
+    disagree); ``?`` where a cautioned pair's verdict rests on a timing.
+    The task is a column only where the pairs' differ (else the title names
+    it): a row stays one line."""
+    from rich.text import Text
+
+    from storebench.report.compare import overall
+    from storebench.report.terminal import fitted_table
+
+    scores = sorted(
+        {r.metric for p in comp.pairs for r in p.summary(comp.rows) if not r.timing and r.a}
+    )
+    keys = list(dict.fromkeys(k for p in comp.pairs for k in p.config))
+    configs = [[_text(p.config.get(k)) for k in keys] for p in comp.pairs]
+    tasks = []
+    for pair, config in zip(comp.pairs, configs, strict=True):
+        # the task's name but what the configuration's columns say (a sweep's ef=64)
+        said = {f"{k}={v}" for k, v in zip(keys, config, strict=True)}
+        tasks.append(" ".join(w for w in pair.headline.split() if w not in said) or "-")
+    one_task = len(set(tasks)) == 1
+    rows = []
+    for pair, config, task in zip(comp.pairs, configs, tasks, strict=True):
+        got = pair.summary(comp.rows)
+        by = {r.metric: r for r in got if r.a is not None and r.b is not None}
+        ops, p95 = by.get("ops/s"), by.get("p95")
+        verdict = overall(got)
+        ranked = [r for r in got if r.verdict in DECISIVE]
+        word = verdict
+        if ranked and all(r.timing for r in ranked) and verdict in DECISIVE:
+            word = "faster" if verdict == "better" else "slower"
+        doubt = "?" if pair.cautioned and any(r.timing for r in ranked) else ""
+        rows.append(
+            [
+                *config,
+                *([] if one_task else [task]),
+                _fmt_value("ops/s", ops.a.value) if ops and ops.a else "-",
+                _fmt_value("ops/s", ops.b.value) if ops and ops.b else "-",
+                f"{ops.ratio:.2f}" if ops and ops.ratio is not None else "-",
+                f"{p95.ratio:.2f}" if p95 and p95.ratio is not None else "-",
+                _score_change(next((r for r in by.values() if not r.timing), None)),
+                Text(word + doubt, STYLE.get(verdict, "")),
+            ]
+        )
+    score = scores[0] if len(scores) == 1 else "score"
+    headers = [*keys, *([] if one_task else ["task"])]
+    headers += ["ops/s A", "ops/s B", "B/A", "p95 B/A", score, "verdict"]
+    aligns = ["l"] * (len(headers) - 6) + ["r"] * 5 + ["l"]
+    # narrow: A's ops/s goes first (B's and B/A say it), then the task
+    priorities = [0] * len(keys) + ([] if one_task else [3]) + [4, 1, 1, 1, 1, 0]
+    caption = ""
+    if cautioned := [p for p in comp.pairs if p.cautioned]:
+        caption = (
+            f"caution: {len(cautioned)} of {len(comp.pairs)} pair(s) ran on a busy machine or "
+            "with scattered repeats: a verdict marked ? may not hold"
+        )
+    by_task = f"its headline task, {tasks[0]}" if one_task else "its headline task"
+    title = Text(f"summary: {len(comp.pairs)} pairs, each by {by_task}", "bold")
+    return fitted_table(headers, rows, width, aligns, title, caption or None, priorities)
+
+
+def _text(v: Any) -> str:
+    return "-" if v is None else str(v)
+
+
+def _score_change(row: Any) -> str:
+    """A score from A to B ("0.9010→0.9032"), or its one value when equal."""
+    if row is None or row.a is None or row.b is None:
+        return "-"
+    a, b = _fmt_value(row.metric, row.a.value), _fmt_value(row.metric, row.b.value)
+    return a if a == b else f"{a}→{b}"
+
+
+def _elsewhere(comp: Any) -> str:
+    """The line after a summary that stands for the tasks' tables: what they
+    hold beyond the headline tasks, and that -v shows them."""
+    from storebench.report.compare import SUMMARY_METRICS, headline_score
+
+    heads = {(p.label, p.headline) for p in comp.pairs}
+    others = [r for r in comp.rows if (r.pair, r.task) not in heads]
+    counts: dict[str, int] = {}
+    for r in others:
+        if r.metric not in SUMMARY_METRICS and not headline_score(r.metric) and r.a is not None:
+            continue  # -v's own rows
+        word = verdict_word(r)
+        counts[word] = counts.get(word, 0) + 1
+    order = ("faster", "slower", "better", "worse", "noise", "same", "unlike")
+    said = ", ".join(f"{counts[w]} {w}" for w in order if counts.get(w))
+    tasks = f" (verdicts of the other tasks: {said})" if said else ""
+    return f"-v: every task of each pair{tasks}, every percentile and the intervals"
 
 
 def _pair_table(
@@ -186,6 +326,7 @@ def _pair_table(
     in ``shown`` and left out."""
     from rich.text import Text
 
+    from storebench.report.compare import SUMMARY_METRICS, headline_score
     from storebench.report.terminal import fitted_table
 
     shown = set() if shown is None else shown
@@ -202,7 +343,7 @@ def _pair_table(
         if r.a is None or r.b is None:  # unlike: said below the table
             rows.append([r.task, "-", "-", "-", "-", Text(r.verdict, STYLE["unlike"])])
             continue
-        if not full and r.metric not in SUMMARY_METRICS and not _headline_score(r.metric):
+        if not full and r.metric not in SUMMARY_METRICS and not headline_score(r.metric):
             continue
         # a score (recall on the same index and queries) does not move with the load
         doubt = "?" if pair.cautioned and r.timing and r.verdict in DECISIVE else ""
@@ -232,16 +373,19 @@ def _pair_table(
     return fitted_table(headers, rows, width, aligns, title, caption, priorities)
 
 
-def _legend(full: bool) -> str:
+def _legend(full: bool, tables: bool = True) -> str:
+    """What the verdicts mean; and what -v adds, unless it is said apart
+    (``tables``: the tasks' tables are shown)."""
     from storebench.report.compare import MIN_DIFFERENCE
 
     return (
         "faster/slower, better/worse: B differs from A beyond both sides' intervals "
         "(repeats: min..max of the runs; one run: ~95% from its HDR histogram, binomial "
         f"for a recall) and, for a timing, by at least {MIN_DIFFERENCE:.0%}; noise: the "
-        f"intervals overlap; same: equal, or a timing within {MIN_DIFFERENCE:.0%}. "
+        f"intervals overlap; same: equal, or a timing within {MIN_DIFFERENCE:.0%}; "
+        "mixed: the summary's figures disagree. "
         "? : measured on a busy machine or with scattered repeats."
-        + ("" if full else " -v: every percentile and score, and the intervals.")
+        + ("" if full or not tables else " -v: every percentile and score, and the intervals.")
     )
 
 

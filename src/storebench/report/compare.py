@@ -38,11 +38,11 @@ from storebench.report.data import (
     group,
     histogram,
     mean_rel_uncertainty,
+    naming_keys,
     ok_runs,
     percentile_interval,
     run_count,
     short_key,
-    varying_keys,
 )
 from storebench.results import scores as catalogue
 from storebench.results.records import TaskRecord
@@ -52,6 +52,29 @@ PERCENTILES = (("p50", 50.0), ("p95", 95.0), ("p99", 99.0))
 # verdict, even beyond its intervals: repeats on one machine drift this much
 MIN_DIFFERENCE = 0.05
 TIMINGS = ("ops/s", *(key for key, _ in PERCENTILES))
+SUMMARY_METRICS = ("ops/s", "p95")  # a task's timings in a summary (scores: headline_score)
+
+
+def headline_score(metric: str) -> bool:
+    """A score a summary shows (recall, not the peers' rules nor precision:
+    they move with it)."""
+    score = catalogue.of(metric)
+    return score is not None and score.priority == 1
+
+
+def overall(rows: list[Row]) -> str:
+    """One verdict for several rows (a pair's summary): ``better`` /
+    ``worse`` when every decisive one says so, ``mixed`` when they disagree,
+    else ``noise`` if any overlap, ``unlike`` if not ranked, else ``same``."""
+    decisive = {r.verdict for r in rows if r.verdict in ("better", "worse")}
+    if len(decisive) == 2:
+        return "mixed"
+    if decisive:
+        return decisive.pop()
+    for verdict in ("noise", "unlike"):
+        if any(r.verdict == verdict for r in rows):
+            return verdict
+    return "same"
 
 
 @dataclass
@@ -95,10 +118,24 @@ class Pair:
     run_b: str
     caution_a: list[str] = field(default_factory=list)  # data.cautions
     caution_b: list[str] = field(default_factory=list)
+    headline: str = ""  # the task that ranks A's repeats: the pair's summary row is its
+    config: dict[str, Any] = field(default_factory=dict)  # its label's keys and values
 
     @property
     def cautioned(self) -> bool:
         return bool(self.caution_a or self.caution_b)
+
+    def summary(self, rows: list[Row]) -> list[Row]:
+        """The pair's headline task's rows (its ops/s, p95 and headline
+        score, or its ``unlike``) out of ``rows``: what a one-line summary
+        of the pair says."""
+        return [
+            r
+            for r in rows
+            if r.pair == self.label
+            and r.task == self.headline
+            and (r.metric in SUMMARY_METRICS or r.verdict == "unlike" or headline_score(r.metric))
+        ]
 
 
 @dataclass
@@ -299,8 +336,16 @@ def _rows(pair: str, ca: Config, cb: Config, how: str) -> tuple[Pair, list[Row]]
             ratio = ib.value / ia.value if ia.value else None
             verdict = _verdict(ia, ib, hib, metric in TIMINGS)
             out.append(Row(pair, name, metric, ia, ib, ratio, verdict, hib))
+    head = ra.headline_task()
     return Pair(
-        pair, pa.describe(), pb.describe(), pa.run_short, pb.run_short, cautions(ca), cautions(cb)
+        pair,
+        pa.describe(),
+        pb.describe(),
+        pa.run_short,
+        pb.run_short,
+        cautions(ca),
+        cautions(cb),
+        head.name if head is not None else "",
     ), out
 
 
@@ -337,24 +382,30 @@ def compare(
         differ.pop("versions.engine", None)
     ga = {c.id: c for c in group(a_ok, drop)}
     gb = {c.id: c for c in group(b_ok, drop)}
-    vary = [k for k in varying_keys(a_ok + b_ok) if k not in drop]
+    vary = naming_keys(a_ok + b_ok, drop)
     comp = Comparison(differ, runs_a=run_count(a_ok), runs_b=run_count(b_ok), how=how)
     for cid, ca in ga.items():
         if cid not in gb:
             comp.only_a.append(_label(ca, vary))
             continue
         pair, rows = _rows(_label(ca, vary), ca, gb[cid], how)
+        pair.config = _config(ca, vary)
         comp.pairs.append(pair)
         comp.rows += rows
     comp.only_b = [_label(c, vary) for cid, c in gb.items() if cid not in ga]
     return comp
 
 
-def _label(c: Config, vary: list[str]) -> str:
-    """What tells this pair from the others (the compared keys left out)."""
+def _config(c: Config, vary: list[str]) -> dict[str, Any]:
+    """What tells this pair from the others (the compared keys left out), by
+    short key: ``{"store": "hnswlib", "m": 16}``."""
     ident = c.first.identity()
-    parts = [f"{short_key(k)}={ident.get(k)}" for k in vary if k in ident]
-    return " ".join(parts) or "all runs"
+    return {short_key(k): ident.get(k) for k in vary if k in ident}
+
+
+def _label(c: Config, vary: list[str]) -> str:
+    """``_config`` in words: ``store=hnswlib m=16``."""
+    return " ".join(f"{k}={v}" for k, v in _config(c, vary).items()) or "all runs"
 
 
 def describe_differ(differ: dict[str, tuple[Any, Any]]) -> str:

@@ -278,6 +278,20 @@ def cautions(c: Config) -> list[str]:
     return out
 
 
+def naming_keys(recs: Sequence[Record], drop: Iterable[str] = ()) -> list[str]:
+    """The identity keys that tell ``recs``' configurations apart (but those
+    in ``drop``): a key only some stores have (memory has no ef_construct)
+    names a configuration where its value differs among those that have it."""
+    drop = tuple(drop)
+    idents = [r.identity() for r in recs]
+    return [
+        k
+        for k in varying_keys(recs)
+        if k not in drop
+        and len({json.dumps(i[k], default=str) for i in idents if i.get(k) is not None}) > 1
+    ]
+
+
 def group(recs: Sequence[Record], drop: Iterable[str] = ()) -> list[Config]:
     """Configurations in first-seen order, labelled by store and by the
     parameters that vary among ``recs`` (per-setting records: see
@@ -288,16 +302,7 @@ def group(recs: Sequence[Record], drop: Iterable[str] = ()) -> list[Config]:
         cid = records.config_id(r, drop)
         by.setdefault(cid, Config(cid, [])).runs.append(r)
     configs = list(by.values())
-    idents = [r.identity() for r in recs]
-    # a key only some stores have (memory has no ef_construct) names a
-    # configuration where its value differs among those that have it
-    vary = [
-        k
-        for k in varying_keys(recs)
-        if k not in drop
-        and k != "store.engine"
-        and len({json.dumps(i[k], default=str) for i in idents if i.get(k) is not None}) > 1
-    ]
+    vary = [k for k in naming_keys(recs, drop) if k != "store.engine"]
     for c in configs:
         ident = c.first.identity()
         parts = [store_label(c.first)]
