@@ -6,7 +6,7 @@ import pytest
 from storebench.plan.dryrun import estimate, time_model
 from storebench.plan.scenario import Scenario
 from storebench.report.terminal import BORDER_EDGE, BORDER_PER_COLUMN, fit_columns
-from storebench.run.progress import PRIOR_RUN_S, Sweep, fmt_duration
+from storebench.run.progress import PRIOR_RUN_S, PRIOR_SERVER_S, Sweep, fmt_duration
 from storebench.stores.opening import servers_started
 from storebench.workloads.base import OP_S, TASK_S, TimeModel
 
@@ -50,10 +50,42 @@ def test_a_cluster_counts_a_start_per_node_and_works_at_its_quota():
         return estimate([run]), run
 
     (quota, run), (whole, _) = first(), first("opensearch.node_cpus=1")
-    assert quota.runs[0][3] == 4 and servers_started(run.spec) == 4  # four nodes start
+    from storebench.stores.base import store_class
+
+    # four nodes start, each at the engine's pace
+    assert servers_started(run.spec) == 4
+    assert quota.runs[0][3] == pytest.approx(4 * store_class("opensearch").pace.start)
     assert quota.runs[0][2] == pytest.approx(4 * whole.runs[0][2])  # a quarter of a core each
     (embedded,) = Scenario.load("crud", stores=["memory"]).plan()
     assert servers_started(embedded.spec) == 0
+
+
+def test_an_engines_pace_weighs_the_priors_until_a_run_of_it_is_timed(monkeypatch):
+    from storebench.stores.base import Pace, store_class
+    from storebench.workloads.base import BUILD_S, DOC_S, load_time
+
+    hnswlib = store_class("hnswlib")
+    slow = type("Slow", (hnswlib,), {"pace": Pace(upload=10.0, build=3.0)})
+    assert load_time(1000, hnswlib).work_s == pytest.approx(1000 * (DOC_S + BUILD_S))
+    assert load_time(1000, slow).work_s == pytest.approx(1000 * (10 * DOC_S + 3 * BUILD_S))
+    # a JVM engine declares its own (no earlier run of it): a single search
+    # run of OpenSearch estimated 24.7 s at the generic priors and took 58 s
+    sets = ["repeats=1", "grid.index.m=[16]"]
+    (run,) = Scenario.load("search", stores=["opensearch"], sets=sets).plan()
+    cls = store_class("opensearch")
+    pace, n = cls.pace, run.params.n
+    paced = estimate([run])
+    monkeypatch.setattr(cls, "pace", Pace())
+    generic = estimate([run])
+    more = n * (DOC_S * (pace.upload - 1) + BUILD_S * (pace.build - 1))
+    more += PRIOR_SERVER_S * (pace.start - 1)
+    assert paced.total() - generic.total() == pytest.approx(more)
+    assert paced.total() >= 1.4 * generic.total()
+    # once a run of the engine is timed, its seconds decide and the pace cancels
+    monkeypatch.undo()
+    for sweep in (paced, generic):
+        sweep.finished(0, 50.0)
+        assert sweep.estimate(0) == pytest.approx(50.0)
 
 
 def test_eta_scales_the_engines_own_runs_then_all_runs():

@@ -88,7 +88,8 @@ def estimate(runs: Sequence[Run], history: Iterable[RunRecord] = ()) -> Sweep:
             r.spec.engine,
             r.workload,
             max(m.work_s * slowdown(r.spec.options), MIN_WORK_S),
-            servers_started(r.spec),  # each node a start of its own
+            # each node a start of its own, at its engine's pace
+            servers_started(r.spec) * store_class(r.spec.engine).pace.start,
         )
         for r, m in zip(runs, models, strict=True)
     ]

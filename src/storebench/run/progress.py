@@ -30,8 +30,9 @@ from rich.text import Text
 from storebench.common.redaction import redact
 
 # before any run of an engine has been timed: a run's fixed cost and a
-# managed server's start, per node of a cluster (the work itself: the
-# workload's ``TimeModel``, ``plan.dryrun.estimate``)
+# managed server's start, per node of a cluster, times the engine's
+# ``Store.pace.start`` (the work itself: the workload's ``TimeModel``, at
+# the engine's pace, ``plan.dryrun.estimate``)
 PRIOR_RUN_S = 0.1
 PRIOR_SERVER_S = 4.0
 MIN_WORK_S = 1e-3  # a run's least work: what its engine's pace is measured against
@@ -56,11 +57,12 @@ class Sweep:
 
     def __init__(
         self,
-        runs: list[tuple[str, str, float, int]],
+        runs: list[tuple[str, str, float, float]],
         history: Iterable[tuple[str, str, float, float]] = (),
         timed: list[float] | None = None,
     ):
-        # per run: (engine, workload, work, server processes it starts)
+        # per run: (engine, workload, work, server processes it starts, each
+        # weighed by its engine's start pace: 2 nodes at 1.5 are 3.0)
         self.runs = runs
         self.timed = timed or [0.0] * len(runs)
         self.done: list[tuple[str, str, float, float]] = []  # engine, workload, work, seconds

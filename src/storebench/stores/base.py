@@ -148,6 +148,21 @@ class RamUse:
 
 
 @dataclass(frozen=True)
+class Pace:
+    """How an engine's own work compares with the time estimate's generic
+    priors, before any run of it is timed (``Store.pace``; 1.0: the prior).
+    ``upload``: a document inserted (``workloads.base.DOC_S``); ``build``: a
+    document an index build adds (``BUILD_S``); ``start``: a managed server
+    or cluster node started (``run.progress.PRIOR_SERVER_S``). A timed run
+    of the engine (this sweep's or an earlier one in the results file)
+    replaces the prior: its seconds are rescaled by the same model."""
+
+    upload: float = 1.0
+    build: float = 1.0
+    start: float = 1.0
+
+
+@dataclass(frozen=True)
 class StoreSpec:
     """Everything needed to open a store, in any process: how to reach it,
     never what to build or search with (the run carries those)."""
@@ -415,6 +430,7 @@ class Store:
     # the RAM it takes in this process, or its managed server in its own
     # (``memory_use``; the default: one copy of each document)
     ram: ClassVar[RamUse] = RamUse()
+    pace: ClassVar[Pace] = Pace()  # its work against the time estimate's priors
     # set by __init__; here too for a store whose __init__ did not get that far
     _private_dir: str | None = None
     # attributes holding the engine's client objects: ``close`` closes each

@@ -29,7 +29,7 @@ from storebench.errors import NotSupported
 from storebench.measure.metrics import TaskStats
 from storebench.measure.resources import ResourceSampler
 from storebench.results.records import SettingResult, TaskRecord
-from storebench.stores.base import AsyncView, Capability, Collection, Store
+from storebench.stores.base import AsyncView, Capability, Collection, Pace, Store
 from storebench.stores.config import NoBoolNumbers
 from storebench.stores.params import IndexParams, SearchParams
 
@@ -132,9 +132,10 @@ def search_time(
 
 def load_time(n: float, store: type[Store] | None) -> TimeModel:
     """``n`` documents inserted, and the index built over them where the
-    store builds one."""
+    store builds one, each at the store's pace (``Store.pace``)."""
     builds = store is not None and Capability.INDEX in store.capabilities
-    return TimeModel(0.0, n * (DOC_S + (BUILD_S if builds else 0.0)))
+    pace = store.pace if store is not None else Pace()
+    return TimeModel(0.0, n * (DOC_S * pace.upload + (BUILD_S * pace.build if builds else 0.0)))
 
 
 class Workload:
