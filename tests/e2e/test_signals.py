@@ -113,10 +113,15 @@ def test_a_second_signal_exits_at_once_leaving_the_record_and_no_server(tmp_path
     assert not list(tmp.iterdir())  # the server's data directory and the run's files
 
 
-def test_2000_client_threads_exit_within_10_s_of_sigterm_keeping_the_record(tmp_path):
+@pytest.mark.parametrize("twice", [False, True], ids=["once", "twice"])
+def test_2000_client_threads_exit_within_10_s_of_sigterm_1_s_of_a_second_keeping_the_record(
+    tmp_path, twice
+):
     from storebench.servers.base import scaled_timeout
 
-    bound = scaled_timeout(10)  # 10 s on an idle machine; the load before the run's own threads
+    # 10 s (1 s after a second signal) on an idle machine; scaled by the load
+    # there was before the run's own threads
+    bound = scaled_timeout(1 if twice else 10)
     p = subprocess.Popen(
         [*CLI, "-v", "run", "crud", "--store", "memory", "--set", "n=4000", "--set", "warmup=1"]
         + ["--set", "ops=100000000", "--set", "clients=2000", "--set", "grid={}"]
@@ -131,14 +136,17 @@ def test_2000_client_threads_exit_within_10_s_of_sigterm_keeping_the_record(tmp_
         assert line, seen
         seen += line
     p.send_signal(signal.SIGTERM)
+    if twice:
+        time.sleep(0.2)  # the clients are still ending
+        p.send_signal(signal.SIGTERM)
     sent = time.monotonic()
     _, err = p.communicate(timeout=300)
     took = time.monotonic() - sent
     assert p.returncode == 143 and "Traceback" not in err, err
-    assert took < bound, f"exit {took:.1f} s after SIGTERM, over {bound:.0f} s"
+    assert took < bound, f"exit {took:.1f} s after the last SIGTERM, over {bound:.0f} s"
     (line,) = (tmp_path / "crud.jsonl").read_text().splitlines()
     rec = json.loads(line)
-    assert rec["status"] == "interrupted" and rec["error"] == "interrupted by SIGTERM"
+    assert rec["status"] == "interrupted" and rec["error"].startswith("interrupted by SIGTERM")
 
 
 def test_signals_at_random_instants_never_hang_lose_a_record_or_leave_anything():
