@@ -207,6 +207,7 @@ def test_an_alias_bomb_is_refused_before_it_expands(tmp_path, tail):
         (["ops=100000000000000000000"], "--set params.ops: at most 1,000,000,000,000"),
         (["clients=1000000000"], "--set params.clients: at most 100,000 clients"),
         (["seed=-1"], "--set params.seed: .*greater than or equal to 0"),
+        (["grid={}", "grid.frob=[1]"], "--set grid.frob: grid keys are"),  # the later, narrower
     ],
 )
 def test_limits_are_checked_by_the_plan_and_blamed_on_the_flag(tmp_path, sets, where):

@@ -289,8 +289,9 @@ def error(
 def where(path: Path, lines: Lines, overrides: dict[str, str], loc: tuple[Any, ...]) -> str:
     """What an error at key ``loc`` points at: the flag that set it, else its line."""
     key = dotted(loc)
-    for set_key, flag in overrides.items():
-        if key == set_key or key.startswith(set_key + "."):
-            return flag
+    # the most specific flag: `--set grid.x=..` after `--set grid={}` wrote x
+    setters = [k for k in overrides if key == k or key.startswith(k + ".")]
+    if setters:
+        return overrides[max(setters, key=len)]
     line = _line_for(lines, loc)
     return f"{path}:{line}" if line else str(path)
