@@ -86,16 +86,17 @@ class _Searches(ViewsOp):
         self.order: list[int] = []
         self.search = coll.search
         self.q = np.ascontiguousarray(f.queries.array)
+        self.rows = list(self.q[:, None])  # query j as a (1, d) view, sliced once
         self.k = f.k
         # the search call's arguments after the query: a filter only where there is one
         self.args = (f.k,) if f.where is None else (f.k, f.where)
-        self.found = np.full((len(self.q), f.k), -1, np.int64)
-        self.seen = np.zeros(len(self.q), bool)
+        # each query's answer as the store gave it ((1, k) ids), kept as it
+        # comes: ``finish`` copies them out, not the timed op
+        self.got: list[np.ndarray | None] = [None] * len(self.q)
 
     def __call__(self, i: int) -> None:
-        j = i % len(self.q)
-        self.found[j] = self.search(self.q[j : j + 1], *self.args).ids[0]
-        self.seen[j] = True
+        j = i % len(self.rows)
+        self.got[j] = self.search(self.rows[j], *self.args).ids
 
     def native(self) -> Any:
         """The same queries for the native loop: its slot j is this lane's
@@ -111,11 +112,15 @@ class _Searches(ViewsOp):
         self.asearch = view.search
 
     async def acall(self, i: int) -> None:
-        j = i % len(self.q)
-        self.found[j] = (await self.asearch(self.q[j : j + 1], *self.args)).ids[0]
-        self.seen[j] = True
+        j = i % len(self.rows)
+        self.got[j] = (await self.asearch(self.rows[j], *self.args)).ids
 
     def finish(self) -> Any:
+        found = np.full((len(self.q), self.k), -1, np.int64)
+        seen = np.zeros(len(self.q), bool)
+        for j, ids in enumerate(self.got):
+            if ids is not None:
+                found[j], seen[j] = ids[0], True
         if self.native_op is not None:  # the ids the native loop kept, by slot
             ids, spans = self.native_op.results()
             for j in range(len(spans) // 2):
@@ -123,6 +128,6 @@ class _Searches(ViewsOp):
                 if s >= 0:
                     qj = self.order[j % len(self.order)]
                     got = ids[s : min(e, s + self.k)]
-                    self.found[qj, : len(got)] = got
-                    self.seen[qj] = True
-        return self.found, self.seen
+                    found[qj, : len(got)] = got
+                    seen[qj] = True
+        return found, seen
