@@ -81,7 +81,7 @@ class HnswlibCollection(LibraryCollection):
             d = np.sqrt(np.maximum(d, 0.0))
         elif metric == "ip":
             d = d - 1.0  # hnswlib's ip distance is 1 - dot
-        return labels.astype(np.int64), d
+        return labels.view(np.int64), d  # labels are rows, below 2**63
 
     def _index_bytes(self) -> int:
         return int(self._ix.index_file_size())

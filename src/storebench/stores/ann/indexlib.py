@@ -186,8 +186,9 @@ class LibraryCollection(ColumnsCollection):
         self, q: np.ndarray, k: int, allowed: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(rows, distances) of the k nearest live rows (only rows where
-        ``allowed`` is true, if given), padded with -1/inf; distances in the
-        metric's own terms. k never exceeds the live (allowed) rows."""
+        ``allowed`` is true, if given), padded with -1/inf: int64 and float32,
+        distances in the metric's own terms. k never exceeds the live
+        (allowed) rows."""
         raise NotImplementedError
 
     def _index_set_ef(self, ef: int) -> None:
@@ -250,30 +251,39 @@ class LibraryCollection(ColumnsCollection):
         q = np.ascontiguousarray(vectors, dtype=np.float32)
         with self._lock.shared:
             c = self._c
-            live = c.count()
-            allowed = None
-            if where is not None:
-                allowed = c.mask(where)
-                live = int(allowed.sum())
-                if live == c.count():
-                    allowed = None  # every live document matches
-            if live == 0 or k == 0 or not self._built:
-                shape = (len(q), k)
-                return SearchResult(
-                    np.full(shape, -1, np.int64), np.full(shape, np.inf, np.float32)
-                )
-            if allowed is not None and live <= k:
-                rows, dist = self._exact(q, k, np.flatnonzero(allowed))  # all of them
+            if where is None and 0 < k <= len(c.row_of) and self._built:  # the common case
+                rows, dist = self._index_knn(q, k, None)
             else:
-                kk = min(k, live)
-                rows, dist = self._index_knn(q, kk, allowed)
-                if kk < k:
-                    rows = np.pad(rows, ((0, 0), (0, k - kk)), constant_values=-1)
-                    dist = np.pad(dist, ((0, 0), (0, k - kk)), constant_values=np.inf)
+                rows, dist = self._search_rest(q, k, where)
             ids = c.ids[rows]
-            if padded(rows):
-                ids[rows < 0] = -1
-        return SearchResult(ids, dist.astype(np.float32, copy=False))
+        if min(rows[:, -1].tolist()) < 0:  # padded (``padded``, without its call)
+            ids[rows < 0] = -1
+        return SearchResult(ids, dist)
+
+    def _search_rest(
+        self, q: np.ndarray, k: int, where: Filter | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``search``'s rows and distances with a filter, for k = 0, for k
+        above the live documents and before the index exists."""
+        c = self._c
+        live = c.count()
+        allowed = None
+        if where is not None:
+            allowed = c.mask(where)
+            live = int(allowed.sum())
+            if live == c.count():
+                allowed = None  # every live document matches
+        if live == 0 or k == 0 or not self._built:
+            shape = (len(q), k)
+            return np.full(shape, -1, np.int64), np.full(shape, np.inf, np.float32)
+        if allowed is not None and live <= k:
+            return self._exact(q, k, np.flatnonzero(allowed))  # all of them
+        kk = min(k, live)
+        rows, dist = self._index_knn(q, kk, allowed)
+        if kk < k:
+            rows = np.pad(rows, ((0, 0), (0, k - kk)), constant_values=-1)
+            dist = np.pad(dist, ((0, 0), (0, k - kk)), constant_values=np.inf)
+        return rows, dist
 
     def build_index(self, params: HnswIndex) -> bool:
         """False (nothing built) when the inserts built it with these parameters."""

@@ -61,20 +61,21 @@ class UsearchCollection(LibraryCollection):
             return self._exact(q, k, np.flatnonzero(allowed))
         m = self._ix.search(q, k)
         # one query comes back as Matches, cut to its count; more as
-        # BatchMatches, k wide, with counts (the rest is left unset)
-        counts = m.counts.tolist() if len(q) > 1 else [len(m.keys)]
-        rows = m.keys.reshape(len(q), -1).astype(np.int64)
+        # BatchMatches, k wide, with counts (the rest is left unset). Keys
+        # are rows, below 2**63: int64 as they are
+        rows = m.keys.view(np.int64).reshape(len(q), -1)
         d = m.distances.reshape(len(q), -1)
-        if min(counts) < k:
-            found = np.arange(k)[None, :] < np.array(counts)[:, None]
+        if rows.shape[1] < k or (len(q) > 1 and m.counts.min() < k):
+            counts = m.counts if len(q) > 1 else np.array([rows.shape[1]])
+            found = np.arange(k)[None, :] < counts[:, None]
             rows = np.where(found, np.pad(rows, ((0, 0), (0, k - rows.shape[1]))), -1)
-            d = np.where(found, np.pad(d, ((0, 0), (0, k - d.shape[1]))), np.inf)
+            d = np.where(found, np.pad(d, ((0, 0), (0, k - d.shape[1]))), np.float32(np.inf))
         metric = self.schema.metric
         if metric == "l2":
             d = np.sqrt(np.maximum(d, 0.0))
         elif metric == "ip":
             d = d - 1.0
-        return rows, d.astype(np.float32, copy=False)
+        return rows, d
 
     def _index_bytes(self) -> int:
         return int(self._ix.memory_usage)
