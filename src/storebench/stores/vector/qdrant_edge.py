@@ -286,44 +286,50 @@ class QdrantEdgeCollection(Collection):
         idx = idx[::-1] if desc else idx
         return found.take(idx[:limit] if limit is not None else idx)
 
+    def _request(self, v: list[float], k: int, flt: Any) -> Any:
+        if flt is None:  # ``filter=None`` costs the binding a conversion
+            return qe.QueryRequest(
+                limit=k,
+                query=qe.Query.Nearest(v),
+                params=self._search,
+                with_payload=False,
+                with_vector=False,
+            )
+        return qe.QueryRequest(
+            limit=k,
+            query=qe.Query.Nearest(v),
+            filter=flt,
+            params=self._search,
+            with_payload=False,
+            with_vector=False,
+        )
+
     def search(self, vectors: np.ndarray, k: int, where: F.Filter | None = None) -> SearchResult:
         nq = len(vectors)
         if nq == 0 or k == 0:
             return SearchResult(
                 np.full((nq, k), -1, np.int64), np.full((nq, k), np.inf, np.float32)
             )
-        flt = self._filter(where)
-        reqs = [
-            qe.QueryRequest(
-                limit=k,
-                query=qe.Query.Nearest(v),
-                filter=flt,
-                params=self._search,
-                with_payload=False,
-                with_vector=False,
-            )
-            for v in np.asarray(vectors, np.float32).tolist()
-        ]
+        flt = None if where is None else self._filter(where)
+        vecs = vectors.tolist()  # Qdrant takes the floats as f32, as float32 rounds them
         with self._lock.shared:
             if nq == 1:
-                results = [self._shard.query(reqs[0])]
+                results = [self._shard.query(self._request(vecs[0], k, flt))]
             else:
+                reqs = [self._request(v, k, flt) for v in vecs]
                 results = self._shard.query_batch(qe.QueryBatchRequest(reqs))
-        # every query's points (nearest first) in one flat list
-        uids = [p.id for points in results for p in points]
-        # in Python per point, not numpy per query: exact in float64, so the
-        # same float32 as the sum over float32 arrays
+        # every query's points (nearest first) in one flat list; the distance
+        # in Python per point: exact in float64, so the same float32 as the
+        # sum over float32 arrays
         shift, sign = self._shift, self._sign
-        dist = np.array([shift + sign * p.score for ps in results for p in ps], np.float32)
-        found = [len(points) for points in results]
-        if min(found) == k:
-            return SearchResult(_ids(uids).reshape(nq, k), dist.reshape(nq, k))
-        mine = np.arange(k) < np.array(found)[:, None]  # a query's points, then padding
-        ids = np.full((nq, k), -1, np.int64)
-        ids[mine] = _ids(uids)
-        padded = np.full((nq, k), np.inf, np.float32)
-        padded[mine] = dist
-        return SearchResult(ids, padded)
+        ids = _ids([p.id for points in results for p in points])
+        dist = np.array([shift + sign * p.score for points in results for p in points], np.float32)
+        if len(ids) == nq * k:  # k points each
+            return SearchResult(ids.reshape(nq, k), dist.reshape(nq, k))
+        mine = np.arange(k) < np.array([len(points) for points in results])[:, None]
+        padded = SearchResult(np.full((nq, k), -1, np.int64), np.full((nq, k), np.inf, np.float32))
+        padded.ids[mine], padded.distances[mine] = ids, dist  # a query's points, then padding
+        return padded
 
     def _count(self, flt: Any = None) -> int:
         return int(self._shard.count(qe.CountRequest(exact=True, filter=flt)))
