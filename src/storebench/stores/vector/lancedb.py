@@ -182,12 +182,14 @@ class LanceCollection(Collection):
         if where is not None:
             q = q.where(compile_filter(where, self._cols), prefilter=True)
         t = q.select([_ID, "_distance"]).to_arrow()
-        found = np.asarray(t.column(_ID).to_numpy(zero_copy_only=False), np.int64)
-        d = np.asarray(t.column("_distance").to_numpy(zero_copy_only=False), np.float32)
-        if nq == 1:
-            qi = np.zeros(len(found), np.int64)
-        else:
-            qi = np.asarray(t.column("query_index").to_numpy(zero_copy_only=False), np.int64)
+        found = t.column(_ID).to_numpy()
+        d = t.column("_distance").to_numpy()
+        if nq == 1:  # one query's rows: nearest first (Lance sorts them; a stable sort to be sure)
+            order = np.argsort(d, kind="stable")[:k]
+            ids[0, : len(order)] = found[order]
+            dist[0, : len(order)] = self._distance(d[order])
+            return SearchResult(ids, dist)
+        qi = t.column("query_index").to_numpy().astype(np.int64)
         order = np.lexsort((d, qi))  # per query, nearest first
         found, d, qi = found[order], d[order], qi[order]
         rank = np.arange(len(qi)) - np.searchsorted(qi, qi)  # position within its query
