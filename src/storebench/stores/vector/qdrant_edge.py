@@ -132,11 +132,13 @@ class QdrantEdgeCollection(Collection):
         if not records:
             empty = DocBatch.empty(self.schema)
             return empty if vectors else empty.select(None, vectors=False)
-        payloads = [r.payload for r in records]
-        fields: dict[str, np.ndarray] = {
-            f: np.array([p[f] for p in payloads], dtype=DTYPES[kind])
-            for f, kind in self.schema.fields.items()
-        }
+        fields: dict[str, np.ndarray] = {}
+        if self._fields:  # each point's payload read only where there are fields
+            payloads = [r.payload for r in records]
+            fields = {
+                f: np.array([p[f] for p in payloads], dtype=DTYPES[kind])
+                for f, kind in self.schema.fields.items()
+            }
         vecs = np.array([r.vector for r in records], np.float32) if vectors else None
         return DocBatch(_ids([r.id for r in records]), fields, vecs)
 
