@@ -14,7 +14,12 @@ lancedb, duckdb and chroma search partly on threads of their own) and wall.
 Printed per engine and ef: each figure for both, storebench's over the
 library's, and the load average before and after. With ``--get``, a line
 ``get`` per engine whose adapter's get calls its library: one id per call,
-the library's own get against the collection's.
+the library's own get against the collection's. With ``--insert BATCH``, a
+line ``ins`` per engine whose library side is here (hnswlib, usearch, faiss,
+qdrant-edge): batches of BATCH documents into a new, empty index on each
+side (the library's made its way, with the same parameters; hnswlib's with
+its capacity known up front, where the adapter grows its index), 5 batches
+per block, figures per document.
 
 Qdrant scans a segment below its full-scan threshold (10 MB of vectors)
 instead of walking its graph, so ef changes nothing for qdrant-edge below
@@ -35,6 +40,7 @@ hand-offs more than with the adapter's own few microseconds.
 
     nice python benchmarks/adapter_floor.py [--n 100000 --dim 50 --metric cosine]
         [--ef 16 64 256] [--blocks 10 --block 200] [--engines hnswlib faiss ...] [--get]
+        [--insert BATCH]
 """
 
 from __future__ import annotations
@@ -225,14 +231,101 @@ def gets(coll: Any, n: int) -> dict[str, Callable[[int], Any]]:
     }
 
 
+# a fresh index of the collection's kind and parameters, made the library's
+# way -> one batch (ids, vectors) into it: the floor of ``insert``
+def _hnswlib_insert(coll: Any, n: int) -> Callable[[np.ndarray, np.ndarray], Any]:
+    import hnswlib
+
+    ix = hnswlib.Index(space=coll.schema.metric, dim=coll._dim)  # its capacity known up front
+    ix.init_index(max_elements=n, M=BUILD["m"], ef_construction=BUILD["ef_construct"])
+    return lambda ids, vecs: ix.add_items(vecs, ids, num_threads=-1)
+
+
+def _usearch_insert(coll: Any, n: int) -> Callable[[np.ndarray, np.ndarray], Any]:
+    from usearch.index import Index
+
+    from storebench.stores.ann.usearch import _METRIC
+
+    ix = Index(
+        ndim=coll._dim,
+        metric=_METRIC[coll.schema.metric],
+        dtype="f32",
+        connectivity=BUILD["m"],
+        expansion_add=BUILD["ef_construct"],
+    )
+    return lambda ids, vecs: ix.add(ids, vecs)
+
+
+def _faiss_insert(coll: Any, n: int) -> Callable[[np.ndarray, np.ndarray], Any]:
+    import faiss
+
+    metric = faiss.METRIC_L2 if coll.schema.metric == "l2" else faiss.METRIC_INNER_PRODUCT
+    ix = faiss.IndexHNSWFlat(coll._dim, BUILD["m"], metric)
+    ix.hnsw.efConstruction = BUILD["ef_construct"]
+    if coll.schema.metric != "cosine":
+        return lambda ids, vecs: ix.add(vecs)
+
+    def cosine(ids: np.ndarray, vecs: np.ndarray) -> Any:
+        vecs = vecs.copy()
+        faiss.normalize_L2(vecs)  # unit vectors under inner product, as the adapter's
+        return ix.add(vecs)
+
+    return cosine
+
+
+def _qdrant_edge_insert(coll: Any, n: int) -> Callable[[np.ndarray, np.ndarray], Any]:
+    import qdrant_edge as qe
+
+    # in the store's directory, which goes when the store closes
+    path = os.path.join(coll.store.local_path(), "floor_library")
+    shard = qe.EdgeShard.create(path, coll.store._config(coll.schema, BUILD))
+
+    def upsert(ids: np.ndarray, vecs: np.ndarray) -> Any:
+        points = [qe.Point(i, v, {}) for i, v in zip(ids.tolist(), vecs.tolist(), strict=True)]
+        return shard.update(qe.UpdateOperation.upsert_points(points))
+
+    return upsert
+
+
+INSERT: dict[str, Callable[[Any, int], Callable[[np.ndarray, np.ndarray], Any]]] = {
+    "hnswlib": _hnswlib_insert,
+    "usearch": _usearch_insert,
+    "faiss": _faiss_insert,
+    "qdrant-edge": _qdrant_edge_insert,
+}
+
+
+def inserts(store: Any, coll: Any, data: np.ndarray, batch: int) -> dict[str, Callable[[int], Any]]:
+    """Each call of a side inserts its next batch of ``data`` (ids its rows)
+    into an index of its own that starts empty: the library's, and a new
+    collection of the same schema and parameters (its batches made before
+    timing, as the insert workload's are)."""
+    n = len(data)
+    library = INSERT[store.engine](coll, n)
+    ours = store.create_collection("floor_insert", coll.schema, store.Index(**BUILD))
+    ids = np.arange(n, dtype=np.int64)
+    batches = [DocBatch(ids[s : s + batch], {}, data[s : s + batch]) for s in range(0, n, batch)]
+    mine, theirs = iter(batches), iter([(b.ids, b.vectors) for b in batches])
+    return {
+        "library": lambda i: library(*next(theirs)),
+        "storebench": lambda i: ours.insert(next(mine)),
+    }
+
+
 def line(
-    engine: str, what: str, sides: dict[str, Callable[[int], Any]], blocks: int, block: int
+    engine: str,
+    what: str,
+    sides: dict[str, Callable[[int], Any]],
+    blocks: int,
+    block: int,
+    per: int = 1,
 ) -> None:
-    """Time the library and storebench sides alternately and print their line."""
+    """Time the library and storebench sides alternately and print their
+    line (each figure per call / ``per``)."""
     load = os.getloadavg()[0]
     t = alternated(sides, blocks, block)
     figures = "".join(
-        f"  {lib:8,.1f} {ours:8,.1f} {ours / lib:4.2f}"
+        f"  {lib / per:8,.1f} {ours / per:8,.1f} {ours / lib:4.2f}"
         for lib, ours in zip(t["library"], t["storebench"], strict=True)
     )
     after = os.getloadavg()[0]
@@ -262,6 +355,12 @@ def main() -> None:
     ap.add_argument("--block", type=int, default=200, help="queries per block")
     ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
     ap.add_argument("--get", action="store_true", help="also get by id, one id per call")
+    ap.add_argument(
+        "--insert",
+        type=int,
+        metavar="BATCH",
+        help="also insert batches of BATCH documents into new, empty indexes (us per document)",
+    )
     args = ap.parse_args()
 
     data = synthetic.vectors(args.n, args.dim)
@@ -295,6 +394,11 @@ def main() -> None:
                     line(engine, str(ef or "-"), sides, args.blocks, args.block)
                 if args.get and engine in GET:
                     line(engine, "get", gets(coll, args.n), args.blocks, args.block)
+                if args.insert and engine in INSERT:
+                    # blocks of 5 batches, as many as the data holds after the untimed one
+                    blocks = min(args.blocks, args.n // (5 * args.insert) - 1)
+                    sides = inserts(store, coll, data, args.insert)
+                    line(engine, "ins", sides, blocks, 5, per=args.insert)
             finally:
                 store.close()
 
