@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from storebench.data import filters as F
-from storebench.data.batch import DocBatch
+from storebench.data.batch import DocBatch, Schema
 from storebench.data.truth import GroundTruth, distances, recall_at_k
 from storebench.errors import NotSupported, UserError
 from storebench.stores.base import Capability, StoreSpec
@@ -205,6 +205,22 @@ def test_searches_run_beside_inserts(engine):
     assert not errors
     assert coll.count() == 4000
     assert coll.search(docs.vectors[3999:4000], 1).ids[0, 0] == 3999
+    store.close()
+
+
+def test_searches_with_nothing_to_look_for(engine):
+    """No document yet, k = 0, no query: every answer is padding, as wide
+    as asked (the common case's path is not taken)."""
+    store = _open(engine)
+    coll = _coll(store, "nothing", Schema(dim=4, metric="cosine"))
+    q = np.ones((2, 4), np.float32)
+    assert coll.search(q, 3).ids.tolist() == [[-1] * 3] * 2
+    coll.insert(DocBatch(np.array([10, 11], np.int64), {}, np.eye(4, dtype=np.float32)[:2]))
+    assert coll.search(q, 0).ids.shape == (2, 0)
+    assert coll.search(q[:0], 2).ids.shape == (0, 2)
+    found = coll.search(q, 3)
+    assert sorted(found.ids[0, :2].tolist()) == [10, 11] and found.ids[0, 2] == -1
+    assert found.distances.dtype == np.float32 and np.isinf(found.distances[0, 2])
     store.close()
 
 

@@ -251,10 +251,16 @@ class LibraryCollection(ColumnsCollection):
         q = np.ascontiguousarray(vectors, dtype=np.float32)
         with self._lock.shared:
             c = self._c
-            if where is None and 0 < k <= len(c.row_of) and self._built:  # the common case
-                rows, dist = self._index_knn(q, k, None)
+            if where is None and 0 < k <= len(c.row_of) and self._built and len(q):
+                rows, dist = self._index_knn(q, k, None)  # the common case
             else:
-                rows, dist = self._search_rest(q, k, where)
+                found = self._search_rest(q, k, where)
+                if found is None:  # nothing to look for
+                    shape = (len(q), k)
+                    return SearchResult(
+                        np.full(shape, -1, np.int64), np.full(shape, np.inf, np.float32)
+                    )
+                rows, dist = found
             ids = c.ids[rows]
         if min(rows[:, -1].tolist()) < 0:  # padded (``padded``, without its call)
             ids[rows < 0] = -1
@@ -262,9 +268,10 @@ class LibraryCollection(ColumnsCollection):
 
     def _search_rest(
         self, q: np.ndarray, k: int, where: Filter | None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """``search``'s rows and distances with a filter, for k = 0, for k
-        above the live documents and before the index exists."""
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """``search``'s rows and distances with a filter and for k above the
+        live documents; None where there is nothing to look for (no query,
+        k = 0, no live or matching document, no index yet)."""
         c = self._c
         live = c.count()
         allowed = None
@@ -273,9 +280,8 @@ class LibraryCollection(ColumnsCollection):
             live = int(allowed.sum())
             if live == c.count():
                 allowed = None  # every live document matches
-        if live == 0 or k == 0 or not self._built:
-            shape = (len(q), k)
-            return np.full(shape, -1, np.int64), np.full(shape, np.inf, np.float32)
+        if live == 0 or k == 0 or not self._built or not len(q):
+            return None
         if allowed is not None and live <= k:
             return self._exact(q, k, np.flatnonzero(allowed))  # all of them
         kk = min(k, live)
