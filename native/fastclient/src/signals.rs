@@ -3,9 +3,11 @@
 //! With thousands of thread clients holding the GIL in turn, a Python-level
 //! handler (or the thread that reads the signal's wake-up descriptor) waits
 //! seconds for its turn before it can tell the clients to stop. This handler
-//! runs in whatever thread the kernel interrupts, needs no GIL: it writes 1
-//! into the driver's stop byte, then calls the handler it replaced (Python's
-//! own C handler, which goes on as before: the interrupt, the wake-up byte).
+//! runs in whatever thread the kernel interrupts, needs no GIL: it writes the
+//! signal's number into the driver's stop byte (a stop the driver can tell
+//! from a failing client's, which writes 1), then calls the handler it
+//! replaced (Python's own C handler, which goes on as before: the
+//! interrupt, the wake-up byte).
 
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
@@ -23,7 +25,7 @@ static PREV_FLAGS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS]
 extern "C" fn raise_flag(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
     let flag = FLAG.load(Ordering::Acquire);
     if !flag.is_null() {
-        unsafe { ptr::write_volatile(flag, 1) };
+        unsafe { ptr::write_volatile(flag, sig as u8) };
     }
     let Some(i) = usize::try_from(sig).ok().filter(|&i| i < SLOTS) else { return };
     let prev = PREV[i].load(Ordering::Acquire);
@@ -41,7 +43,7 @@ extern "C" fn raise_flag(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
     }
 }
 
-/// From now on, ``signals`` write 1 at ``addr`` (a byte the caller keeps
+/// From now on, ``signals`` write their number at ``addr`` (a byte the caller keeps
 /// alive until it calls ``stop_on_signal(0, ...)``) before their own
 /// handler runs. A signal whose handler is the default or ignored is left
 /// alone (nothing would run after ours).

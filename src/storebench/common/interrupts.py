@@ -35,6 +35,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
@@ -293,6 +294,16 @@ def exclusive() -> Iterator[None]:
     """Hold off a hard exit (e.g. while a record is being written)."""
     with _state.lock:
         yield
+
+
+def await_interrupt(timeout_s: float = REDELIVER_S) -> None:
+    """A signal's effect was seen (a stop flag its handler set) before its
+    interrupt reached the main thread: wait here for the interrupt, raised
+    at this thread's next turn. Returns after ``timeout_s`` if none came
+    (one swallowed on its way is delivered again by the watcher)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def on_signal(fn: Callable[[], None]) -> contextlib.AbstractContextManager[None]:

@@ -49,6 +49,7 @@ from storebench.driver.core import (
 from storebench.driver.executors import (
     NOT_STARTED,
     Executor,
+    Latch,
     _failure,
     _per_task,
     _slots,
@@ -320,8 +321,8 @@ class AsyncExecutor(Executor):
         n = len(slots)
         ctl = Controls.local(n)
         results: dict[int, ClientResult | Measured] = {}
-        done = threading.Event()
-        ready = threading.Event()
+        done = Latch()
+        ready = Latch()
         lock = threading.Lock()
         claimed = [False] * n  # by launch as it hands the client over, or by abort
         aborted = [False]

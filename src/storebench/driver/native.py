@@ -71,8 +71,8 @@ def _address(buf: Any, dtype: type) -> int:
 
 @contextlib.contextmanager
 def stop_on_signal(ctl: Controls) -> Iterator[None]:
-    """Inside the block SIGINT and SIGTERM set ``ctl.stop`` in the signal
-    handler itself, before any Python runs (where the compiled module is
+    """Inside the block SIGINT and SIGTERM set ``ctl.stop`` to their number
+    in the signal handler itself, before any Python runs (where the compiled module is
     installed; else ``interrupts.on_signal`` alone does it, a GIL turn
     later). With thousands of thread clients taking the GIL in turn, that
     turn comes seconds after the signal; the clients then see the stop at
