@@ -20,7 +20,9 @@ trials send a second signal (any of the two) up to a second later. Checks:
   signal came during the clean-up of a finished run); none otherwise;
 - nothing left behind: no process storebench started (its descendants are
   polled while it runs, and any process naming the trial's TMPDIR), nothing
-  in the TMPDIR (managed servers' data directories, the run's files).
+  in the TMPDIR (managed servers' data directories, the run's files), no
+  multiprocessing semaphore (``/dev/shm/sem.mp-*``) made during the trial
+  that no process holds.
 
 It prints trials, hangs, lost records, leftover processes and directories,
 and the worst time from the first signal to the exit.
@@ -32,6 +34,7 @@ and the worst time from the first signal to the exit.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -234,6 +237,7 @@ class Outcome:
 
 def trial(plan: Plan, workdir: Path, n: int = 3000, ops: int = 5000) -> Outcome:
     out = Outcome(plan)
+    shm_before = _semaphores()
     tmp, res = workdir / "t", workdir / "results"  # short: a local Ray's sockets live under TMPDIR
     tmp.mkdir(parents=True)
     tmp.chmod(0o1777)  # like /tmp: a server running as an unprivileged user makes its
@@ -302,7 +306,7 @@ def trial(plan: Plan, workdir: Path, n: int = 3000, ops: int = 5000) -> Outcome:
         ok_status.add(0)
     if out.status not in ok_status:
         out.failures.append(f"exit status {out.status}")
-    out.failures += _leftovers(live, tmp)
+    out.failures += _leftovers(live, tmp, shm_before)
     _clean(live, tmp)
     return out
 
@@ -334,7 +338,27 @@ def _check_record(res: Path, lines: list[str]) -> tuple[list[str], bool]:
     return [f"record status {rec['status']}: {rec.get('error')}"], False
 
 
-def _leftovers(live: Live, tmp: Path) -> list[str]:
+def _semaphores() -> dict[str, int]:
+    """multiprocessing's named semaphores in /dev/shm, by inode."""
+    out = {}
+    for e in os.scandir("/dev/shm"):
+        if e.name.startswith("sem.mp-"):
+            with contextlib.suppress(OSError):
+                out[e.name] = e.inode()
+    return out
+
+
+def _held_shm_inodes() -> set[int]:
+    """The inodes of /dev/shm files any live process maps (glibc's sem_open
+    maps a temporary name, so by inode)."""
+    held: set[int] = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/maps") as f:
+            held.update(int(line.split(None, 5)[4]) for line in f if " /dev/shm/" in line)
+    return held
+
+
+def _leftovers(live: Live, tmp: Path, shm_before: dict[str, int]) -> list[str]:
     deadline = time.monotonic() + SETTLE_S
     while True:
         alive = []
@@ -349,7 +373,10 @@ def _leftovers(live: Live, tmp: Path) -> list[str]:
             if str(tmp) in " ".join(p.info["cmdline"] or []):
                 alive.append(f"{p.info['cmdline'][0]}[{p.info['pid']}]")
         files = sorted(x.name for x in tmp.iterdir()) if tmp.exists() else []
-        if (not alive and not files) or time.monotonic() > deadline:
+        new = {n: i for n, i in _semaphores().items() if n not in shm_before}
+        held = _held_shm_inodes() if new else set()
+        sems = sorted(n for n, i in new.items() if i not in held)
+        if (not alive and not files and not sems) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     found = []
@@ -359,6 +386,11 @@ def _leftovers(live: Live, tmp: Path) -> list[str]:
         inside = sorted(str(f.relative_to(tmp)) for f in tmp.rglob("*"))
         more = f" ({', '.join(inside[:8])}{', ...' if len(inside) > 8 else ''})"
         found.append("leftover files: " + ", ".join(files) + more)
+    if sems:
+        found.append("leftover semaphores: " + ", ".join(sems))
+        for n in sems:  # made during the trial, held by nothing: its own
+            with contextlib.suppress(OSError):
+                os.unlink(f"/dev/shm/{n}")
     return found
 
 
@@ -411,6 +443,7 @@ def summary(outcomes: list[Outcome]) -> dict[str, object]:
         ),
         "leftover processes": count("leftover processes"),
         "leftover files": count("leftover files"),
+        "leftover semaphores": count("leftover semaphores"),
         "worst time to exit s": round(max((o.exit_s for o in signalled), default=0.0), 2),
         "landed in": {p: sum(o.landed == p for o in signalled) for p in PHASES},
         "second signals": sum(o.plan.second is not None for o in signalled),

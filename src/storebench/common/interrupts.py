@@ -149,10 +149,22 @@ def hard_exit(signum: int, why: str = "again") -> None:
 def _kill_descendants() -> None:
     import psutil
 
+    spared = _resource_tracker()
     with contextlib.suppress(psutil.Error):
         for p in psutil.Process().children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                p.kill()
+            if p.pid != spared:
+                with contextlib.suppress(psutil.Error):
+                    p.kill()
+
+
+def _resource_tracker() -> int | None:
+    """multiprocessing's resource tracker, if this process started one: it
+    outlives us by a moment and unlinks the semaphores (``/dev/shm/sem.mp-*``)
+    and shared memory of the client processes killed here; killed with them,
+    it left them behind."""
+    module = sys.modules.get("multiprocessing.resource_tracker")
+    pid = getattr(getattr(module, "_resource_tracker", None), "_pid", None)
+    return pid if isinstance(pid, int) else None
 
 
 def _watch(sock: socket.socket) -> None:
