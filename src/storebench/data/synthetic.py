@@ -28,6 +28,10 @@ Kind = Literal["embedding", "clustered", "uniform"]
 CHUNK = 65536
 KINDS = ("embedding", "clustered", "uniform")
 SPECTRUM_DECAY = 0.5  # the embedding kind's axis i has scale i^-SPECTRUM_DECAY
+# the embedding kind's rotation is applied to blocks of this many rows, the
+# last padded: BLAS computes a row by a kernel chosen by its place in the
+# matrix, so a matrix of another height gave some rows another last bit
+_ROTATE_ROWS = 256
 
 # stream ids: each field draws from its own random stream, so adding a field
 # never changes another
@@ -56,6 +60,19 @@ def _rotation(seed: int, dim: int) -> np.ndarray:
     return (scales[:, None] * (q * np.sign(np.diag(r)))).astype(np.float32)
 
 
+def _rotate(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """``x @ shape`` in blocks of ``_ROTATE_ROWS`` rows (the last padded with
+    zeros): every row is computed the same way whatever ``len(x)``."""
+    rows = len(x)
+    padded = -(-rows // _ROTATE_ROWS) * _ROTATE_ROWS
+    if padded != rows:
+        x = np.concatenate([x, np.zeros((padded - rows, x.shape[1]), np.float32)])
+    out = np.empty((padded, shape.shape[1]), np.float32)
+    for b in range(0, padded, _ROTATE_ROWS):
+        np.matmul(x[b : b + _ROTATE_ROWS], shape, out=out[b : b + _ROTATE_ROWS])
+    return out[:rows]
+
+
 def vector_chunks(
     n: int,
     dim: int,
@@ -75,7 +92,7 @@ def vector_chunks(
         if kind == "uniform":
             part = rng.random((rows, dim), dtype=np.float32)
         elif kind == "embedding":
-            part = rng.normal(0.0, 1.0, (rows, dim)).astype(np.float32) @ shape
+            part = _rotate(rng.normal(0.0, 1.0, (rows, dim)).astype(np.float32), shape)
         else:
             which = rng.integers(0, clusters, rows)
             noise = rng.normal(0.0, 0.35, (rows, dim)).astype(np.float32)
