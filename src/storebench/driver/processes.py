@@ -5,6 +5,7 @@ needs them, serving every later task, ended by ``Driver.close``)."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing as mp
 import os
 import queue as queue_mod
@@ -30,7 +31,23 @@ class _Closing(Exception):
     """The pool is closing: the worker ends (it was told while at the start)."""
 
 
-def _pool_worker(spec: Any, inbox: Any, out: Any, stop: Any, prog: Any, parent: int) -> None:
+CACHE_LINE = 64
+
+
+def _control_line(block: Any) -> tuple[memoryview, memoryview]:
+    """A worker's stop byte and progress slot, alone on a cache line of
+    ``block`` (``RawArray("q", 16)``: a whole 64-byte line lies inside).
+    multiprocessing packs small shared arrays next to each other, and a slot
+    beside another worker's, written at every op, shares its line with
+    what the other core writes (null store, 2 and 4 process clients: about
+    8% more time per op). The arena is mapped page-aligned in every
+    process, so the line is at the same offset in each."""
+    raw = memoryview(block).cast("B")
+    at = -ctypes.addressof(block) % CACHE_LINE
+    return raw[at : at + 1], raw[at + 8 : at + 16].cast("q")
+
+
+def _pool_worker(spec: Any, inbox: Any, out: Any, block: Any, parent: int) -> None:
     """A client process of a ``_Pool``: runs one client of each task it is
     handed, until told to end. It opens the store once (its connections
     serve every task) and the task's collection at each task, as a client
@@ -41,7 +58,7 @@ def _pool_worker(spec: Any, inbox: Any, out: Any, stop: Any, prog: Any, parent: 
     "abort" in)."""
     if not interrupts.client_process(parent):
         return
-    ctl = Controls.shared(stop, prog)
+    ctl = Controls.shared(*_control_line(block))
     store = None
     try:
         while True:
@@ -83,12 +100,11 @@ class _Worker:
 
     def __init__(self, ctx: Any, spec: Any, out: Any, w: int):
         self.inbox = ctx.SimpleQueue()  # the parent writes, no feeder thread
-        stop, prog = ctx.RawArray("b", 1), ctx.RawArray("q", 1)
-        self.stop = memoryview(stop).cast("B")
-        self.progress = memoryview(prog).cast("B").cast("q")
+        block = ctx.RawArray("q", 2 * CACHE_LINE // 8)
+        self.stop, self.progress = _control_line(block)
         self.proc = ctx.Process(
             target=_pool_worker,
-            args=(spec, self.inbox, out, stop, prog, os.getpid()),
+            args=(spec, self.inbox, out, block, os.getpid()),
             daemon=True,
             name=f"storebench-client-{w}",
         )
