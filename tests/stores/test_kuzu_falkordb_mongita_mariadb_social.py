@@ -198,7 +198,10 @@ def test_social_runs_end_to_end(engine, mode, tmp_path):
     assert tasks["creating_users"]["ops"] == 4
     assert rec["metrics"]["posts"] == tasks["write_posts"]["ops"] == 12
     assert rec["metrics"]["comments"] == tasks["write_comments"]["ops"] > 0
-    assert tasks["read_posts"]["ops"] > 0
+    # every read ran: counted, or skipped as having found no post yet (on a
+    # loaded machine the readers' few ms can all come before the first post)
+    reads = tasks["read_posts"]
+    assert reads["ops"] + sum(reads["skipped"].values()) == 3 * 6  # post_readers x post_reads
     assert rec["metrics"]["method"].startswith("compat" if mode == "compat" else "corrected")
     caps = store_class(store["engine"]).capabilities
     if Capability.SIZE in caps and variant != "memory":
