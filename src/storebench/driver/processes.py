@@ -39,8 +39,8 @@ def _control_line(block: Any) -> tuple[memoryview, memoryview]:
     ``block`` (``RawArray("q", 16)``: a whole 64-byte line lies inside).
     multiprocessing packs small shared arrays next to each other, and a slot
     beside another worker's, written at every op, shares its line with
-    what the other core writes (null store, 2 and 4 process clients: about
-    8% more time per op). The arena is mapped page-aligned in every
+    what the other core writes (null store, 2 and 4 process clients: 7-10%
+    more time per op). The arena is mapped page-aligned in every
     process, so the line is at the same offset in each."""
     raw = memoryview(block).cast("B")
     at = -ctypes.addressof(block) % CACHE_LINE
