@@ -106,8 +106,12 @@ def someone(engine: str):
 # --- both engines -------------------------------------------------------------------
 
 
-def test_managed_server_starts_serves_and_stops(engine):
+def test_managed_server_starts_serves_and_stops_leaving_nothing_in_tmp(engine):
+    import glob
+
+    before = set(glob.glob("/tmp/final-flags*"))  # the launchers' JVMs made these
     S.check_managed(StoreSpec(engine))
+    assert not set(glob.glob("/tmp/final-flags*")) - before
 
 
 def test_a_killed_server_fails_the_run_quickly_with_its_log(engine, tmp_path, monkeypatch):

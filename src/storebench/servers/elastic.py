@@ -223,6 +223,10 @@ class LuceneServer(Server):
                 f"{p}_PATH_CONF": str(self.conf_dir),
                 f"{p}_JAVA_OPTS": self.heap_opts,
                 f"{p}_TMPDIR": str(self.dir / "tmp"),
+                # Elasticsearch's launcher (server-cli, a JVM of its own)
+                # left a final-flags* directory per start in its
+                # java.io.tmpdir, /tmp whatever TMPDIR says
+                "CLI_JAVA_OPTS": f"-Djava.io.tmpdir={self.dir / 'tmp'}",
                 f"{p}_JAVA_HOME": self._java_home,
                 "HOME": str(self.dir),  # nobody's home does not exist
             }
