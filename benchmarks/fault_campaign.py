@@ -24,8 +24,8 @@ trials send a second signal (any of the two) up to a second later. Checks:
   multiprocessing semaphore (``/dev/shm/sem.mp-*``) made during the trial
   that no process holds.
 
-It prints trials, hangs, lost records, leftover processes and directories,
-and the worst time from the first signal to the exit.
+It prints trials, hangs, lost records, leftover processes, directories and
+semaphores, and the worst time from the first signal to the exit.
 
     python benchmarks/fault_campaign.py [--trials 120] [--seed 1] [--ray 8]
         [--combos memory/threads,sqlite/processes,...] [--phases plan,cleanup,...]

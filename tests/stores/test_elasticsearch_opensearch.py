@@ -7,6 +7,7 @@ each one's vector mapping). The checks themselves are in ``servers_java``."""
 
 from __future__ import annotations
 
+import glob
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,8 +108,6 @@ def someone(engine: str):
 
 
 def test_managed_server_starts_serves_and_stops_leaving_nothing_in_tmp(engine):
-    import glob
-
     before = set(glob.glob("/tmp/final-flags*"))  # the launchers' JVMs made these
     S.check_managed(StoreSpec(engine))
     assert not set(glob.glob("/tmp/final-flags*")) - before

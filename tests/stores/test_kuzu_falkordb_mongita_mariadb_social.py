@@ -201,7 +201,9 @@ def test_social_runs_end_to_end(engine, mode, tmp_path):
     # every read ran: counted, or skipped as having found no post yet (on a
     # loaded machine the readers' few ms can all come before the first post)
     reads = tasks["read_posts"]
-    assert reads["ops"] + sum(reads["skipped"].values()) == 3 * 6  # post_readers x post_reads
+    assert (
+        reads["ops"] + sum(reads["skipped"].values()) == SMALL["post_readers"] * SMALL["post_reads"]
+    )
     assert rec["metrics"]["method"].startswith("compat" if mode == "compat" else "corrected")
     caps = store_class(store["engine"]).capabilities
     if Capability.SIZE in caps and variant != "memory":

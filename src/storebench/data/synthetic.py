@@ -63,12 +63,11 @@ def _rotation(seed: int, dim: int) -> np.ndarray:
 def _rotate(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
     """``x @ shape`` in blocks of ``_ROTATE_ROWS`` rows (the last padded with
     zeros): every row is computed the same way whatever ``len(x)``."""
-    rows = len(x)
-    padded = -(-rows // _ROTATE_ROWS) * _ROTATE_ROWS
-    if padded != rows:
-        x = np.concatenate([x, np.zeros((padded - rows, x.shape[1]), np.float32)])
-    out = np.empty((padded, shape.shape[1]), np.float32)
-    for b in range(0, padded, _ROTATE_ROWS):
+    rows, pad = len(x), -len(x) % _ROTATE_ROWS
+    if pad:
+        x = np.concatenate([x, np.zeros((pad, x.shape[1]), np.float32)])
+    out = np.empty((len(x), shape.shape[1]), np.float32)
+    for b in range(0, len(x), _ROTATE_ROWS):
         np.matmul(x[b : b + _ROTATE_ROWS], shape, out=out[b : b + _ROTATE_ROWS])
     return out[:rows]
 

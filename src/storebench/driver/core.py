@@ -203,8 +203,8 @@ class Controls:
 
     @classmethod
     def shared(cls, stop: Any, prog: Any) -> Controls:
-        """Over a shared byte (``RawArray("b", 1)``) and int64 slots
-        (``RawArray("q", n)``) that another process writes too."""
+        """Over a shared stop byte and int64 slots (``RawArray``s or views
+        of one) that another process writes too."""
         return cls(memoryview(stop).cast("B"), memoryview(prog).cast("B").cast("q"))
 
 

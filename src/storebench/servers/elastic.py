@@ -212,7 +212,7 @@ class LuceneServer(Server):
         return [str(self.home / "bin" / self.launcher)]
 
     def env(self) -> dict[str, str]:
-        p = self.env_prefix
+        p, tmp = self.env_prefix, self.dir / "tmp"
         env = {
             k: v
             for k, v in os.environ.items()
@@ -222,11 +222,11 @@ class LuceneServer(Server):
             {
                 f"{p}_PATH_CONF": str(self.conf_dir),
                 f"{p}_JAVA_OPTS": self.heap_opts,
-                f"{p}_TMPDIR": str(self.dir / "tmp"),
+                f"{p}_TMPDIR": str(tmp),
                 # Elasticsearch's launcher (server-cli, a JVM of its own)
                 # left a final-flags* directory per start in its
                 # java.io.tmpdir, /tmp whatever TMPDIR says
-                "CLI_JAVA_OPTS": f"-Djava.io.tmpdir={self.dir / 'tmp'}",
+                "CLI_JAVA_OPTS": f"-Djava.io.tmpdir={tmp}",
                 f"{p}_JAVA_HOME": self._java_home,
                 "HOME": str(self.dir),  # nobody's home does not exist
             }
