@@ -1,6 +1,7 @@
 import contextlib
 import os
 import signal
+import tempfile
 from collections.abc import Iterable
 
 import numpy as np
@@ -190,9 +191,17 @@ def _shm_inodes_in_use() -> set[int]:
     return out
 
 
+def tmp_entries() -> set[str]:
+    """The temporary directory's entries, but pytest's own (``pytest-of-*``,
+    which pytest prunes)."""
+    tmp = tempfile.gettempdir()
+    return {f"{tmp}/{name}" for name in os.listdir(tmp) if not name.startswith("pytest-of-")}
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput"):
         session.config.stash[_shm_key] = shm_entries()
+        session.config.stash[_tmp_key] = tmp_entries()
 
 
 def remove_unheld_shm(before: set[str], like: set[str] | None = None) -> list[str]:
@@ -223,6 +232,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if leaked:
         print(f"\nthe suite left shared memory no process holds (removed): {', '.join(leaked)}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    # what the engines and tests make in /tmp goes with them (the machine is reused)
+    left = sorted(tmp_entries() - session.config.stash[_tmp_key])
+    if left:
+        print(f"\nthe suite left these in the temporary directory: {', '.join(left)}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 _shm_key = pytest.StashKey[set[str]]()
+_tmp_key = pytest.StashKey[set[str]]()

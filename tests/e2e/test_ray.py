@@ -44,6 +44,9 @@ SMALL = {"n": 2000, "dim": 16, "batch_size": 500, "ops": 400, "warmup": 2, "clie
 def cluster():
     from ray.cluster_utils import Cluster
 
+    # Ray's session directories: /tmp/ray otherwise, kept after the cluster
+    temp = tempfile.mkdtemp(prefix="sbray-", dir="/tmp")
+    saved, os.environ["RAY_TMPDIR"] = os.environ.get("RAY_TMPDIR"), temp
     with loopback_only():
         c = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
         c.add_node(**NODE)
@@ -55,6 +58,11 @@ def cluster():
         RayExecutor.teardown()
         ray.shutdown()
         c.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
+        if saved is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = saved
 
 
 @pytest.fixture

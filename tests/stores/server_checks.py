@@ -5,7 +5,6 @@ and that nothing outlives it however storebench ends."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import psutil
 
+from storebench.common import leftovers
 from storebench.servers.base import Server
 from tests.conftest import shm_files
 from tests.stores.servers import gone
@@ -35,9 +35,14 @@ def stop_leaves_nothing(server: Server) -> None:
     pids = [p.pid for p in server.processes()]
     assert pids and server.proc is not None and pids[0] == server.proc.pid
     datadir = server.dir
+    # the files it writes outside its directory: there (the names are right),
+    # then gone
+    outside = [Path(f.format(pid=pids[0])) for f in server.pid_files]
+    assert all(f.exists() for f in outside), outside
     server.stop()
     assert all(gone(p) for p in pids), "a server process outlived stop()"
     assert not datadir.exists()
+    assert not any(f.exists() for f in outside), outside
 
 
 PARENT = textwrap.dedent(
@@ -68,6 +73,9 @@ def no_orphan_after_sigkill(module: str, cls: str, args: str = "") -> None:
         pids = [int(x) for x in line.split()]
         assert len(pids) >= 1
         shm = shm_files(pids)
+        noted = leftovers.mark_of(Path(datadir)).read_text().splitlines()
+        outside = [Path(n[5:]) for n in noted if n.startswith("file ")]
+        assert all(f.exists() for f in outside), outside
     finally:
         p.send_signal(signal.SIGKILL)
         p.wait(30)
@@ -79,6 +87,8 @@ def no_orphan_after_sigkill(module: str, cls: str, args: str = "") -> None:
             for r in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
             if int(r.split()[4]) in pids
         ], "its System V shared memory outlived it"
-    finally:  # a SIGKILLed parent cannot remove the directory: the test does
+    finally:  # a SIGKILLed parent cannot remove the directory: the next run does
         if datadir:
-            shutil.rmtree(datadir, ignore_errors=True)
+            assert leftovers.remove_left(Path(datadir))
+    assert not Path(datadir).exists()
+    assert not [f for f in outside if f.exists()], "files it wrote elsewhere outlived it"

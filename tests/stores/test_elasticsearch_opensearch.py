@@ -107,15 +107,23 @@ def someone(engine: str):
 # --- both engines -------------------------------------------------------------------
 
 
+def jvm_files_in_tmp() -> set[str]:
+    """What the JVMs would leave in /tmp: the launcher's final-flags*
+    directories, and a killed JVM's perf-data file."""
+    return set(glob.glob("/tmp/final-flags*") + glob.glob("/tmp/hsperfdata_*/*"))
+
+
 def test_managed_server_starts_serves_and_stops_leaving_nothing_in_tmp(engine):
-    before = set(glob.glob("/tmp/final-flags*"))  # the launchers' JVMs made these
+    before = jvm_files_in_tmp()
     S.check_managed(StoreSpec(engine))
-    assert not set(glob.glob("/tmp/final-flags*")) - before
+    assert not jvm_files_in_tmp() - before
 
 
 def test_a_killed_server_fails_the_run_quickly_with_its_log(engine, tmp_path, monkeypatch):
+    before = jvm_files_in_tmp()
     rec = J.check_killed_server(engine, tmp_path, monkeypatch)
     assert ENGINES[engine].title in rec["versions"]["engine"]
+    assert not jvm_files_in_tmp() - before
 
 
 def test_the_node_listens_on_localhost_only_and_runs_unprivileged(engine):

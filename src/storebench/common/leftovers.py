@@ -8,7 +8,7 @@ and start time) and the servers started in it. A later run (``remove``)
 takes a directory for a leftover only when its mark is there and names a
 process that is gone; it kills the processes still working in it (an orphaned
 server), removes the System V shared memory its servers made and nobody
-holds any more, then the directory. A directory without the mark, or whose
+holds any more, the files they wrote elsewhere, then the directory. A directory without the mark, or whose
 maker still runs, is never touched.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 import psutil
 
 _log = logging.getLogger("storebench")
-MARK = ".owner"  # "<pid> <start time>", then "server <pid>" and "cgroup <dir>" lines
+MARK = ".owner"  # "<pid> <start time>", then "server <pid>", "file <path>", "cgroup <dir>" lines
 _IPC_RMID = 0
 
 
@@ -45,10 +45,12 @@ def make_dir(kind: str) -> Path:
     return path
 
 
-def note_server(path: Path, pid: int) -> None:
-    """A server process started in ``path`` (its shared memory is found by it)."""
+def note_server(path: Path, pid: int, files: list[Path]) -> None:
+    """A server process started in ``path`` (its shared memory is found by
+    it) and the files it writes elsewhere (removed with the directory)."""
     with contextlib.suppress(OSError), open(mark_of(path), "a") as f:
         f.write(f"server {pid}\n")
+        f.writelines(f"file {p}\n" for p in files)
 
 
 def note_group(path: Path, *groups: Path) -> None:
@@ -87,35 +89,46 @@ def release_shared_memory(server_pids: set[int]) -> None:
 def remove() -> list[Path]:
     """Remove what hard-killed storebench processes left in the temporary
     directory (see the module's docstring), saying so in one line."""
-    removed = []
-    for mark in Path(tempfile.gettempdir()).glob(f"storebench-*{MARK}"):
-        try:
-            owner, *servers = mark.read_text().splitlines()
-        except (OSError, ValueError):
-            continue
-        path = mark.with_name(mark.name.removesuffix(MARK))
-        if _alive(owner):
-            continue
-        if not path.is_dir():  # removed, but not its mark
-            mark.unlink(missing_ok=True)
-            continue
-        pids = {int(s[7:]) for s in servers if s.startswith("server ") and s[7:].isdigit()}
-        for proc in psutil.process_iter(["cwd"]):
-            cwd = proc.info.get("cwd") or ""
-            if cwd == str(path) or cwd.startswith(f"{path}/"):  # an orphaned server's
-                pids.add(proc.pid)
-                with contextlib.suppress(psutil.Error):
-                    proc.kill()
-                    proc.wait(5)
-        release_shared_memory(pids)
-        for line in servers:
-            if line.startswith("cgroup /sys/fs/cgroup/"):
-                with contextlib.suppress(OSError):
-                    Path(line[7:]).rmdir()
-        remove_dir(path)
-        removed.append(path)
+    marks = Path(tempfile.gettempdir()).glob(f"storebench-*{MARK}")
+    removed = [
+        path
+        for path in (m.with_name(m.name.removesuffix(MARK)) for m in marks)
+        if remove_left(path)
+    ]
     if removed:
         _log.warning(
             "removed what a killed storebench left: %s", ", ".join(p.name for p in removed)
         )
     return removed
+
+
+def remove_left(path: Path) -> bool:
+    """``path``, a directory ``make_dir`` made, with what its servers left,
+    if the process that made it is gone; whether it was removed."""
+    mark = mark_of(path)
+    try:
+        owner, *servers = mark.read_text().splitlines()
+    except (OSError, ValueError):
+        return False
+    if _alive(owner):
+        return False
+    if not path.is_dir():  # removed, but not its mark
+        mark.unlink(missing_ok=True)
+        return False
+    pids = {int(s[7:]) for s in servers if s.startswith("server ") and s[7:].isdigit()}
+    for proc in psutil.process_iter(["cwd"]):
+        cwd = proc.info.get("cwd") or ""
+        if cwd == str(path) or cwd.startswith(f"{path}/"):  # an orphaned server's
+            pids.add(proc.pid)
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+                proc.wait(5)
+    release_shared_memory(pids)
+    for line in servers:
+        with contextlib.suppress(OSError):
+            if line.startswith("cgroup /sys/fs/cgroup/"):
+                Path(line[7:]).rmdir()
+            elif line.startswith("file /"):
+                Path(line[5:]).unlink()
+    remove_dir(path)
+    return True

@@ -112,6 +112,9 @@ class Server:
     # whether storebench can start several nodes of it as one cluster
     # (``servers.cluster``; the class then implements ``join``)
     clusters: ClassVar[bool] = False
+    # files it writes outside its directory whatever it is told, named by its
+    # pid ("{pid}"): removed after it stops
+    pid_files: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         self.port = free_port()
@@ -266,7 +269,7 @@ class Server:
             log.close()
         if self.group is not None:
             self.group.join(self.proc.pid)
-        leftovers.note_server(self.dir, self.proc.pid)
+        leftovers.note_server(self.dir, self.proc.pid, self.outside_files(self.proc.pid))
 
     def started(self, t0: float) -> Server:
         """What a start records once the server is ready: the time it took,
@@ -374,6 +377,9 @@ class Server:
         """Its data directories (a cluster has one per node)."""
         return [self.dir]
 
+    def outside_files(self, pid: int) -> list[Path]:
+        return [Path(f.format(pid=pid)) for f in self.pid_files]
+
     def stop(self) -> None:
         """Stop the whole process group: SIGTERM, then as ``kill`` (a server
         too slow to shut down still gets the signal that frees its shared
@@ -408,6 +414,8 @@ class Server:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(10)
             leftovers.release_shared_memory({proc.pid})
+            for f in self.outside_files(proc.pid):
+                f.unlink(missing_ok=True)
         if self.group is not None:
             self.group.remove()
             self.group = None

@@ -221,12 +221,13 @@ class LuceneServer(Server):
         env.update(
             {
                 f"{p}_PATH_CONF": str(self.conf_dir),
-                f"{p}_JAVA_OPTS": self.heap_opts,
+                # no /tmp/hsperfdata_<user>/<pid> (a killed JVM leaves it)
+                f"{p}_JAVA_OPTS": f"{self.heap_opts} -XX:-UsePerfData",
                 f"{p}_TMPDIR": str(tmp),
                 # Elasticsearch's launcher (server-cli, a JVM of its own)
                 # left a final-flags* directory per start in its
                 # java.io.tmpdir, /tmp whatever TMPDIR says
-                "CLI_JAVA_OPTS": f"-Djava.io.tmpdir={tmp}",
+                "CLI_JAVA_OPTS": f"-Djava.io.tmpdir={tmp} -XX:-UsePerfData",
                 f"{p}_JAVA_HOME": self._java_home,
                 "HOME": str(self.dir),  # nobody's home does not exist
             }

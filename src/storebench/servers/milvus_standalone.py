@@ -144,6 +144,9 @@ class MilvusServer(Server):
     # its graceful stop (its proxy retries the coordinators stopped first; the
     # config's gracefulStopTimeout does not end it): a longer wait only delays the kill
     stop_timeout_s: ClassVar[float] = 10.0
+    # /tmp/milvus whatever TMPDIR or its run directory say (its pid file in
+    # /run/milvus it removes itself)
+    pid_files: ClassVar[tuple[str, ...]] = ("/tmp/milvus/server_id_{pid}",)
 
     def __init__(self, version: str = DEFAULT_VERSION):
         self.release = check_version(version)
