@@ -12,7 +12,10 @@ figure is the median over blocks of the time per query: CPU of the calling
 thread (``time.thread_time``), CPU of the process (``time.process_time``:
 lancedb, duckdb and chroma search partly on threads of their own) and wall.
 Printed per engine and ef: each figure for both, storebench's over the
-library's, and the load average before and after. With ``--get``, a line
+library's, and the load average before and after. With ``--control``, first
+a line ``A/A`` per engine whose two sides are both the library's search (at
+the first ef): how far from 1.00 two equal sides read on this machine now,
+the resolution of the ratios below it. With ``--get``, a line
 ``get`` per engine whose adapter's get calls its library: one id per call,
 the library's own get against the collection's. With ``--insert BATCH``, a
 line ``ins`` per engine whose library side is here (hnswlib, usearch, faiss,
@@ -39,8 +42,8 @@ several times, so its calling thread's CPU moves with the timing of those
 hand-offs more than with the adapter's own few microseconds.
 
     nice python benchmarks/adapter_floor.py [--n 100000 --dim 50 --metric cosine]
-        [--ef 16 64 256] [--blocks 10 --block 200] [--engines hnswlib faiss ...] [--get]
-        [--insert BATCH]
+        [--ef 16 64 256] [--blocks 10 --block 200] [--engines hnswlib faiss ...] [--control]
+        [--get] [--insert BATCH]
 """
 
 from __future__ import annotations
@@ -354,6 +357,11 @@ def main() -> None:
     ap.add_argument("--blocks", type=int, default=10, help="timed blocks per side")
     ap.add_argument("--block", type=int, default=200, help="queries per block")
     ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
+    ap.add_argument(
+        "--control",
+        action="store_true",
+        help="also a line A/A per engine: the library on both sides (how far apart equal sides read)",
+    )
     ap.add_argument("--get", action="store_true", help="also get by id, one id per call")
     ap.add_argument(
         "--insert",
@@ -387,9 +395,14 @@ def main() -> None:
                     if ef is not None:
                         coll.set_search_params(store.Search.model_validate({"ef": ef}))
                     direct = DIRECT[engine](coll, args.k, ef)
+                    library = lambda i, f=direct: f(queries[i : i + 1])  # noqa: E731
+                    if args.control and ef == efs[0]:  # the library against itself
+                        sides = {"library": library, "storebench": library}
+                        line(engine, "A/A", sides, args.blocks, args.block)
+                    # what the timed loop calls (``Op.call``)
                     sides = {
-                        "library": lambda i, f=direct: f(queries[i : i + 1]),
-                        "storebench": SearchFactory(shared, args.k)(coll, 0, 1),
+                        "library": library,
+                        "storebench": SearchFactory(shared, args.k)(coll, 0, 1).call,
                     }
                     line(engine, str(ef or "-"), sides, args.blocks, args.block)
                 if args.get and engine in GET:
