@@ -8,9 +8,11 @@ each one's vector mapping). The checks themselves are in ``servers_java``."""
 from __future__ import annotations
 
 import glob
+import os
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
 import pytest
 
 from storebench.data import filters as F
@@ -109,8 +111,14 @@ def someone(engine: str):
 
 def jvm_files_in_tmp() -> set[str]:
     """What the JVMs would leave in /tmp: the launcher's final-flags*
-    directories, and a killed JVM's perf-data file."""
-    return set(glob.glob("/tmp/final-flags*") + glob.glob("/tmp/hsperfdata_*/*"))
+    directories, and perf-data files of JVMs that are gone (a live one's,
+    another test's server, is no leftover)."""
+    perf = [
+        f
+        for f in glob.glob("/tmp/hsperfdata_*/*")
+        if not (os.path.basename(f).isdigit() and psutil.pid_exists(int(os.path.basename(f))))
+    ]
+    return set(glob.glob("/tmp/final-flags*") + perf)
 
 
 def test_managed_server_starts_serves_and_stops_leaving_nothing_in_tmp(engine):
