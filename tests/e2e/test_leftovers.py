@@ -1,7 +1,7 @@
 """What a SIGKILLed storebench leaves (a managed server's directory, its
 orphaned processes and shared memory) is removed by the next run, by the
-marks storebench put on it; a directory without them, or whose maker still
-runs, is left alone."""
+marks storebench put on it; a directory without them, whose mark another
+user wrote, or whose maker still runs, is left alone."""
 
 import os
 import shutil
@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from storebench.common import leftovers
 from tests.conftest import remove_unheld_shm, shm_entries, shm_files
@@ -98,3 +99,22 @@ def _kill_then_run(tmp_path, tmp):
     )
     assert not _working_in(server_dir) and not _shm_of(servers)
     remove_unheld_shm(shm_before, like=posix_shm)  # its POSIX segments: see above
+
+
+def test_a_mark_is_acted_on_only_when_its_user_wrote_it(tmp_path):
+    # a dead maker and a "file" line naming a file of ours: as our own mark it
+    # removes the file and the directory; as another user's (a forgery in a
+    # shared /tmp) nothing
+    victim = tmp_path / "victim"
+    for forged in (False, True):
+        victim.write_text("data")
+        left = tmp_path / f"storebench-milvus-{int(forged)}"
+        left.mkdir()
+        mark = leftovers.mark_of(left)
+        mark.write_text(f"999999999 0.0\nserver 999999999\nfile {victim}\n")
+        if forged:
+            if os.getuid() != 0:
+                pytest.skip("making a mark another user owns needs root")
+            os.chown(mark, 65534, 65534)
+        assert leftovers.remove_left(left) is not forged
+        assert victim.exists() is forged and left.exists() is forged

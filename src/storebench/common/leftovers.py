@@ -8,8 +8,9 @@ and start time) and the servers started in it. A later run (``remove``)
 takes a directory for a leftover only when its mark is there and names a
 process that is gone; it kills the processes still working in it (an orphaned
 server), removes the System V shared memory its servers made and nobody
-holds any more, the files they wrote elsewhere, then the directory. A directory without the mark, or whose
-maker still runs, is never touched.
+holds any more, the files they wrote elsewhere, then the directory. A
+directory without the mark, whose mark another user wrote, or whose maker
+still runs, is never touched.
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ def remove_left(path: Path) -> bool:
     if the process that made it is gone; whether it was removed."""
     mark = mark_of(path)
     try:
+        if mark.stat().st_uid != os.getuid():  # someone else's, or a forgery naming our files
+            return False
         owner, *servers = mark.read_text().splitlines()
     except (OSError, ValueError):
         return False
