@@ -191,11 +191,16 @@ def _shm_inodes_in_use() -> set[int]:
     return out
 
 
+# per-user directories their tools keep: pytest's own (it prunes them), and
+# the JVMs' (a launcher makes one whatever it is told; the Elasticsearch
+# tests check that no file is left in it)
+_TMP_KEPT = ("pytest-of-", "hsperfdata_")
+
+
 def tmp_entries() -> set[str]:
-    """The temporary directory's entries, but pytest's own (``pytest-of-*``,
-    which pytest prunes)."""
+    """The temporary directory's entries, but per-user ones of ``_TMP_KEPT``."""
     tmp = tempfile.gettempdir()
-    return {f"{tmp}/{name}" for name in os.listdir(tmp) if not name.startswith("pytest-of-")}
+    return {f"{tmp}/{name}" for name in os.listdir(tmp) if not name.startswith(_TMP_KEPT)}
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

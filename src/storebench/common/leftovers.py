@@ -60,6 +60,16 @@ def note_group(path: Path, *groups: Path) -> None:
         f.writelines(f"cgroup {g}\n" for g in groups)
 
 
+def remove_files(files: list[Path]) -> None:
+    """Files a server wrote outside its directory, and their directory once
+    empty (the engine makes it again as it needs it)."""
+    for f in files:
+        with contextlib.suppress(OSError):
+            f.unlink()
+        with contextlib.suppress(OSError):
+            f.parent.rmdir()
+
+
 def remove_dir(path: str | os.PathLike[str]) -> None:
     """A directory ``make_dir`` made, and its mark."""
     shutil.rmtree(path, ignore_errors=True)
@@ -132,6 +142,6 @@ def remove_left(path: Path) -> bool:
             if line.startswith("cgroup /sys/fs/cgroup/"):
                 Path(line[7:]).rmdir()
             elif line.startswith("file /"):
-                Path(line[5:]).unlink()
+                remove_files([Path(line[5:])])
     remove_dir(path)
     return True

@@ -414,8 +414,7 @@ class Server:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(10)
             leftovers.release_shared_memory({proc.pid})
-            for f in self.outside_files(proc.pid):
-                f.unlink(missing_ok=True)
+            leftovers.remove_files(self.outside_files(proc.pid))
         if self.group is not None:
             self.group.remove()
             self.group = None
