@@ -111,14 +111,15 @@ def someone(engine: str):
 
 def jvm_files_in_tmp() -> set[str]:
     """What the JVMs would leave in /tmp: the launcher's final-flags*
-    directories, and perf-data files of JVMs that are gone (a live one's,
-    another test's server, is no leftover)."""
-    perf = [
-        f
-        for f in glob.glob("/tmp/hsperfdata_*/*")
-        if not (os.path.basename(f).isdigit() and psutil.pid_exists(int(os.path.basename(f))))
-    ]
-    return set(glob.glob("/tmp/final-flags*") + perf)
+    directories, and perf-data files and attach sockets (.java_pid<pid>) of
+    JVMs that are gone (a live one's, another test's server, is no leftover)."""
+
+    def gone(f: str) -> bool:
+        pid = os.path.basename(f).removeprefix(".java_pid")
+        return not (pid.isdigit() and psutil.pid_exists(int(pid)))
+
+    per_pid = glob.glob("/tmp/hsperfdata_*/*") + glob.glob("/tmp/.java_pid*")
+    return set(glob.glob("/tmp/final-flags*") + [f for f in per_pid if gone(f)])
 
 
 def test_managed_server_starts_serves_and_stops_leaving_nothing_in_tmp(engine):

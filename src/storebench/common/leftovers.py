@@ -48,10 +48,17 @@ def make_dir(kind: str) -> Path:
 
 def note_server(path: Path, pid: int, files: list[Path]) -> None:
     """A server process started in ``path`` (its shared memory is found by
-    it) and the files it writes elsewhere (removed with the directory)."""
+    it) and the files it writes elsewhere (``note_files``)."""
     with contextlib.suppress(OSError), open(mark_of(path), "a") as f:
         f.write(f"server {pid}\n")
-        f.writelines(f"file {p}\n" for p in files)
+    note_files(path, files)
+
+
+def note_files(path: Path, files: list[Path]) -> None:
+    """Files a server in ``path`` writes elsewhere (removed with the directory)."""
+    if files:
+        with contextlib.suppress(OSError), open(mark_of(path), "a") as f:
+            f.writelines(f"file {p}\n" for p in files)
 
 
 def note_group(path: Path, *groups: Path) -> None:

@@ -112,8 +112,8 @@ class Server:
     # whether storebench can start several nodes of it as one cluster
     # (``servers.cluster``; the class then implements ``join``)
     clusters: ClassVar[bool] = False
-    # files it writes outside its directory whatever it is told, named by its
-    # pid ("{pid}"): removed after it stops
+    # files it writes outside its directory whatever it is told, each named
+    # by the pid ("{pid}") of one of its processes: removed after it stops
     pid_files: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
@@ -269,7 +269,8 @@ class Server:
             log.close()
         if self.group is not None:
             self.group.join(self.proc.pid)
-        leftovers.note_server(self.dir, self.proc.pid, self.outside_files(self.proc.pid))
+        self._pids = {self.proc.pid}
+        leftovers.note_server(self.dir, self.proc.pid, self.outside_files(self._pids))
 
     def started(self, t0: float) -> Server:
         """What a start records once the server is ready: the time it took,
@@ -277,6 +278,7 @@ class Server:
         self.started_s = time.monotonic() - t0
         if self.group is not None:
             self.group.apply_cpu_quota()
+        self._note_pids()  # the processes it started: one may die before it stops
         self.engine_version = self.version()
         try:
             self.engine_settings = {**self.engine_settings, **self.running_settings()}
@@ -377,13 +379,21 @@ class Server:
         """Its data directories (a cluster has one per node)."""
         return [self.dir]
 
-    def outside_files(self, pid: int) -> list[Path]:
-        return [Path(f.format(pid=pid)) for f in self.pid_files]
+    def outside_files(self, pids: set[int]) -> list[Path]:
+        return [Path(f.format(pid=pid)) for pid in sorted(pids) for f in self.pid_files]
+
+    def _note_pids(self) -> None:
+        """Its processes' pids while they live (``pid_files`` names files by them)."""
+        if self.pid_files:
+            seen = getattr(self, "_pids", set())
+            self._pids = seen | {p.pid for p in self.processes()}
+            leftovers.note_files(self.dir, self.outside_files(self._pids - seen))
 
     def stop(self) -> None:
         """Stop the whole process group: SIGTERM, then as ``kill`` (a server
         too slow to shut down still gets the signal that frees its shared
         memory before SIGKILL); remove the data directory."""
+        self._note_pids()
         proc = self.proc
         if proc is not None and proc.poll() is None:
             self._signal_group(proc.pid, signal.SIGTERM)
@@ -395,6 +405,7 @@ class Server:
         """Stop without waiting for a clean shutdown (a second signal):
         ``kill_signal``, then SIGKILL to the process group; the data
         directory goes as with ``stop``."""
+        self._note_pids()
         proc = self.proc
         if proc is not None and self.kill_signal != signal.SIGKILL and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -414,7 +425,8 @@ class Server:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(10)
             leftovers.release_shared_memory({proc.pid})
-            leftovers.remove_files(self.outside_files(proc.pid))
+            pids = getattr(self, "_pids", set()) | {proc.pid}
+            leftovers.remove_files(self.outside_files(pids))
         if self.group is not None:
             self.group.remove()
             self.group = None

@@ -140,6 +140,10 @@ class LuceneServer(Server):
     launcher: ClassVar[str]  # bin/<launcher>
     config_file: ClassVar[str]
     env_prefix: ClassVar[str]  # ES / OPENSEARCH: <prefix>_PATH_CONF, _JAVA_OPTS, _TMPDIR
+    # the attach socket a JVM that attaches to itself makes in /tmp whatever
+    # it is told (Elasticsearch loads its entitlement agent so; a killed
+    # server leaves it)
+    pid_files: ClassVar[tuple[str, ...]] = ("/tmp/.java_pid{pid}",)
     bootstrap_setting: ClassVar[str]  # the first nodes to elect a master among
     extra_settings: ClassVar[dict[str, Any]] = {}
 
