@@ -46,7 +46,8 @@ def cluster():
 
     # Ray's session directories: /tmp/ray otherwise, kept after the cluster
     temp = tempfile.mkdtemp(prefix="sbray-", dir="/tmp")
-    saved, os.environ["RAY_TMPDIR"] = os.environ.get("RAY_TMPDIR"), temp
+    env = pytest.MonkeyPatch()
+    env.setenv("RAY_TMPDIR", temp)
     with loopback_only():
         c = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
         c.add_node(**NODE)
@@ -59,10 +60,7 @@ def cluster():
         ray.shutdown()
         c.shutdown()
         shutil.rmtree(temp, ignore_errors=True)
-        if saved is None:
-            os.environ.pop("RAY_TMPDIR", None)
-        else:
-            os.environ["RAY_TMPDIR"] = saved
+        env.undo()
 
 
 @pytest.fixture

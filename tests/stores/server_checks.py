@@ -37,7 +37,7 @@ def stop_leaves_nothing(server: Server) -> None:
     datadir = server.dir
     # the files it writes outside its directory: there (the names are right),
     # then gone
-    outside = [Path(f.format(pid=pids[0])) for f in server.pid_files]
+    outside = server.outside_files({pids[0]})
     assert all(f.exists() for f in outside), outside
     server.stop()
     assert all(gone(p) for p in pids), "a server process outlived stop()"

@@ -46,12 +46,10 @@ def make_dir(kind: str) -> Path:
     return path
 
 
-def note_server(path: Path, pid: int, files: list[Path]) -> None:
-    """A server process started in ``path`` (its shared memory is found by
-    it) and the files it writes elsewhere (``note_files``)."""
+def note_server(path: Path, pid: int) -> None:
+    """A server process started in ``path`` (its shared memory is found by it)."""
     with contextlib.suppress(OSError), open(mark_of(path), "a") as f:
         f.write(f"server {pid}\n")
-    note_files(path, files)
 
 
 def note_files(path: Path, files: list[Path]) -> None:
@@ -145,10 +143,9 @@ def remove_left(path: Path) -> bool:
                 proc.wait(5)
     release_shared_memory(pids)
     for line in servers:
-        with contextlib.suppress(OSError):
-            if line.startswith("cgroup /sys/fs/cgroup/"):
+        if line.startswith("cgroup /sys/fs/cgroup/"):
+            with contextlib.suppress(OSError):
                 Path(line[7:]).rmdir()
-            elif line.startswith("file /"):
-                remove_files([Path(line[5:])])
+    remove_files([Path(line[5:]) for line in servers if line.startswith("file /")])
     remove_dir(path)
     return True

@@ -120,6 +120,7 @@ class Server:
         self.port = free_port()
         self.dir = leftovers.make_dir(self.name)  # private: removed by stop or kill
         self.proc: subprocess.Popen[bytes] | None = None
+        self._pids: set[int] = set()  # its processes seen alive (``pid_files``)
         with _live_lock:  # from here on every way out removes its directory
             _live.add(self)
         self.log_path = self.dir / "server.log"
@@ -269,8 +270,8 @@ class Server:
             log.close()
         if self.group is not None:
             self.group.join(self.proc.pid)
-        self._pids = {self.proc.pid}
-        leftovers.note_server(self.dir, self.proc.pid, self.outside_files(self._pids))
+        leftovers.note_server(self.dir, self.proc.pid)
+        self._note_pids()
 
     def started(self, t0: float) -> Server:
         """What a start records once the server is ready: the time it took,
@@ -380,14 +381,15 @@ class Server:
         return [self.dir]
 
     def outside_files(self, pids: set[int]) -> list[Path]:
-        return [Path(f.format(pid=pid)) for pid in sorted(pids) for f in self.pid_files]
+        return [Path(f.format(pid=pid)) for pid in pids for f in self.pid_files]
 
     def _note_pids(self) -> None:
-        """Its processes' pids while they live (``pid_files`` names files by them)."""
+        """Its processes' pids while they live (``pid_files`` names files by
+        them), in its mark too: a later run removes the files after a SIGKILL."""
         if self.pid_files:
-            seen = getattr(self, "_pids", set())
-            self._pids = seen | {p.pid for p in self.processes()}
-            leftovers.note_files(self.dir, self.outside_files(self._pids - seen))
+            new = {p.pid for p in self.processes()} - self._pids
+            self._pids |= new
+            leftovers.note_files(self.dir, self.outside_files(new))
 
     def stop(self) -> None:
         """Stop the whole process group: SIGTERM, then as ``kill`` (a server
@@ -425,8 +427,7 @@ class Server:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(10)
             leftovers.release_shared_memory({proc.pid})
-            pids = getattr(self, "_pids", set()) | {proc.pid}
-            leftovers.remove_files(self.outside_files(pids))
+            leftovers.remove_files(self.outside_files(self._pids | {proc.pid}))
         if self.group is not None:
             self.group.remove()
             self.group = None
