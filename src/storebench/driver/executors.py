@@ -247,6 +247,9 @@ class Executor:
                 collect(left)  # returns as clients end: no polling
             if alive():
                 log.warning("clients still running %g s after the stop: left behind", STOP_GRACE_S)
+            else:
+                took = STOP_GRACE_S - (deadline - time.monotonic())
+                log.info("clients ended %.1f s after the main thread took the interrupt", took)
         except BaseException:
             ctl.stop[0] = 1
             abort(started)
