@@ -90,7 +90,9 @@ class Columns:
         self.schema = schema
         self.n = 0  # rows used (alive or not)
         self.row_of: dict[int, int] = {}
-        self.ids = np.empty(0, np.int64)
+        # one slot past the capacity, -1 for good: a k-nearest answer's row
+        # -1 (its padding) maps to id -1 through ``ids[rows]`` with no check
+        self.ids = np.full(1, -1, np.int64)
         self.alive = np.empty(0, bool)
         self.cols: dict[str, np.ndarray] = {
             k: np.empty(0, DTYPES[kind]) for k, kind in schema.fields.items()
@@ -105,17 +107,18 @@ class Columns:
     # --- writes (the caller holds its write lock) ----------------------------
     def _reserve(self, extra: int) -> None:
         need = self.n + extra
-        cap = len(self.ids)
+        cap = len(self.alive)
         if need <= cap:
             return
         cap = max(need, 2 * cap, 1024)
 
-        def grow(a: np.ndarray) -> np.ndarray:
-            out = np.empty((cap, *a.shape[1:]), a.dtype)
+        def grow(a: np.ndarray, size: int = cap) -> np.ndarray:
+            out = np.empty((size, *a.shape[1:]), a.dtype)
             out[: self.n] = a[: self.n]
             return out
 
-        self.ids, self.alive, self.sq = grow(self.ids), grow(self.alive), grow(self.sq)
+        self.ids, self.alive, self.sq = grow(self.ids, cap + 1), grow(self.alive), grow(self.sq)
+        self.ids[-1] = -1
         self.cols = {k: grow(v) for k, v in self.cols.items()}
         if self.schema.dim:
             self.vecs = grow(self.vecs)
@@ -176,12 +179,16 @@ class Columns:
     def compact(self) -> None:
         """Drop dead rows (renumbers rows)."""
         keep = np.flatnonzero(self.alive[: self.n])
-        self.ids, self.alive, self.sq = self.ids[keep], self.alive[keep], self.sq[keep]
+        self.ids, self.alive, self.sq = (
+            np.append(self.ids[keep], -1),
+            self.alive[keep],
+            self.sq[keep],
+        )
         self.cols = {k: v[keep] for k, v in self.cols.items()}
         if len(self.vecs):  # a collection without vectors never grew them
             self.vecs = self.vecs[keep]
         self.n = len(keep)
-        self.row_of = dict(zip(self.ids.tolist(), range(self.n), strict=True))
+        self.row_of = dict(zip(self.ids[: self.n].tolist(), range(self.n), strict=True))
 
     # --- reads -----------------------------------------------------------------
     def rows(self, ids: np.ndarray) -> np.ndarray:

@@ -261,9 +261,7 @@ class LibraryCollection(ColumnsCollection):
                         np.full(shape, -1, np.int64), np.full(shape, np.inf, np.float32)
                     )
                 rows, dist = found
-            ids = c.ids[rows]
-        if min(rows[:, -1].tolist()) < 0:  # padded (``padded``, without its call)
-            ids[rows < 0] = -1
+            ids = c.ids[rows]  # padding too: row -1 is id -1 (``Columns.ids``)
         return SearchResult(ids, dist)
 
     def _search_rest(

@@ -59,8 +59,7 @@ class MemoryCollection(ColumnsCollection):
             pad = ((0, 0), (0, k - pos.shape[1]))
             pos = np.pad(pos, pad, constant_values=-1)
             dist = np.pad(dist, pad, constant_values=np.inf)
-        ids = np.where(pos >= 0, c.ids[np.maximum(pos, 0)], -1)
-        return SearchResult(ids, dist)
+        return SearchResult(c.ids[pos], dist)  # padding too: row -1 is id -1 (``Columns.ids``)
 
     def size_bytes(self) -> int:
         return self._c.nbytes()
