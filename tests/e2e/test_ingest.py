@@ -143,7 +143,10 @@ def test_the_shared_executor_rule():
     ctx = RunContext("r", procs, Driver())
     assert ctx.executor_for("auto", 2) == "processes"
     assert ctx.executor_for("auto", 1) == "threads"  # one lane: the store's choice
-    assert ctx.executor_for("auto", 8, auto_processes=False) == "threads"
+    # ingest opts out (the plan asks the workload as the run does)
+    assert (
+        ingest.IngestWorkload.executor(ingest.IngestParams(concurrency=8), procs, None) == "threads"
+    )
     assert ctx.executor_for("threads", 8) == "threads"
     assert ctx.executor_for("processes", 1) == "processes"
     assert RunContext("r", procs, Driver(executor="ray")).executor_for("auto", 8) == "ray"

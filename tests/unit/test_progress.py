@@ -3,7 +3,7 @@ terminal tables (``report.terminal.fit_columns``), on fixed inputs."""
 
 import pytest
 
-from storebench.plan.dryrun import estimate, time_model
+from storebench.plan.dryrun import estimate, time_model, what_starts
 from storebench.plan.scenario import Scenario
 from storebench.report.terminal import BORDER_EDGE, BORDER_PER_COLUMN, fit_columns
 from storebench.run.progress import PRIOR_RUN_S, PRIOR_SERVER_S, Sweep, fmt_duration
@@ -58,6 +58,21 @@ def test_a_cluster_counts_a_start_per_node_and_works_at_its_quota():
     assert quota.runs[0][2] == pytest.approx(4 * whole.runs[0][2])  # a quarter of a core each
     (embedded,) = Scenario.load("crud", stores=["memory"]).plan()
     assert servers_started(embedded.spec) == 0
+
+
+def test_the_plan_names_the_executor_the_runs_clients_get():
+    def says(name, *sets, stores=("memory",)):
+        (run, *_) = Scenario.load(name, stores=list(stores), sets=list(sets)).plan()
+        return what_starts(run).rsplit("clients as ", 1)[1]
+
+    # several search clients on a store that serves process clients: processes,
+    # as the run chooses them (the plan said the store's threads)
+    assert says("search", "clients=[40]", stores=("opensearch",)) == "processes"
+    assert says("search", "clients=[1]", stores=("opensearch",)) == "threads"
+    assert says("search", "clients=[40]", "executor=threads", stores=("opensearch",)) == "threads"
+    assert says("crud") == "threads"
+    assert says("social") == "async"  # many pausing clients: one event loop
+    assert says("ingest", "concurrency=4") == "threads"  # ingest's auto: threads
 
 
 def test_an_engines_pace_weighs_the_priors_until_a_run_of_it_is_timed(monkeypatch):

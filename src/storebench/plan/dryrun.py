@@ -34,7 +34,7 @@ def what_starts(run: Run) -> str:
     else:
         nodes = servers_started(spec)
         where = f"a managed cluster of {nodes} nodes" if nodes > 1 else "a managed server"
-    executor = run.executor or cls.client_mode
+    executor = workload_class(run.workload).executor(run.params, cls, run.executor)
     return f"{where}; clients as {executor}"
 
 

@@ -186,6 +186,14 @@ class Workload:
         not estimated."""
         return TimeModel()
 
+    @classmethod
+    def executor(cls, params: Any, store: Store | type[Store], run_executor: str | None) -> str:
+        """Where a run's measured clients run, as its tasks choose it
+        (``choose_executor``; the plan says it): for its most clients."""
+        clients = getattr(params, "clients", 1)
+        lanes = max(clients) if isinstance(clients, list | tuple) else int(clients)
+        return choose_executor(store, run_executor, getattr(params, "executor", None), lanes)
+
     def run(self, ctx: RunContext, params: Any) -> None:
         raise NotImplementedError
 
@@ -289,19 +297,10 @@ class RunContext:
     def share(self, name: str, array: np.ndarray) -> Shared:
         return Shared(array, self.workdir / f"{name}.npy")
 
-    def executor_for(
-        self, choice: str, lanes: int, *, auto_processes: bool = True, thinking: bool = False
-    ) -> str:
+    def executor_for(self, choice: str, lanes: int) -> str:
         """Where a task's clients run, for a workload's ``executor`` parameter
         in this run (``choose_executor``, which says how)."""
-        return choose_executor(
-            self.store,
-            self.driver.executor,
-            choice,
-            lanes,
-            auto_processes=auto_processes,
-            thinking=thinking,
-        )
+        return choose_executor(self.store, self.driver.executor, choice, lanes)
 
     def executor_name(self, task: Task) -> str:
         """The executor a task's clients run on (for its record)."""

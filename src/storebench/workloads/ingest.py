@@ -56,7 +56,7 @@ from pydantic import Field
 
 from storebench.data.batch import DocBatch, Schema
 from storebench.driver import Op, Task, native
-from storebench.driver.choice import ExecutorChoice
+from storebench.driver.choice import ExecutorChoice, choose_executor
 from storebench.driver.native import ClientChoice
 from storebench.errors import NotSupported, TaskFailed
 from storebench.results.records import TaskRecord
@@ -226,6 +226,14 @@ class IngestWorkload(Workload):
         batch's other documents at the rate of a batched insert."""
         return load_time(p.count - p.requests, None) + TimeModel.requests(p.requests)
 
+    @classmethod
+    def executor(cls, p: IngestParams, store: Store | type[Store], run_executor: str | None) -> str:
+        # threads unless asked (or the run's executor): see AUTO_PROCESSES
+        lanes = p.concurrency * p.inflight
+        return choose_executor(
+            store, run_executor, p.executor, lanes, auto_processes=AUTO_PROCESSES
+        )
+
     def run(self, ctx: RunContext, p: IngestParams) -> None:
         if p.pipeline > 1:
             try:
@@ -248,10 +256,7 @@ class IngestWorkload(Workload):
             inflight=p.inflight,
             ops=p.ops,
             items_per_op=p.batch_size * p.pipeline,
-            # threads unless asked (or the run's executor): see AUTO_PROCESSES
-            executor=ctx.executor_for(
-                p.executor, p.concurrency * p.inflight, auto_processes=AUTO_PROCESSES
-            ),
+            executor=self.executor(p, ctx.store, ctx.driver.executor),
             client=client,
         )
         executor = ctx.executor_name(task)

@@ -36,6 +36,7 @@ from pydantic import Field
 from storebench.data.batch import DocBatch, Schema
 from storebench.data.filters import Cmp
 from storebench.driver import Op, Task
+from storebench.driver.choice import choose_executor
 from storebench.errors import NotCounted, TaskFailed, UserError
 from storebench.stores.base import AsyncView, Capability, Collection, Store
 from storebench.workloads.base import BatchInserts, MemoryNeed, Params, TimeModel, ViewsOp, Workload
@@ -327,6 +328,16 @@ class SocialWorkload(Workload):
     requires = frozenset({Capability.INSERT, Capability.FIND, Capability.ORDER})
 
     @classmethod
+    def executor(cls, p: SocialParams, store: Store | type[Store], run_executor: str | None) -> str:
+        # all the actors' clients together (they run at once, on one
+        # executor): many pausing clients run on one event loop where the
+        # store's ops can run there, else threads (choose_executor)
+        lanes = sum(a[1] for a in p.actors())
+        return choose_executor(
+            store, run_executor, "auto", lanes, auto_processes=False, thinking=True
+        )
+
+    @classmethod
     def check(cls, params: SocialParams) -> None:
         if not (params.posters or params.commenters):
             # readers alone would wait for data no one writes
@@ -388,12 +399,7 @@ class SocialWorkload(Workload):
             )
 
         actors = p.actors()
-        # all the actors' clients together (they run at once, on one
-        # executor): many pausing clients run on one event loop where the
-        # store's ops can run there, else threads (choose_executor)
-        executor = ctx.executor_for(
-            "auto", sum(a[1] for a in actors), auto_processes=False, thinking=True
-        )
+        executor = self.executor(p, ctx.store, ctx.driver.executor)
         tasks = []
         for name, clients, iters, delay_ms, k in actors:
             if not clients:
