@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from storebench.servers import dist
+from storebench.servers.base import ServerError, check_reachable_by
 from storebench.servers.dist import DistError, Distribution, MavenZip
 
 
@@ -109,11 +110,11 @@ def test_an_unreachable_distribution_names_the_blocking_directory():
         private = base / "private"
         (private / "dist").mkdir(parents=True)
         os.chmod(private, 0o700)
-        with pytest.raises(DistError, match=f"{private} is not searchable"):
-            dist.check_readable_by(private / "dist", "nobody")
+        with pytest.raises(ServerError, match=f"{private} is not searchable.*; do this"):
+            check_reachable_by(private / "dist", "nobody", "do this")
         os.chmod(private, 0o755)
-        dist.check_readable_by(private / "dist", "nobody")
-        dist.check_readable_by(private / "dist", None)
+        check_reachable_by(private / "dist", "nobody", "")
+        check_reachable_by(private / "dist", None, "")
     finally:
         shutil.rmtree(base)
 

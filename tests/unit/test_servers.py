@@ -122,6 +122,19 @@ def test_servers_that_refuse_root_run_unprivileged():
         assert psutil.Process(s.proc.pid).username() == "nobody"
 
 
+def test_a_server_directory_its_user_cannot_reach_is_refused_naming_it(monkeypatch):
+    import tempfile
+
+    private = tempfile.mkdtemp(prefix="storebench-test-")  # 0700, root's
+    monkeypatch.setattr(tempfile, "tempdir", private)  # as TMPDIR=<private>
+    try:
+        with pytest.raises(ServerError, match=f"{private} is not searchable.*set TMPDIR"):
+            Unprivileged().start()
+        assert not os.listdir(private)  # its directory went with it
+    finally:
+        os.rmdir(private)
+
+
 PARENT = textwrap.dedent(
     """
     import sys, time

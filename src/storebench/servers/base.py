@@ -26,6 +26,7 @@ import pwd
 import re
 import signal
 import socket
+import stat
 import subprocess
 import threading
 import time
@@ -91,6 +92,26 @@ def _stop_all(now: bool = False) -> None:
 
 atexit.register(_stop_all)
 interrupts.always_at_hard_exit(lambda: _stop_all(now=True))
+
+
+def check_reachable_by(path: Path, user: str | None, remedy: str) -> None:
+    """Fail clearly when ``user`` (a server's, as root) cannot reach
+    ``path``, naming the directory on the way it may not search, rather than
+    leave the engine to fail on it with a stack trace; ``remedy``: what to do."""
+    if user is None:
+        return
+    pw = pwd.getpwnam(user)
+    p = path.resolve()
+    for d in [p, *p.parents]:
+        st = d.stat()
+        if st.st_uid == pw.pw_uid:
+            continue
+        bit = stat.S_IXGRP if st.st_gid == pw.pw_gid else stat.S_IXOTH
+        if not st.st_mode & bit:
+            raise ServerError(
+                f"{path} is not reachable by user {user} (the server's user): {d} is not "
+                f"searchable by others; {remedy}"
+            )
 
 
 class Server:
@@ -250,6 +271,8 @@ class Server:
                 _log.warning("%s: runs unlimited: %s", self.name, exc)
                 self.engine_settings = {"limits": f"not applied: {exc}"}
         self.give_to_user(self.dir)
+        remedy = "set TMPDIR to a directory others can enter (such as /tmp)"
+        check_reachable_by(self.dir, self.user, remedy)
         self.prepare()
         self.give_to_user(self.dir)
         log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the process)

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pwd
 import shutil
-import stat
 import sys
 import tempfile
 import zipfile
@@ -207,22 +205,3 @@ def ensure(dist: Distribution) -> Path:
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return home
-
-
-def check_readable_by(path: Path, user: str | None) -> None:
-    """Fail clearly when ``user`` cannot reach ``path`` (a directory on the way
-    without search permission for others), instead of a Java stack trace."""
-    if user is None:
-        return
-    pw = pwd.getpwnam(user)
-    p = path.resolve()
-    for d in [p, *p.parents]:
-        st = d.stat()
-        if st.st_uid == pw.pw_uid:
-            continue
-        bit = stat.S_IXGRP if st.st_gid == pw.pw_gid else stat.S_IXOTH
-        if not st.st_mode & bit:
-            raise DistError(
-                f"{path} is not reachable by user {user} (the server's user): {d} is not "
-                "searchable by others; set STOREBENCH_DATA to a directory others can read"
-            )

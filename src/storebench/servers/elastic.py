@@ -48,12 +48,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from storebench.common import leftovers
-from storebench.servers.base import Server, free_port
+from storebench.servers.base import Server, ServerError, check_reachable_by, free_port
 from storebench.servers.dist import (
     DistError,
     Distribution,
     MavenZip,
-    check_readable_by,
     ensure,
     java_home,
 )
@@ -153,8 +152,9 @@ class LuceneServer(Server):
         self._java_home = java_home()
         super().__init__()
         try:
-            check_readable_by(self.home, self.user)
-        except DistError:
+            remedy = "set STOREBENCH_DATA to a directory others can read"
+            check_reachable_by(self.home, self.user, remedy)
+        except ServerError:
             leftovers.remove_dir(self.dir)
             raise
         self.transport_port = free_port()
