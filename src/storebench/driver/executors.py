@@ -242,13 +242,14 @@ class Executor:
             interrupted = exc
             ctl.stop[0] = 1
             abort(started)
-            deadline = time.monotonic() + STOP_GRACE_S
+            stopped = time.monotonic()
+            deadline = stopped + STOP_GRACE_S
             while alive() and (left := deadline - time.monotonic()) > 0:
                 collect(left)  # returns as clients end: no polling
             if alive():
                 log.warning("clients still running %g s after the stop: left behind", STOP_GRACE_S)
             else:
-                took = STOP_GRACE_S - (deadline - time.monotonic())
+                took = time.monotonic() - stopped
                 log.info("clients ended %.1f s after the main thread took the interrupt", took)
         except BaseException:
             ctl.stop[0] = 1

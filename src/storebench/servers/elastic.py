@@ -47,8 +47,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, ClassVar
 
-from storebench.common import leftovers
-from storebench.servers.base import Server, ServerError, check_reachable_by, free_port
+from storebench.servers.base import Server, check_reachable_by, free_port
 from storebench.servers.dist import (
     DistError,
     Distribution,
@@ -151,12 +150,6 @@ class LuceneServer(Server):
         self.home = ensure(self.dist)  # fetched once; not part of the start-up time
         self._java_home = java_home()
         super().__init__()
-        try:
-            remedy = "set STOREBENCH_DATA to a directory others can read"
-            check_reachable_by(self.home, self.user, remedy)
-        except ServerError:
-            leftovers.remove_dir(self.dir)
-            raise
         self.transport_port = free_port()
         # the JVM heap: -Xms512m -Xmx1g unless given (then both the same, as
         # the engines recommend)
@@ -167,6 +160,8 @@ class LuceneServer(Server):
         return self.dir / "config"
 
     def prepare(self) -> None:
+        remedy = "set STOREBENCH_DATA to a directory others can read"
+        check_reachable_by(self.home, self.user, remedy)  # a failed start removes the directory
         shutil.copytree(self.home / "config", self.conf_dir, dirs_exist_ok=True)
         for sub in ("data", "logs", "tmp"):
             (self.dir / sub).mkdir(exist_ok=True)

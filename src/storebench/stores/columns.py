@@ -179,11 +179,8 @@ class Columns:
     def compact(self) -> None:
         """Drop dead rows (renumbers rows)."""
         keep = np.flatnonzero(self.alive[: self.n])
-        self.ids, self.alive, self.sq = (
-            np.append(self.ids[keep], -1),
-            self.alive[keep],
-            self.sq[keep],
-        )
+        self.ids = np.append(self.ids[keep], -1)  # its -1 slot (``__init__``)
+        self.alive, self.sq = self.alive[keep], self.sq[keep]
         self.cols = {k: v[keep] for k, v in self.cols.items()}
         if len(self.vecs):  # a collection without vectors never grew them
             self.vecs = self.vecs[keep]
