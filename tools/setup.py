@@ -3,7 +3,8 @@
 
 ``make test`` runs this first (``make setup``); ``make demo`` runs it with
 ``--core`` (storebench and the usearch extra, an HNSW engine that installs
-from a wheel, so the demo shows recall below 1.0). Each component checks what is already there and installs only
+from a wheel, so the demo shows recall below 1.0); ``make bench`` adds
+``--native-client`` (the compiled closed loop the ceiling measures). Each component checks what is already there and installs only
 what is missing, then prints one line: what it installed and how long it
 took. A second run takes seconds.
 
@@ -319,6 +320,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--core", action="store_true", help="storebench and its usearch extra (make demo)"
     )
+    ap.add_argument(
+        "--native-client",
+        action="store_true",
+        help="with --core: the native client's module too (make bench: the compiled loop)",
+    )
     args = ap.parse_args(argv)
     venv = Path(args.venv)
     if not venv.is_absolute():
@@ -330,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     lanes: list[list[Step]]
     if args.core:
         lanes = [[("python", python_env(venv, "usearch"))]]
+        if args.native_client:
+            lanes[0].append(("native client", native_client(venv)))
     else:
         servers = not embedded_only()
 

@@ -42,17 +42,6 @@ def workers():
     AsyncExecutor.workers = old
 
 
-class VirtualClock:
-    def __init__(self):
-        self.now = 10**12
-
-    def __call__(self):
-        return self.now
-
-    def spend(self, ns):
-        self.now += ns
-
-
 class KnownAsync(Op):
     """A coroutine op: 200 us, 2 ms on every 50th, on the virtual clock,
     each op giving the loop a turn (as a network wait does)."""
@@ -74,13 +63,6 @@ class KnownAsyncFactory:
 
     def __call__(self, coll, c, clients):
         return KnownAsync(self.vc)
-
-
-@pytest.fixture
-def virtual_clock(monkeypatch):
-    vc = VirtualClock()
-    monkeypatch.setattr(loops, "clock", vc)
-    return vc
 
 
 def test_a_coroutine_op_s_known_latency_is_what_the_loop_measures(coll, virtual_clock):

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from storebench.data.batch import DocBatch, Schema
-from storebench.driver import Driver, FnOp, Task
-from storebench.driver.core import ClientResult, merge
+from storebench.driver import Driver, FnOp, Task, loops
+from storebench.driver.core import ClientResult, Controls, merge
+from storebench.driver.measure import Measurement
 from storebench.errors import TaskFailed
 from storebench.measure.metrics import Histogram
 from storebench.stores.base import StoreSpec
@@ -19,32 +20,6 @@ def busy_wait(ns: int) -> None:
     end = clock() + ns
     while clock() < end:
         pass
-
-
-class VirtualClock:
-    """The driver's clock, advanced only by the fake store's operations: a
-    known latency is then exactly that, however busy the machine is (a
-    preempted busy-wait would read longer). What this checks is the
-    measurement code (timing around the call, histogram, percentiles,
-    counted throughput), not the OS scheduler."""
-
-    def __init__(self):
-        self.now = 10**12
-
-    def __call__(self):
-        return self.now
-
-    def spend(self, ns):
-        self.now += ns
-
-
-@pytest.fixture
-def virtual_clock(monkeypatch):
-    from storebench.driver import loops
-
-    vc = VirtualClock()
-    monkeypatch.setattr(loops, "clock", vc)
-    return vc
 
 
 class KnownLatency:
@@ -98,6 +73,73 @@ def test_reported_percentiles_match_a_known_latency_distribution(coll, virtual_c
     assert stats.latency.percentile(99) == pytest.approx(2_000_000, rel=1e-3)
     # throughput is counted ops over wall time: 40 ops of 2 ms + 1960 of 0.2 ms
     assert stats.ops_per_s == pytest.approx(2_000 / 0.472, rel=1e-6)
+
+
+@pytest.fixture(params=["compiled", "python"])
+def closed_loop(request, monkeypatch):
+    """loops.closed as the compiled module runs it, and as Python does."""
+    if request.param == "compiled":
+        if loops.compiled is None:
+            pytest.skip("the compiled module is not installed (tools/setup.py builds it)")
+    else:
+        monkeypatch.setattr(loops, "compiled", None)
+    return loops.closed
+
+
+class Recorded:
+    """Op i's start and end on the driver's clock; raises at ``raise_at``,
+    sets the stop flag at ``stop_at``."""
+
+    def __init__(self, ctl, raise_at=None, stop_at=None):
+        self.ctl, self.raise_at, self.stop_at = ctl, raise_at, stop_at
+        self.seen, self.starts, self.ends = [], [], []
+
+    def __call__(self, i):
+        self.starts.append(clock())
+        self.seen.append(i)
+        if i == self.raise_at:
+            raise ConnectionError("gone")
+        if i == self.stop_at:
+            self.ctl.stop[0] = 1
+        self.ends.append(clock())
+
+
+def measurement(ops, clients=3, c=1, slot=2):
+    ctl = Controls.local(4)
+    task = Task("t", Items(), ops=ops * clients, clients=clients)
+    return Measurement(task, c, ctl, clock(), slot), ctl
+
+
+def test_the_closed_loop_times_each_op_from_the_end_of_the_one_before(closed_loop):
+    m, ctl = measurement(50)
+    op = Recorded(ctl)
+    assert closed_loop(op, m) == 50
+    assert op.seen == list(range(1, 150, 3))  # client 1 of 3: ops 1, 4, 7, ...
+    assert ctl.progress[2] == 49
+    ((start, t0),) = m.marks
+    assert start == 0 and t0 <= op.starts[0]
+    lat = m.lat
+    prev_end = np.array([t0] + op.ends[:-1])  # each slot runs from the time after the op before
+    next_start = np.array(op.starts[1:] + [clock()])
+    assert (lat > np.array(op.ends) - np.array(op.starts)).all()  # holds the op itself
+    assert (lat < next_start - prev_end).all()  # ends before the next op starts
+    ends = loops.closed_ends(lat, m.marks)
+    assert (ends >= np.array(op.ends)).all() and (ends[:-1] <= next_start[:-1]).all()
+
+
+def test_the_closed_loop_stops_at_the_flag_and_leaves_a_raising_op_unwritten(closed_loop):
+    m, ctl = measurement(50)
+    op = Recorded(ctl, stop_at=1 + 3 * 5)
+    assert closed_loop(op, m) == 6  # the op that saw the stop counts
+    m, ctl = measurement(50)
+    op = Recorded(ctl, raise_at=1 + 3 * 4)
+    with pytest.raises(ConnectionError):
+        closed_loop(op, m)
+    assert ctl.progress[2] == 4  # the op in flight, for Measurement.fail
+    assert (m.lat[:4] > 0).all() and (m.lat[4:] == 0).all()
+    m.used = 5
+    assert closed_loop(Recorded(ctl), m) == 50  # the next call goes on after it
+    assert [s for s, _ in m.marks] == [0, 5] and (m.lat[5:] > 0).all()
 
 
 def test_four_clients_merge_into_one_histogram_of_all_their_samples(coll):

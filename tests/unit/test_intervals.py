@@ -30,27 +30,6 @@ MS = 1_000_000
 S = 1_000_000_000
 
 
-class VirtualClock:
-    """The driver's clock, advanced only by the fake store's operations (as
-    in test_driver): a planted stall is then exactly where it was planted."""
-
-    def __init__(self):
-        self.now = 10**12
-
-    def __call__(self):
-        return self.now
-
-    def spend(self, ns):
-        self.now += ns
-
-
-@pytest.fixture
-def virtual_clock(monkeypatch):
-    vc = VirtualClock()
-    monkeypatch.setattr(loops_mod, "clock", vc)
-    return vc
-
-
 @pytest.fixture
 def coll():
     store = StoreSpec("null").open()
@@ -409,7 +388,7 @@ def nothing(coll, c, clients):
     return FnOp(lambda i: None)
 
 
-def test_over_time_views_show_service_time_errors_and_items(monkeypatch, coll):
+def test_over_time_views_show_service_time_errors_and_items(request, coll):
     pytest.importorskip("matplotlib")
     from storebench.report.timeline import sparklines, timeline_view
     from storebench.report.views import ViewInput
@@ -417,8 +396,7 @@ def test_over_time_views_show_service_time_errors_and_items(monkeypatch, coll):
     # the open loop on the real clock (it sleeps until each op is due)
     insert = Task("insert", nothing, duration_s=0.3, rate=100.0, items_per_op=50)
     batched, _ = Driver(interval_s=0.1).run(insert, coll)
-    vc = VirtualClock()
-    monkeypatch.setattr(loops_mod, "clock", vc)
+    vc = request.getfixturevalue("virtual_clock")  # from here on
     get = Task("get", StallAtSecond3(vc, fail_every=10), duration_s=4.0, max_errors=10**6)
     failing, _ = Driver(interval_s=1.0).run(get, coll)
     rec = RunRecord(

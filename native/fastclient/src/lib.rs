@@ -11,7 +11,10 @@
 //! stop flag (a byte) is read and its progress slot (an int64) written
 //! through shared memory, by address. ``stop_on_signal`` (signals.rs) has
 //! SIGINT and SIGTERM set that stop flag from the signal handler itself.
+//! ``closed_calls`` (calls.rs) is the driver's closed loop for any Python
+//! op: the same bookkeeping in Rust, the op called with the GIL held.
 
+mod calls;
 mod signals;
 
 use std::io::{self, Read, Write};
@@ -26,7 +29,7 @@ use postgres_protocol::message::{backend, frontend};
 use pyo3::exceptions::{PyConnectionError, PyValueError};
 use pyo3::prelude::*;
 
-fn now() -> i64 {
+pub(crate) fn now() -> i64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: a valid timespec; CLOCK_MONOTONIC always exists on Linux
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
@@ -627,5 +630,6 @@ fn storebench_fastclient(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(postgres, m)?)?;
     m.add_function(wrap_pyfunction!(redis, m)?)?;
     m.add_function(wrap_pyfunction!(signals::stop_on_signal, m)?)?;
+    m.add_function(wrap_pyfunction!(calls::closed_calls, m)?)?;
     Ok(())
 }

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from storebench.common import interrupts
+from storebench.driver.loops import address
 from storebench.driver.measure import Measurement
 from storebench.errors import NotSupported
 from storebench.stores.native import MODULE, extension
@@ -63,12 +64,6 @@ def resolve(client: str, coll: Collection, op: str, *, think: bool = False) -> s
     raise NotSupported(coll.store.engine, why)
 
 
-def _address(buf: Any, dtype: type) -> int:
-    """Where a writable buffer (bytearray, array, memoryview of shared
-    memory, numpy array) starts in memory."""
-    return int(np.frombuffer(buf, dtype).ctypes.data)
-
-
 @contextlib.contextmanager
 def stop_on_signal(ctl: Controls) -> Iterator[None]:
     """Inside the block SIGINT and SIGTERM set ``ctl.stop`` to their number
@@ -82,7 +77,7 @@ def stop_on_signal(ctl: Controls) -> Iterator[None]:
     if ext is None or threading.current_thread() is not threading.main_thread():
         yield
         return
-    ext.stop_on_signal(_address(ctl.stop, np.uint8), [int(s) for s in interrupts.SIGNALS])
+    ext.stop_on_signal(address(ctl.stop, np.uint8), [int(s) for s in interrupts.SIGNALS])
     try:
         yield
     finally:
@@ -96,8 +91,8 @@ def measure(task: Task, native: Any, c: int, ctl: Controls, start_ns: int, slot:
     if task.think(c):
         raise NotSupported("native client", "think time")
     m = Measurement(task, c, ctl, start_ns, slot, first_slots=_DURATION_SLOTS)
-    stop = _address(ctl.stop, np.uint8)
-    prog = _address(ctl.progress, np.int64) + 8 * slot
+    stop = address(ctl.stop, np.uint8)
+    prog = address(ctl.progress, np.int64) + 8 * slot
     while True:
         if task.rate is not None:
             assert m.svc is not None
