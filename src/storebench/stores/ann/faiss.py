@@ -25,7 +25,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from storebench.stores.ann.indexlib import LibraryCollection, LibraryStore, padded
+from storebench.stores.ann.indexlib import ONE, ZERO, LibraryCollection, LibraryStore, padded
 from storebench.stores.base import Capability, Collection
 
 
@@ -67,13 +67,13 @@ class FaissCollection(LibraryCollection):
             sel = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap))
             params = faiss.SearchParametersHNSW(efSearch=self._ef, sel=sel)  # type: ignore[attr-defined]
             d, labels = self._ix.search(self._prep(q), k, params=params)
-        metric = self.schema.metric
+        metric = self.schema.metric  # in place, with 0-d operands (indexlib.ONE)
         if metric == "l2":
-            d = np.sqrt(np.maximum(d, 0.0))
+            d = np.sqrt(np.maximum(d, ZERO, out=d), out=d)
         elif metric == "ip":
             d = np.negative(d, out=d)
         else:
-            d = np.subtract(1.0, d, out=d)
+            d = np.subtract(ONE, d, out=d)
         if padded(labels):
             d[labels < 0] = np.inf
         return labels, d

@@ -26,7 +26,7 @@ from importlib import metadata
 import hnswlib
 import numpy as np
 
-from storebench.stores.ann.indexlib import LibraryCollection, LibraryStore
+from storebench.stores.ann.indexlib import ONE, ZERO, LibraryCollection, LibraryStore
 
 _SPACE = {"l2": "l2", "ip": "ip", "cosine": "cosine"}
 
@@ -76,11 +76,11 @@ class HnswlibCollection(LibraryCollection):
         except RuntimeError:  # "Cannot return the results in a contiguous 2D array"
             rows = np.flatnonzero(self._c.alive[: self._c.n] if allowed is None else allowed)
             return self._exact(q, k, rows)
-        metric = self.schema.metric
+        metric = self.schema.metric  # in place, with 0-d operands (indexlib.ONE)
         if metric == "l2":
-            d = np.sqrt(np.maximum(d, 0.0))
+            d = np.sqrt(np.maximum(d, ZERO, out=d), out=d)
         elif metric == "ip":
-            d = d - 1.0  # hnswlib's ip distance is 1 - dot
+            d = np.subtract(d, ONE, out=d)  # hnswlib's ip distance is 1 - dot
         return labels.view(np.int64), d  # labels are rows, below 2**63
 
     def _index_bytes(self) -> int:
