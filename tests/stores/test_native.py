@@ -15,6 +15,7 @@ from storebench.data.batch import DocBatch
 from storebench.driver import Task
 from storebench.driver import native as native_loop
 from storebench.driver.core import Controls
+from storebench.driver.loops import address
 from storebench.errors import NotSupported, TaskFailed
 from storebench.stores.base import StoreSpec
 from tests.conftest import make_docs
@@ -46,8 +47,8 @@ def closed(
     op: Any, n: int, c: Controls, *, slot: int = 0, deadline: int = 1 << 62, start: int = 0
 ) -> Any:
     lat = np.zeros(n, np.int64)
-    stop = native_loop._address(c.stop, np.uint8)
-    prog = native_loop._address(c.progress, np.int64) + 8 * slot
+    stop = address(c.stop, np.uint8)
+    prog = address(c.progress, np.int64) + 8 * slot
     used, t0, err = op.closed(start, lat.ctypes.data, n, deadline, stop, prog)
     return lat, used, t0, err
 
@@ -158,8 +159,8 @@ def test_loop_contract_stop_deadline_and_open_loop(store):
             svc.ctypes.data,
             50,
             1 << 62,
-            native_loop._address(c.stop, np.uint8),
-            native_loop._address(c.progress, np.int64),
+            address(c.stop, np.uint8),
+            address(c.progress, np.int64),
             origin,
             interval,
         )
