@@ -129,7 +129,7 @@ def test_sqlite_lands_every_document_once(tmp_path, inflight, batch):
 
 
 def test_the_shared_executor_rule():
-    """choose_executor (through RunContext.executor_for): as asked; auto:
+    """choose_executor: as asked; auto:
     processes for several lanes where the store serves them and the run
     chose no executor, unless the workload opts out (ingest does:
     AUTO_PROCESSES); else the run's executor, else the store's client_mode.
@@ -141,16 +141,16 @@ def test_the_shared_executor_rule():
     procs, mem = StoreSpec("null").open(), StoreSpec("memory").open()
     assert procs.client_mode == mem.client_mode == "threads"
     ctx = RunContext("r", procs, Driver())
-    assert ctx.executor_for("auto", 2) == "processes"
-    assert ctx.executor_for("auto", 1) == "threads"  # one lane: the store's choice
+    assert choose_executor(procs, None, "auto", 2) == "processes"
+    assert choose_executor(procs, None, "auto", 1) == "threads"  # one lane: the store's choice
     # ingest opts out (the plan asks the workload as the run does)
     assert (
         ingest.IngestWorkload.executor(ingest.IngestParams(concurrency=8), procs, None) == "threads"
     )
-    assert ctx.executor_for("threads", 8) == "threads"
-    assert ctx.executor_for("processes", 1) == "processes"
-    assert RunContext("r", procs, Driver(executor="ray")).executor_for("auto", 8) == "ray"
-    assert RunContext("r", mem, Driver()).executor_for("auto", 8) == "threads"  # threads only
+    assert choose_executor(procs, None, "threads", 8) == "threads"
+    assert choose_executor(procs, None, "processes", 1) == "processes"
+    assert choose_executor(procs, "ray", "auto", 8) == "ray"
+    assert choose_executor(mem, None, "auto", 8) == "threads"  # threads only
     assert ingest.AUTO_PROCESSES is False
     # a run's executor (plan and runner: no task), a task's own choice (driver, records)
     assert choose_executor(type(procs), None) == "threads"

@@ -297,11 +297,6 @@ class RunContext:
     def share(self, name: str, array: np.ndarray) -> Shared:
         return Shared(array, self.workdir / f"{name}.npy")
 
-    def executor_for(self, choice: str, lanes: int) -> str:
-        """Where a task's clients run, for a workload's ``executor`` parameter
-        in this run (``choose_executor``, which says how)."""
-        return choose_executor(self.store, self.driver.executor, choice, lanes)
-
     def executor_name(self, task: Task) -> str:
         """The executor a task's clients run on (for its record)."""
         return choose_executor(

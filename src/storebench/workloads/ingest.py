@@ -16,7 +16,7 @@ the ``pipeline`` capability records the insert task as unsupported; it is
 never done another way. The two multiply: a client has ``inflight x
 pipeline`` requests outstanding.
 
-``executor`` (``RunContext.executor_for``, the vector workloads' parameter):
+``executor`` (the vector workloads' parameter; ``IngestWorkload.executor``):
 ``threads`` or ``processes`` as asked; ``auto`` is the run's or the store's
 choice (threads), not the vector workloads' processes for several clients:
 here threads measured faster (``AUTO_PROCESSES``). With processes each one

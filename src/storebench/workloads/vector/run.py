@@ -12,6 +12,7 @@ import numpy as np
 from storebench.data.filters import Cmp, Filter
 from storebench.data.truth import GroundTruth
 from storebench.driver import Task, native
+from storebench.driver.choice import choose_executor
 from storebench.errors import NotSupported, TaskFailed, UserError
 from storebench.results.records import TaskRecord
 from storebench.results.scores import RECALL
@@ -111,8 +112,8 @@ class SearchRun:
     def executor(self, clients: int) -> str:
         """The task's executor: as asked, else processes for several clients
         where the store can serve them (queries reach them memory-mapped),
-        else the run's or the store's: ``RunContext.executor_for``."""
-        return self.ctx.executor_for(self.p.executor, clients)
+        else the run's or the store's (``choose_executor``)."""
+        return choose_executor(self.ctx.store, self.ctx.driver.executor, self.p.executor, clients)
 
     # --- load, index, count
     def upload(self, stop: int, name: str = "upload") -> None:
