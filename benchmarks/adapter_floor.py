@@ -117,10 +117,10 @@ def _qdrant_edge(coll: Any, k: int, ef: int | None) -> Direct:
 
     def query(q: np.ndarray) -> Any:
         nearest = qe.Query.Nearest(q[0].tolist())
-        req = qe.QueryRequest(
-            limit=k, query=nearest, params=params, with_payload=False, with_vector=False
+        req = qe.SearchRequest(
+            query=nearest, limit=k, params=params, with_payload=False, with_vector=False
         )
-        return shard.query(req)
+        return shard.search(req)  # a few microseconds under its query
 
     return query
 

@@ -95,6 +95,11 @@ class SearchResult:
     distances: np.ndarray  # (q, k) float32
 
     @classmethod
+    def empty(cls, nq: int, k: int) -> SearchResult:
+        """Nothing found for ``nq`` queries: every slot padding (-1, inf)."""
+        return cls(np.full((nq, k), -1, np.int64), np.full((nq, k), np.inf, np.float32))
+
+    @classmethod
     def from_rows(
         cls, queries: Sequence[Any], k: int, rows_of: Callable[[Any], list[Any]]
     ) -> SearchResult:
@@ -102,15 +107,14 @@ class SearchResult:
         first (``rows_of``: one query's, at most k; ``queries``: the vectors, or
         the engine's answer to each), padded with -1 and inf; nothing is asked
         for k = 0."""
-        ids = np.full((len(queries), k), -1, np.int64)
-        dist = np.full((len(queries), k), np.inf, np.float32)
+        out = cls.empty(len(queries), k)
         for i, q in enumerate(queries if k else ()):
             rows = rows_of(q)
             if rows:
                 found, d = zip(*rows, strict=True)
-                ids[i, : len(rows)] = found
-                dist[i, : len(rows)] = d
-        return cls(ids, dist)
+                out.ids[i, : len(rows)] = found
+                out.distances[i, : len(rows)] = d
+        return out
 
 
 def redact_url(url: str | None) -> str | None:

@@ -66,7 +66,10 @@ ZERO = np.zeros((), np.float32)
 
 def padded(rows: np.ndarray) -> bool:
     """Whether a row of a k-nearest answer (k > 0) ends in -1 (a row's
-    padding is at its end): one look per query, not a pass over the answer."""
+    padding is at its end): one look per query, not a pass over the answer
+    (one query: its last label read as it is, no view made)."""
+    if len(rows) == 1:
+        return rows.item(-1) < 0
     return min(rows[:, -1].tolist()) < 0
 
 
@@ -262,10 +265,7 @@ class LibraryCollection(ColumnsCollection):
             else:
                 found = self._search_rest(q, k, where)
                 if found is None:  # nothing to look for
-                    shape = (len(q), k)
-                    return SearchResult(
-                        np.full(shape, -1, np.int64), np.full(shape, np.inf, np.float32)
-                    )
+                    return SearchResult.empty(len(q), k)
                 rows, dist = found
             ids = c.ids[rows]  # padding too: row -1 is id -1 (``Columns.ids``)
         return SearchResult(ids, dist)

@@ -45,8 +45,7 @@ class NullCollection(Collection):
         shape = (len(vectors), k)
         hit = self._no_hits.get(shape)
         if hit is None:  # built once per shape, so the hot path allocates nothing
-            hit = SearchResult(np.full(shape, -1, np.int64), np.full(shape, np.inf, np.float32))
-            self._no_hits[shape] = hit
+            hit = self._no_hits[shape] = SearchResult.empty(*shape)
         return hit
 
     def count(self) -> int:

@@ -170,10 +170,8 @@ class LanceCollection(Collection):
 
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         nq = len(vectors)
-        ids = np.full((nq, k), -1, np.int64)
-        dist = np.full((nq, k), np.inf, np.float32)
         if nq == 0 or k == 0:
-            return SearchResult(ids, dist)
+            return SearchResult.empty(nq, k)
         queries = np.asarray(vectors, np.float32)
         q = self._t.search(queries[0] if nq == 1 else queries).distance_type(self._metric)
         q = q.limit(k)
@@ -186,17 +184,21 @@ class LanceCollection(Collection):
         d = t.column("_distance").to_numpy()
         if nq == 1:  # one query's rows: nearest first (Lance sorts them; a stable sort to be sure)
             order = np.argsort(d, kind="stable")[:k]
-            ids[0, : len(order)] = found[order]
-            dist[0, : len(order)] = self._distance(d[order])
-            return SearchResult(ids, dist)
+            found, d = found[order][None], self._distance(d[order])[None]
+            if len(order) == k:  # k rows: no padding to make
+                return SearchResult(found, d)
+            out = SearchResult.empty(nq, k)
+            out.ids[0, : len(order)], out.distances[0, : len(order)] = found[0], d[0]
+            return out
+        out = SearchResult.empty(nq, k)
         qi = t.column("query_index").to_numpy().astype(np.int64)
         order = np.lexsort((d, qi))  # per query, nearest first
         found, d, qi = found[order], d[order], qi[order]
         rank = np.arange(len(qi)) - np.searchsorted(qi, qi)  # position within its query
         keep = rank < k
-        ids[qi[keep], rank[keep]] = found[keep]
-        dist[qi[keep], rank[keep]] = self._distance(d[keep])
-        return SearchResult(ids, dist)
+        out.ids[qi[keep], rank[keep]] = found[keep]
+        out.distances[qi[keep], rank[keep]] = self._distance(d[keep])
+        return out
 
     def _distance(self, d: np.ndarray) -> np.ndarray:
         if self._metric == "l2":

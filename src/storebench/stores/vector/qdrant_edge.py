@@ -60,7 +60,7 @@ from pydantic import PositiveInt
 from storebench.data import filters as F
 from storebench.data.batch import DocBatch, Schema
 from storebench.errors import UserError
-from storebench.stores.ann.indexlib import DEFAULT_SEARCH, RWLock, index_values
+from storebench.stores.ann.indexlib import DEFAULT_SEARCH, ONE, RWLock, index_values
 from storebench.stores.base import Capability, Collection, RamUse, SearchResult, Store, StoreSpec
 from storebench.stores.columns import DTYPES
 from storebench.stores.config import DIRECTORY, StoreOptions
@@ -109,8 +109,6 @@ class QdrantEdgeCollection(Collection):
         self._fields = list(schema.fields)
         self._params = params  # the shard's HNSW config
         self._search = qe.SearchParams(hnsw_ef=DEFAULT_SEARCH["ef"])
-        self._sign = {"l2": 1.0, "ip": -1.0, "cosine": -1.0}[schema.metric]
-        self._shift = 1.0 if schema.metric == "cosine" else 0.0  # distance = shift + sign * score
 
     # --- conversions -------------------------------------------------------------
     def _payloads(self, docs: DocBatch, fields: list[str]) -> list[dict[str, Any]]:
@@ -288,18 +286,20 @@ class QdrantEdgeCollection(Collection):
         idx = idx[::-1] if desc else idx
         return found.take(idx[:limit] if limit is not None else idx)
 
-    def _request(self, v: list[float], k: int, flt: Any) -> Any:
+    def _request(self, kind: Any, v: list[float], k: int, flt: Any) -> Any:
+        """A ``SearchRequest`` or ``QueryRequest`` (``kind``) for the nearest
+        ``k`` to ``v``: no payload, no vector, the shard's ef."""
         if flt is None:  # ``filter=None`` costs the binding a conversion
-            return qe.QueryRequest(
-                limit=k,
+            return kind(
                 query=qe.Query.Nearest(v),
+                limit=k,
                 params=self._search,
                 with_payload=False,
                 with_vector=False,
             )
-        return qe.QueryRequest(
-            limit=k,
+        return kind(
             query=qe.Query.Nearest(v),
+            limit=k,
             filter=flt,
             params=self._search,
             with_payload=False,
@@ -309,27 +309,27 @@ class QdrantEdgeCollection(Collection):
     def search(self, vectors: np.ndarray, k: int, where: F.Filter | None = None) -> SearchResult:
         nq = len(vectors)
         if nq == 0 or k == 0:
-            return SearchResult(
-                np.full((nq, k), -1, np.int64), np.full((nq, k), np.inf, np.float32)
-            )
+            return SearchResult.empty(nq, k)
         flt = None if where is None else self._filter(where)
         vecs = vectors.tolist()  # Qdrant takes the floats as f32, as float32 rounds them
         with self._lock.shared:
-            if nq == 1:
-                results = [self._shard.query(self._request(vecs[0], k, flt))]
+            if nq == 1:  # the binding's search: a few microseconds under its query
+                results = [self._shard.search(self._request(qe.SearchRequest, vecs[0], k, flt))]
             else:
-                reqs = [self._request(v, k, flt) for v in vecs]
+                reqs = [self._request(qe.QueryRequest, v, k, flt) for v in vecs]
                 results = self._shard.query_batch(qe.QueryBatchRequest(reqs))
-        # every query's points (nearest first) in one flat list; the distance
-        # in Python per point: exact in float64, so the same float32 as the
-        # sum over float32 arrays
-        shift, sign = self._shift, self._sign
+        # every query's points (nearest first) in one flat list; scores are
+        # float32, so the distance in float32 is exactly rounded too
         ids = _ids([p.id for points in results for p in points])
-        dist = np.array([shift + sign * p.score for points in results for p in points], np.float32)
+        dist = np.array([p.score for points in results for p in points], np.float32)
+        if self.schema.metric == "cosine":  # in place, with 0-d operands (indexlib.ONE)
+            dist = np.subtract(ONE, dist, out=dist)
+        elif self.schema.metric == "ip":
+            dist = np.negative(dist, out=dist)
         if len(ids) == nq * k:  # k points each
             return SearchResult(ids.reshape(nq, k), dist.reshape(nq, k))
         mine = np.arange(k) < np.array([len(points) for points in results])[:, None]
-        padded = SearchResult(np.full((nq, k), -1, np.int64), np.full((nq, k), np.inf, np.float32))
+        padded = SearchResult.empty(nq, k)
         padded.ids[mine], padded.distances[mine] = ids, dist  # a query's points, then padding
         return padded
 
