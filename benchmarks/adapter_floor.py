@@ -12,7 +12,11 @@ figure is the median over blocks of the time per query: CPU of the calling
 thread (``time.thread_time``), CPU of the process (``time.process_time``:
 lancedb, duckdb and chroma search partly on threads of their own) and wall.
 Printed per engine and ef: each figure for both, storebench's over the
-library's, and the load average before and after. With ``--control``, first
+library's, the load average before and after, and the verdict on the bound
+the adapter is held to: storebench's CPU per query within 10% or 10 us of
+the library's, whichever is larger, read on the process's CPU (the query's
+whole cost: what qdrant-edge, lancedb, duckdb and chroma do on threads of
+their own is not on the calling thread's). With ``--control``, first
 a line ``A/A`` per engine whose two sides are both the library's search (at
 the first ef): how far from 1.00 two equal sides read on this machine now,
 the resolution of the ratios below it. With ``--get``, a line
@@ -332,7 +336,11 @@ def line(
         for lib, ours in zip(t["library"], t["storebench"], strict=True)
     )
     after = os.getloadavg()[0]
-    print(f"{engine:12} {what:>4}{figures}  {load:.1f}/{after:.1f}", flush=True)
+    lib, ours = (
+        t[side][list(CLOCKS).index("process cpu")] / per for side in ("library", "storebench")
+    )
+    verdict = "" if what == "A/A" else "  within" if ours - lib <= max(0.1 * lib, 10) else "  OVER"
+    print(f"{engine:12} {what:>4}{figures}  {load:.1f}/{after:.1f}{verdict}", flush=True)
 
 
 def build(engine: str, data: np.ndarray, metric: str) -> tuple[Any, Collection]:
@@ -379,7 +387,9 @@ def main() -> None:
     )
     print("per figure: library, storebench, storebench / library")
     print(
-        f"{'engine':12} {'ef':>4}" + "".join(f"  {c:>22}" for c in CLOCKS) + "  load before/after"
+        f"{'engine':12} {'ef':>4}"
+        + "".join(f"  {c:>22}" for c in CLOCKS)
+        + "  load before/after  bound"
     )
     with tempfile.TemporaryDirectory() as tmp:
         shared = Shared(queries, Path(tmp) / "queries.npy")
