@@ -33,10 +33,11 @@ instead of walking its graph, so ef changes nothing for qdrant-edge below
 that size. The memory store's library is numpy: the same BLAS distances and
 partial sort it calls.
 
-What the library side leaves out: qdrant-edge's answer is a list of the
-binding's point objects, and its library side does not read them (the
-adapter must: an id and a score per point, then two arrays), nor its get's
-records; hnswlib's, faiss's and usearch's get return the vectors alone (the
+qdrant-edge's binding answers with point objects whose fields it converts to
+Python values only when they are read, so its library side reads what the
+adapter needs (each point's id and score; a record's id and vector): that
+conversion is the binding's, the arrays made from the values the adapter's.
+hnswlib's, faiss's and usearch's get return the vectors alone (the
 adapter's, the ids and fields too). Engines that search on threads of their
 own spend more process CPU the longer the caller takes between queries:
 with qdrant-edge (100,000 x 50, ef 16), 10 us of plain Python after the
@@ -124,7 +125,8 @@ def _qdrant_edge(coll: Any, k: int, ef: int | None) -> Direct:
         req = qe.SearchRequest(
             query=nearest, limit=k, params=params, with_payload=False, with_vector=False
         )
-        return shard.search(req)  # a few microseconds under its query
+        # the binding's search: a few microseconds under its query
+        return [(p.id, p.score) for p in shard.search(req)]
 
     return query
 
@@ -225,7 +227,9 @@ GET: dict[str, Callable[[Any], Callable[[np.ndarray], Any]]] = {
     "hnswlib": lambda coll: coll._ix.get_items,
     "usearch": lambda coll: coll._ix.get,
     "faiss": lambda coll: coll._ix.reconstruct_batch,
-    "qdrant-edge": lambda coll: lambda ids: coll._shard.retrieve(ids.tolist(), True, True),
+    "qdrant-edge": lambda coll: (
+        lambda ids: [(r.id, r.vector) for r in coll._shard.retrieve(ids.tolist(), False, True)]
+    ),
 }
 
 

@@ -215,7 +215,7 @@ class ChromaCollection(Collection):
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         w = self._where(where)
         if len(vectors) == 0 or k == 0 or w is FALSE:
-            return SearchResult.from_rows(vectors, k, lambda q: [])
+            return SearchResult.empty(len(vectors), k)
         r = self._c.query(
             query_embeddings=np.asarray(vectors, np.float32),
             n_results=k,

@@ -208,7 +208,7 @@ class QdrantEdgeCollection(Collection):
 
     def get(self, ids: np.ndarray) -> DocBatch:
         with self._lock.shared:
-            records = self._shard.retrieve(_uids(ids), True, True)
+            records = self._shard.retrieve(_uids(ids), bool(self._fields), True)  # payloads: fields
         return self._batch(records, vectors=True)
 
     def update(self, docs: DocBatch) -> None:
