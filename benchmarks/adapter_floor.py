@@ -18,7 +18,10 @@ which last seconds, cancel in each ratio), the load average before and after, an
 the adapter is held to: storebench's CPU per query within 10% or 10 us of
 the library's, whichever is larger, read on the process's CPU (the query's
 whole cost: what qdrant-edge, lancedb, duckdb and chroma do on threads of
-their own is not on the calling thread's). With ``--control``, first
+their own is not on the calling thread's). The verdict weighs the blocks'
+spread: a 95% interval for the median ratio, then ``within`` (all of it
+under the bound), ``OVER`` (all of it above) or ``unresolved`` (the bound
+inside it: more blocks, or a quieter machine, may settle it). With ``--control``, first
 a line ``A/A`` per engine whose two sides are both the library's search (at
 the first ef): how far from 1.00 two equal sides read on this machine now,
 the resolution of the ratios below it. With ``--get``, a line
@@ -56,6 +59,7 @@ hand-offs more than with the adapter's own few microseconds.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import tempfile
 import time
@@ -343,9 +347,25 @@ def line(
     )
     after = os.getloadavg()[0]
     p = list(CLOCKS).index("process cpu")
-    within = lib[p] * (ratio[p] - 1) <= max(0.1 * lib[p], 10)
-    verdict = "" if what == "A/A" else "  within" if within else "  OVER"
+    lo, hi = median_interval(t["storebench"][:, p] / t["library"][:, p])
+    bound = 1 + max(0.1, 10 / lib[p])  # 10%, or 10 us where that is more
+    verdict = "within" if hi <= bound else "OVER" if lo > bound else "unresolved"
+    verdict = f"  {lo:.2f}-{hi:.2f} of {bound:.2f}: {verdict}" if what != "A/A" else ""
     print(f"{engine:12} {what:>4}{figures}  {load:.1f}/{after:.1f}{verdict}", flush=True)
+
+
+def median_interval(x: np.ndarray) -> tuple[float, float]:
+    """A 95% (or wider) interval for the median of ``x``, from its order
+    statistics (distribution-free: the count of values under the median is
+    binomial(n, 1/2)); with fewer than 6 values, their range."""
+    x, n = np.sort(x), len(x)
+    tail = 0.0  # P(fewer than j+1 of n values fall under the median)
+    j = 0
+    while j < n // 2 and tail + math.comb(n, j) / 2**n <= 0.025:
+        tail += math.comb(n, j) / 2**n
+        j += 1
+    j = max(j - 1, 0)
+    return float(x[j]), float(x[n - 1 - j])
 
 
 def build(engine: str, data: np.ndarray, metric: str) -> tuple[Any, Collection]:
