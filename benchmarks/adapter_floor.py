@@ -14,18 +14,18 @@ lancedb, duckdb and chroma search partly on threads of their own) and wall.
 Printed per engine and ef: each figure for both, storebench's over the
 library's (the median of the blocks' ratios: block b of both sides made the
 same calls next to each other in time, so this machine's changes of pace,
-which last seconds, cancel in each ratio), the load average before and after, and the verdict on the bound
-the adapter is held to: storebench's CPU per query within 10% or 10 us of
-the library's, whichever is larger, read on the process's CPU (the query's
-whole cost: what qdrant-edge, lancedb, duckdb and chroma do on threads of
-their own is not on the calling thread's). The verdict weighs the blocks'
-spread: a 95% interval for the median ratio, then ``within`` (all of it
-under the bound), ``OVER`` (all of it above) or ``unresolved`` (the bound
-inside it: more blocks, or a quieter machine, may settle it). With ``--control``, first
-a line ``A/A`` per engine whose two sides are both the library's search (at
-the first ef): how far from 1.00 two equal sides read on this machine now,
-the resolution of the ratios below it. With ``--get``, a line
-``get`` per engine whose adapter's get calls its library: one id per call,
+which last seconds, cancel in each ratio), the load average before and
+after, and the verdict on the bound the adapter is held to: storebench's
+CPU per query within 10% or 10 us of the library's, whichever is larger,
+read on the process's CPU (the query's whole cost: what qdrant-edge,
+lancedb, duckdb and chroma do on threads of their own is not on the calling
+thread's). The verdict weighs the blocks' spread: a 95% interval for the
+median ratio, then ``within`` (all of it under the bound), ``OVER`` (all of
+it above) or ``unresolved`` (the bound inside it: more blocks, or a quieter
+machine, may settle it). With ``--control``, first a line ``A/A`` per
+engine whose two sides are both the library's search (at the first ef): how
+far from 1.00 two equal sides read on this machine now, the resolution of
+the ratios below it. With ``--get``, a line ``get`` per engine whose adapter's get calls its library: one id per call,
 the library's own get against the collection's. With ``--insert BATCH``, a
 line ``ins`` per engine whose library side is here (hnswlib, usearch, faiss,
 qdrant-edge): batches of BATCH documents into a new, empty index on each
@@ -359,13 +359,14 @@ def median_interval(x: np.ndarray) -> tuple[float, float]:
     statistics (distribution-free: the count of values under the median is
     binomial(n, 1/2)); with fewer than 6 values, their range."""
     x, n = np.sort(x), len(x)
-    tail = 0.0  # P(fewer than j+1 of n values fall under the median)
-    j = 0
-    while j < n // 2 and tail + math.comb(n, j) / 2**n <= 0.025:
-        tail += math.comb(n, j) / 2**n
+    # the j-th smallest and j-th largest hold the median between them with
+    # chance 1 - 2 P(binomial < j): the largest j that keeps it >= 95%
+    below, j = 0.0, 0  # below: P(binomial < j)
+    while j < n // 2 and below + math.comb(n, j) / 2**n <= 0.025:
+        below += math.comb(n, j) / 2**n
         j += 1
-    j = max(j - 1, 0)
-    return float(x[j]), float(x[n - 1 - j])
+    lo = max(j, 1) - 1  # 0-based; no such j (under 6 values): the range
+    return float(x[lo]), float(x[n - 1 - lo])
 
 
 def build(engine: str, data: np.ndarray, metric: str) -> tuple[Any, Collection]:
