@@ -25,10 +25,10 @@ it above) or ``unresolved`` (the bound inside it: more blocks, or a quieter
 machine, may settle it). With ``--control``, first a line ``A/A`` per
 engine whose two sides are both the library's search (at the first ef): how
 far from 1.00 two equal sides read on this machine now, the resolution of
-the ratios below it. With ``--get``, a line ``get`` per engine whose adapter's get calls its library: one id per call,
-the library's own get against the collection's. With ``--insert BATCH``, a
-line ``ins`` per engine whose library side is here (hnswlib, usearch, faiss,
-qdrant-edge): batches of BATCH documents into a new, empty index on each
+the ratios below it. With ``--get``, a line ``get`` per engine whose
+adapter's get calls its library: one id per call, the library's own get
+against the collection's. With ``--insert BATCH``, a line ``ins`` per engine
+whose library side is here (hnswlib, usearch, faiss, qdrant-edge): batches of BATCH documents into a new, empty index on each
 side (the library's made its way, with the same parameters; hnswlib's with
 its capacity known up front, where the adapter grows its index), 5 batches
 per block, figures per document.
