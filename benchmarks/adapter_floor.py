@@ -15,23 +15,23 @@ Printed per engine and ef: each figure for both, storebench's over the
 library's (the median of the blocks' ratios: block b of both sides made the
 same calls next to each other in time, so this machine's changes of pace,
 which last seconds, cancel in each ratio), the load average before and
-after, and the verdict on the bound the adapter is held to: storebench's
-CPU per query within 10% or 10 us of the library's, whichever is larger,
-read on the process's CPU (the query's whole cost: what qdrant-edge,
-lancedb, duckdb and chroma do on threads of their own is not on the calling
-thread's). The verdict weighs the blocks' spread: a 95% interval for the
-median ratio, then ``within`` (all of it under the bound), ``OVER`` (all of
-it above) or ``unresolved`` (the bound inside it: more blocks, or a quieter
-machine, may settle it). With ``--control``, first a line ``A/A`` per
-engine whose two sides are both the library's search (at the first ef): how
-far from 1.00 two equal sides read on this machine now, the resolution of
-the ratios below it. With ``--get``, a line ``get`` per engine whose
-adapter's get calls its library: one id per call, the library's own get
-against the collection's. With ``--insert BATCH``, a line ``ins`` per engine
-whose library side is here (hnswlib, usearch, faiss, qdrant-edge): batches of BATCH documents into a new, empty index on each
-side (the library's made its way, with the same parameters; hnswlib's with
-its capacity known up front, where the adapter grows its index), 5 batches
-per block, figures per document.
+after, and the verdict on the bound the adapter is held to: storebench's CPU
+per query within 10% or 10 us of the library's, whichever is larger, read on
+the process's CPU (the query's whole cost: what qdrant-edge, lancedb, duckdb
+and chroma do on threads of their own is not on the calling thread's). The
+verdict weighs the blocks' spread: a 95% interval for the median ratio, then
+``within`` (all of it under the bound), ``OVER`` (all of it above) or
+``unresolved`` (the bound inside it: more blocks, or a quieter machine, may
+settle it). With ``--control``, first a line ``A/A`` per engine whose two
+sides are both the library's search (at the first ef): how far from 1.00 two
+equal sides read on this machine now, the resolution of the ratios below it.
+With ``--get``, a line ``get`` per engine whose adapter's get calls its
+library: one id per call, the library's own get against the collection's.
+With ``--insert BATCH``, a line ``ins`` per engine whose library side is
+here (hnswlib, usearch, faiss, qdrant-edge): batches of BATCH documents into
+a new, empty index on each side (the library's made its way, with the same
+parameters; hnswlib's with its capacity known up front, where the adapter
+grows its index), 5 batches per block, figures per document.
 
 Qdrant scans a segment below its full-scan threshold (10 MB of vectors)
 instead of walking its graph, so ef changes nothing for qdrant-edge below
