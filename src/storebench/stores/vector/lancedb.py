@@ -184,15 +184,13 @@ class LanceCollection(Collection):
         d = t.column("_distance").to_numpy()
         if nq == 1:  # one query's rows: nearest first (Lance sorts them; a stable sort to be sure)
             order = np.argsort(d, kind="stable")[:k]
-            found, d = found[order][None], self._distance(d[order])[None]
             if len(order) == k:  # k rows: no padding to make
-                return SearchResult(found, d)
-            out = SearchResult.empty(nq, k)
-            out.ids[0, : len(order)], out.distances[0, : len(order)] = found[0], d[0]
-            return out
+                return SearchResult(found[order][None], self._distance(d[order])[None])
+            qi = np.zeros(len(d), np.int64)  # Lance gives one query's rows no query_index
+        else:
+            qi = t.column("query_index").to_numpy().astype(np.int64)
         out = SearchResult.empty(nq, k)
-        qi = t.column("query_index").to_numpy().astype(np.int64)
-        order = np.lexsort((d, qi))  # per query, nearest first
+        order = np.lexsort((d, qi))  # per query, nearest first (a stable sort)
         found, d, qi = found[order], d[order], qi[order]
         rank = np.arange(len(qi)) - np.searchsorted(qi, qi)  # position within its query
         keep = rank < k

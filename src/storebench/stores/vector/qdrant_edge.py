@@ -289,21 +289,14 @@ class QdrantEdgeCollection(Collection):
     def _request(self, kind: Any, v: list[float], k: int, flt: Any) -> Any:
         """A ``SearchRequest`` or ``QueryRequest`` (``kind``) for the nearest
         ``k`` to ``v``: no payload, no vector, the shard's ef."""
-        if flt is None:  # ``filter=None`` costs the binding a conversion
-            return kind(
-                query=qe.Query.Nearest(v),
-                limit=k,
-                params=self._search,
-                with_payload=False,
-                with_vector=False,
-            )
+        where = {} if flt is None else {"filter": flt}  # ``filter=None`` costs a conversion
         return kind(
             query=qe.Query.Nearest(v),
             limit=k,
-            filter=flt,
             params=self._search,
             with_payload=False,
             with_vector=False,
+            **where,
         )
 
     def search(self, vectors: np.ndarray, k: int, where: F.Filter | None = None) -> SearchResult:
