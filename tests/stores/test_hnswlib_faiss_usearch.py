@@ -274,7 +274,7 @@ def test_a_writer_waits_for_a_reader_that_took_no_lock():
             order.append("write")
 
     with lock.shared:
-        assert lock._fast and not lock._readers  # in without the condition
+        assert lock._fast and not lock._readers_waiting  # in without the condition
         t = threading.Thread(target=writer)
         t.start()
         while not lock._gate:  # the writer is waiting
@@ -284,3 +284,31 @@ def test_a_writer_waits_for_a_reader_that_took_no_lock():
     t.join(5)
     assert order == ["read", "write"]
     assert not lock._gate  # no writer left: readers take no lock again
+
+
+def test_a_search_waits_for_the_writer_in():
+    """The search path takes the lock's shared side inline: with a writer
+    in, a search queues, and runs when the writer has left."""
+    import time
+
+    docs = make_docs(100, seed=3)
+    store = _open("faiss")
+    coll = _coll(store, "t", docs.schema())
+    coll.insert(docs)
+    lock, order = coll._lock, []
+
+    def search():
+        order.append(("search", coll.search(docs.vectors[:1], 1).ids[0, 0]))
+
+    with lock.exclusive:
+        t = threading.Thread(target=search)
+        t.start()
+        deadline = time.monotonic() + 5
+        while not lock._readers_waiting:  # the search waits for this writer
+            assert time.monotonic() < deadline and not order, "the search ran beside a writer"
+            time.sleep(0.001)
+        order.append("write")
+    t.join(5)
+    assert order == ["write", ("search", docs.ids[0])]
+    assert not lock._fast and not lock._gate  # it left; no writer about
+    store.close()

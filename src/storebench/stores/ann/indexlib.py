@@ -80,18 +80,19 @@ class RWLock:
     writer inserting in a loop took the lock back before a waiting search
     woke, so searches while inserting waited for the whole stream.)
 
-    ``with lock.shared:`` / ``with lock.exclusive:``. While no writer is in
-    or waiting a reader takes no lock: it puts its thread in ``_fast``, then
-    looks at ``_gate``; a writer raises ``_gate`` before it waits for
-    ``_fast`` to empty, so one of the two always sees the other. A reader
-    that finds the gate raised steps back and queues on the condition.
+    ``with lock.shared:`` / ``with lock.exclusive:``. A reader in is a thread
+    in ``_fast``. While no writer is in or waiting a reader takes no lock:
+    it puts its thread in ``_fast``, then looks at ``_gate``; a writer raises
+    ``_gate`` before it waits for ``_fast`` to empty, so one of the two
+    always sees the other. A reader that finds the gate raised steps back
+    and queues on the condition (``queue``); one leaving takes its thread
+    out, then wakes a waiting writer if the gate is up (``wake``).
     Not reentrant (a thread holds it once)."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
-        self._fast: set[int] = set()  # threads reading past the gate
+        self._fast: set[int] = set()  # threads reading
         self._gate = False  # a writer is in or waiting: readers queue
-        self._readers = 0  # readers let in through the condition
         self._writer = False
         self._writers_waiting = 0
         self._readers_waiting = 0
@@ -99,39 +100,42 @@ class RWLock:
         self.shared = _Shared(self)
         self.exclusive = _Exclusive(self)
 
+    def queue(self, me: int) -> None:
+        """A reader that found the gate up: out of ``_fast``, wait for the
+        writers' turn to end, back in."""
+        with self._cond:
+            self._fast.discard(me)
+            self._cond.notify_all()  # a writer may be waiting for it to leave
+            self._readers_waiting += 1
+            while self._writer or (self._writers_waiting and not self._admit):
+                self._cond.wait()
+            self._readers_waiting -= 1
+            if self._admit:
+                self._admit -= 1
+            self._fast.add(me)
+
+    def wake(self) -> None:
+        """A reader left with the gate up: the waiting writer looks again."""
+        with self._cond:
+            self._cond.notify_all()
+
 
 class _Shared:
+    # the same four steps are inline in ``LibraryCollection.search``
     def __init__(self, lock: RWLock):
         self.lock = lock
 
     def __enter__(self) -> None:
-        lock, me = self.lock, get_ident()
-        lock._fast.add(me)
-        if not lock._gate:
-            return
-        with lock._cond:
-            lock._fast.discard(me)
-            lock._cond.notify_all()  # a writer may be waiting for it to leave
-            lock._readers_waiting += 1
-            while lock._writer or (lock._writers_waiting and not lock._admit):
-                lock._cond.wait()
-            lock._readers_waiting -= 1
-            if lock._admit:
-                lock._admit -= 1
-            lock._readers += 1
+        lock = self.lock
+        lock._fast.add(get_ident())
+        if lock._gate:
+            lock.queue(get_ident())
 
     def __exit__(self, *exc: object) -> None:
-        lock, me = self.lock, get_ident()
-        if me in lock._fast:
-            lock._fast.discard(me)
-            if lock._gate:
-                with lock._cond:
-                    lock._cond.notify_all()
-            return
-        with lock._cond:
-            lock._readers -= 1
-            if not lock._readers:
-                lock._cond.notify_all()
+        lock = self.lock
+        lock._fast.discard(get_ident())
+        if lock._gate:
+            lock.wake()
 
 
 class _Exclusive:
@@ -143,7 +147,7 @@ class _Exclusive:
         with lock._cond:
             lock._writers_waiting += 1
             lock._gate = True
-            while lock._writer or lock._readers or lock._admit or lock._fast:
+            while lock._writer or lock._admit or lock._fast:
                 lock._cond.wait()
             lock._writers_waiting -= 1
             lock._writer = True
@@ -258,7 +262,13 @@ class LibraryCollection(ColumnsCollection):
 
     def search(self, vectors: np.ndarray, k: int, where: Filter | None = None) -> SearchResult:
         q = np.ascontiguousarray(vectors, dtype=np.float32)
-        with self._lock.shared:
+        # ``with self._lock.shared``, its steps inline: the two calls it
+        # makes are 1-3 us of a 100 us query (faiss, ef 16)
+        lock, me = self._lock, get_ident()
+        lock._fast.add(me)
+        if lock._gate:
+            lock.queue(me)
+        try:
             c = self._c
             if where is None and 0 < k <= len(c.row_of) and self._built and len(q):
                 rows, dist = self._index_knn(q, k, None)  # the common case
@@ -268,6 +278,10 @@ class LibraryCollection(ColumnsCollection):
                     return SearchResult.empty(len(q), k)
                 rows, dist = found
             ids = c.ids[rows]  # padding too: row -1 is id -1 (``Columns.ids``)
+        finally:
+            lock._fast.discard(me)
+            if lock._gate:
+                lock.wake()
         return SearchResult(ids, dist)
 
     def _search_rest(
