@@ -53,24 +53,32 @@ class Schema:
             raise ValueError(f"unknown metric {self.metric!r} (use l2, ip or cosine)")
 
 
-@dataclass(frozen=True, eq=False)
+_INT64, _FLOAT32 = np.dtype(np.int64), np.dtype(np.float32)  # compared as dtypes: half the time
+
+
+@dataclass(eq=False, slots=True)
 class DocBatch:
+    """Not frozen, as ``SearchResult``: one is made per get, and a frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__``
+    (with slots, half the time per batch). Nothing assigns to a batch."""
+
     ids: np.ndarray
     fields: Mapping[str, np.ndarray] = field(default_factory=dict)
     vectors: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        n = len(self.ids)
-        if self.ids.ndim != 1 or self.ids.dtype != np.int64:
+        ids, vectors = self.ids, self.vectors
+        n = len(ids)
+        if ids.ndim != 1 or ids.dtype != _INT64:
             raise TypeError("ids must be a 1-d int64 array")
         for name, col in self.fields.items():
             if len(col) != n:
                 raise ValueError(f"field {name!r} has {len(col)} values for {n} ids")
-        if self.vectors is not None:
-            if self.vectors.dtype != np.float32 or self.vectors.ndim != 2:
+        if vectors is not None:
+            if vectors.dtype != _FLOAT32 or vectors.ndim != 2:
                 raise TypeError("vectors must be a 2-d float32 array")
-            if len(self.vectors) != n:
-                raise ValueError(f"{len(self.vectors)} vectors for {n} ids")
+            if len(vectors) != n:
+                raise ValueError(f"{len(vectors)} vectors for {n} ids")
 
     def __len__(self) -> int:
         return len(self.ids)
