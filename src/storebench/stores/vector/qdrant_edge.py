@@ -137,8 +137,13 @@ class QdrantEdgeCollection(Collection):
                 f: np.array([p[f] for p in payloads], dtype=DTYPES[kind])
                 for f, kind in self.schema.fields.items()
             }
-        vecs = np.array([r.vector for r in records], np.float32) if vectors else None
-        return DocBatch(_ids([r.id for r in records]), fields, vecs)
+        uids: list[Any] = []
+        vecs: list[Any] | None = [] if vectors else None
+        for r in records:  # one pass, as ``search``'s
+            uids.append(r.id)
+            if vecs is not None:
+                vecs.append(r.vector)
+        return DocBatch(_ids(uids), fields, None if vecs is None else np.array(vecs, np.float32))
 
     # --- filters -------------------------------------------------------------------
     def _kind(self, field: str) -> str:
@@ -311,10 +316,16 @@ class QdrantEdgeCollection(Collection):
             else:
                 reqs = [self._request(qe.QueryRequest, v, k, flt) for v in vecs]
                 results = self._shard.query_batch(qe.QueryBatchRequest(reqs))
-        # every query's points (nearest first) in one flat list; scores are
-        # float32, so the distance in float32 is exactly rounded too
-        ids = _ids([p.id for points in results for p in points])
-        dist = np.array([p.score for points in results for p in points], np.float32)
+        # every query's points (nearest first) in one flat list, read in one
+        # pass (no comprehension frames: 4-6 us a query); scores are float32,
+        # so the distance in float32 is exactly rounded too
+        uids: list[Any] = []
+        scores: list[float] = []
+        for points in results:
+            for p in points:
+                uids.append(p.id)
+                scores.append(p.score)
+        ids, dist = _ids(uids), np.array(scores, np.float32)
         if self.schema.metric == "cosine":  # in place, with 0-d operands (indexlib.ONE)
             dist = np.subtract(ONE, dist, out=dist)
         elif self.schema.metric == "ip":
