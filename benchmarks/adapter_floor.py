@@ -7,8 +7,10 @@ one index (m=16, ef_construct=128 where the engine takes them), then per ef
 (where the engine has one) times, one query per call, the library's own
 search and the op the driver times in a search task (``SearchFactory``'s,
 which calls the collection's ``search``). The two alternate in blocks
-(A B, then B A, ...) so a change in the machine's load meets both; each
-figure is the median over blocks of the time per query: CPU of the calling
+(A B, then B A, ...) so a change in the machine's load meets both; a
+block is as many calls as take about 40 ms (``--block-ms``) at the
+library's pace, so every line has its 30 blocks (``--blocks``) in seconds
+whether a query takes 70 us or 17 ms; each figure is the median over blocks of the time per query: CPU of the calling
 thread (``time.thread_time``), CPU of the process (``time.process_time``:
 lancedb, duckdb and chroma search partly on threads of their own) and wall.
 Printed per engine and ef: each figure for both, storebench's over the
@@ -52,7 +54,7 @@ several times, so its calling thread's CPU moves with the timing of those
 hand-offs more than with the adapter's own few microseconds.
 
     nice python benchmarks/adapter_floor.py [--n 100000 --dim 50 --metric cosine]
-        [--ef 16 64 256] [--blocks 10 --block 200] [--engines hnswlib faiss ...] [--control]
+        [--ef 16 64 256] [--blocks 30 --block-ms 40] [--engines hnswlib faiss ...] [--control]
         [--get] [--insert BATCH]
 """
 
@@ -205,6 +207,18 @@ def per_query(calls: Callable[[int], Any], start: int, count: int) -> list[float
         calls(i)
     after = [clock() for clock in CLOCKS.values()]
     return [(b - a) / count / 1e3 for a, b in zip(before, after, strict=True)]
+
+
+def calls_per_block(call: Callable[[int], Any], seconds: float) -> int:
+    """How many calls of ``call`` take ``seconds``, at the pace of untimed
+    calls for a quarter of that (2 at least): a block lasts about as long
+    for a 70 us search as for a 17 ms one, so a slow engine's line gets as
+    many blocks as a fast one's in about the same time."""
+    count, start = 0, time.perf_counter()
+    while not count or time.perf_counter() - start < seconds / 4:
+        call(count)
+        count += 1
+    return max(2, round(seconds * count / (time.perf_counter() - start)))
 
 
 def alternated(
@@ -388,8 +402,13 @@ def main() -> None:
     ap.add_argument("--metric", default="cosine", choices=("l2", "ip", "cosine"))
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--ef", type=int, nargs="+", default=[16, 64, 256])
-    ap.add_argument("--blocks", type=int, default=10, help="timed blocks per side")
-    ap.add_argument("--block", type=int, default=200, help="queries per block")
+    ap.add_argument("--blocks", type=int, default=30, help="timed blocks per side")
+    ap.add_argument(
+        "--block-ms",
+        type=float,
+        default=40,
+        help="a block's length (calls per block: the library's pace)",
+    )
     ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
     ap.add_argument(
         "--control",
@@ -406,10 +425,11 @@ def main() -> None:
     args = ap.parse_args()
 
     data = synthetic.vectors(args.n, args.dim)
-    queries = synthetic.queries(args.blocks * args.block, args.dim)
+    queries = synthetic.queries(10_000, args.dim)  # call i asks query i mod 10,000
+    nq, block_s = len(queries), args.block_ms / 1e3
     print(
         f"adapter floor: {args.n:,} x {args.dim} {args.metric}, k={args.k}, "
-        f"{args.blocks} blocks of {args.block} queries per side, one client thread, us per query"
+        f"{args.blocks} blocks of {args.block_ms:g} ms per side, one client thread, us per query"
     )
     print("per figure: library, storebench, storebench / library")
     print(
@@ -431,18 +451,21 @@ def main() -> None:
                     if ef is not None:
                         coll.set_search_params(store.Search.model_validate({"ef": ef}))
                     direct = DIRECT[engine](coll, args.k, ef)
-                    library = lambda i, f=direct: f(queries[i : i + 1])  # noqa: E731
+                    library = lambda i, f=direct: f(queries[i % nq : i % nq + 1])  # noqa: E731
+                    block = calls_per_block(library, block_s)
                     if args.control and ef == efs[0]:  # the library against itself
                         sides = {"library": library, "storebench": library}
-                        line(engine, "A/A", sides, args.blocks, args.block)
+                        line(engine, "A/A", sides, args.blocks, block)
                     # what the timed loop calls (``Op.call``)
                     sides = {
                         "library": library,
                         "storebench": SearchFactory(shared, args.k)(coll, 0, 1).call,
                     }
-                    line(engine, str(ef or "-"), sides, args.blocks, args.block)
+                    line(engine, str(ef or "-"), sides, args.blocks, block)
                 if args.get and engine in GET:
-                    line(engine, "get", gets(coll, args.n), args.blocks, args.block)
+                    sides = gets(coll, args.n)
+                    block = calls_per_block(sides["library"], block_s)
+                    line(engine, "get", sides, args.blocks, block)
                 if args.insert and engine in INSERT:
                     # blocks of 5 batches, as many as the data holds after the untimed one
                     blocks = min(args.blocks, args.n // (5 * args.insert) - 1)
