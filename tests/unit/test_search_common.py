@@ -1,5 +1,6 @@
 """The pieces the vector search workloads share: the recall-target tuner,
-recall and precision, client CPU accounting, engine-side time."""
+recall and precision, client CPU accounting, engine-side time, search
+answers made from an engine's rows."""
 
 import numpy as np
 import pytest
@@ -7,6 +8,7 @@ import pytest
 from storebench.data.truth import GroundTruth
 from storebench.results.records import TaskRecord
 from storebench.results.scores import RECALL
+from storebench.stores.base import SearchResult
 from storebench.workloads.vector.accounting import client_accounting, engine_delta
 from storebench.workloads.vector.params import powers_of_two
 from storebench.workloads.vector.scoring import score, score_found
@@ -155,3 +157,20 @@ def test_server_cpu_per_second_uses_the_span_the_sampler_covered():
     assert client_accounting(TaskRecord(**rec), "processes", 2)["server_cpu_per_s"] == 1.5
     del rec["server_sampled_s"]  # an older record: the measured time
     assert client_accounting(TaskRecord(**rec), "processes", 2)["server_cpu_per_s"] == 3.0
+
+
+def test_answers_from_rows_are_padded_per_query():
+    """Each query's rows in its own row of the answer, nearest first, the
+    rest padding (-1, inf): k each, fewer, none, ids as the engine's text."""
+    answers = [[(4, 0.5), (9, 0.75)], [], [("7", 0.25)], [(1, 0.0), (2, 0.5)]]
+    res = SearchResult.from_rows(answers, 2, lambda rows: rows)
+    assert res.ids.dtype == np.int64 and res.distances.dtype == np.float32
+    assert res.ids.tolist() == [[4, 9], [-1, -1], [7, -1], [1, 2]]
+    assert res.distances.tolist() == [[0.5, 0.75], [np.inf] * 2, [0.25, np.inf], [0.0, 0.5]]
+    full = SearchResult.from_rows(answers[:1], 2, lambda rows: rows)
+    assert full.ids.tolist() == [[4, 9]] and full.distances.tolist() == [[0.5, 0.75]]
+    none = SearchResult.from_rows([[], []], 3, lambda rows: rows)
+    assert none.ids.tolist() == [[-1] * 3] * 2 and np.isinf(none.distances).all()
+    asked: list[object] = []
+    zero = SearchResult.from_rows(answers, 0, asked.append)  # nothing asked for k = 0
+    assert zero.ids.shape == zero.distances.shape == (4, 0) and not asked

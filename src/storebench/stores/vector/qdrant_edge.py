@@ -321,7 +321,9 @@ class QdrantEdgeCollection(Collection):
         # so the distance in float32 is exactly rounded too
         uids: list[Any] = []
         scores: list[float] = []
+        counts: list[int] = []
         for points in results:
+            counts.append(len(points))
             for p in points:
                 uids.append(p.id)
                 scores.append(p.score)
@@ -330,12 +332,7 @@ class QdrantEdgeCollection(Collection):
             dist = np.subtract(ONE, dist, out=dist)
         elif self.schema.metric == "ip":
             dist = np.negative(dist, out=dist)
-        if len(ids) == nq * k:  # k points each
-            return SearchResult(ids.reshape(nq, k), dist.reshape(nq, k))
-        mine = np.arange(k) < np.array([len(points) for points in results])[:, None]
-        padded = SearchResult.empty(nq, k)
-        padded.ids[mine], padded.distances[mine] = ids, dist  # a query's points, then padding
-        return padded
+        return SearchResult.from_flat(ids, dist, counts, k)
 
     def _count(self, flt: Any = None) -> int:
         return int(self._shard.count(qe.CountRequest(exact=True, filter=flt)))
