@@ -61,7 +61,7 @@ class FaissCollection(LibraryCollection):
     def _index_knn(
         self, q: np.ndarray, k: int, allowed: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
-        params = bitmap = None  # hnsw.efSearch is self._ef
+        params = None  # no filter: the index's own hnsw.efSearch (self._ef)
         if allowed is not None:
             bitmap = np.packbits(allowed, bitorder="little")  # alive until search returns
             sel = faiss.IDSelectorBitmap(len(allowed), swig_ptr(bitmap))
