@@ -10,9 +10,10 @@ which calls the collection's ``search``). The two alternate in blocks
 (A B, then B A, ...) so a change in the machine's load meets both; a
 block is as many calls as take about 40 ms (``--block-ms``) at the
 library's pace, so every line has its 30 blocks (``--blocks``) in seconds
-whether a query takes 70 us or 17 ms; each figure is the median over blocks of the time per query: CPU of the calling
-thread (``time.thread_time``), CPU of the process (``time.process_time``:
-lancedb, duckdb and chroma search partly on threads of their own) and wall.
+whether a query takes 70 us or 17 ms; each figure is the median over
+blocks of the time per query: CPU of the calling thread
+(``time.thread_time``), CPU of the process (``time.process_time``: lancedb,
+duckdb and chroma search partly on threads of their own) and wall.
 Printed per engine and ef: each figure for both, storebench's over the
 library's (the median of the blocks' ratios: block b of both sides made the
 same calls next to each other in time, so this machine's changes of pace,

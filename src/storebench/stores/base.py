@@ -122,7 +122,7 @@ class SearchResult:
 
     @classmethod
     def from_flat(
-        cls, ids: np.ndarray, distances: np.ndarray, counts: Sequence[int], k: int
+        cls, ids: np.ndarray, distances: np.ndarray, counts: Sequence[int] | np.ndarray, k: int
     ) -> SearchResult:
         """A search result from every query's answers one after another
         (query i's ``counts[i]`` of them, at most k, nearest first), each

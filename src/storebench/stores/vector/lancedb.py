@@ -182,21 +182,15 @@ class LanceCollection(Collection):
         t = q.select([_ID, "_distance"]).to_arrow()
         found = t.column(_ID).to_numpy()
         d = t.column("_distance").to_numpy()
-        if nq == 1:  # one query's rows: nearest first (Lance sorts them; a stable sort to be sure)
+        if nq == 1:  # one query's rows, no query_index: nearest first (stable to be sure)
             order = np.argsort(d, kind="stable")[:k]
-            if len(order) == k:  # k rows: no padding to make
-                return SearchResult(found[order][None], self._distance(d[order])[None])
-            qi = np.zeros(len(d), np.int64)  # Lance gives one query's rows no query_index
-        else:
-            qi = t.column("query_index").to_numpy().astype(np.int64)
-        out = SearchResult.empty(nq, k)
+            return SearchResult.from_flat(found[order], self._distance(d[order]), [len(order)], k)
+        qi = t.column("query_index").to_numpy().astype(np.int64)
         order = np.lexsort((d, qi))  # per query, nearest first (a stable sort)
         found, d, qi = found[order], d[order], qi[order]
-        rank = np.arange(len(qi)) - np.searchsorted(qi, qi)  # position within its query
-        keep = rank < k
-        out.ids[qi[keep], rank[keep]] = found[keep]
-        out.distances[qi[keep], rank[keep]] = self._distance(d[keep])
-        return out
+        keep = np.arange(len(qi)) - np.searchsorted(qi, qi) < k  # each query's first k
+        counts = np.bincount(qi[keep], minlength=nq)
+        return SearchResult.from_flat(found[keep], self._distance(d[keep]), counts, k)
 
     def _distance(self, d: np.ndarray) -> np.ndarray:
         if self._metric == "l2":
