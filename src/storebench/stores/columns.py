@@ -206,7 +206,7 @@ class Columns:
         return mask
 
     def batch(self, rows: np.ndarray, vectors: bool) -> DocBatch:
-        return DocBatch(
+        return DocBatch.unchecked(
             self.ids[rows],
             {k: v[rows] for k, v in self.cols.items()},
             self.vecs[rows] if vectors and self.schema.dim else None,
