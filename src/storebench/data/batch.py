@@ -85,7 +85,7 @@ class DocBatch:
         cls, ids: np.ndarray, fields: Mapping[str, np.ndarray], vectors: np.ndarray | None
     ) -> DocBatch:
         """A batch from arrays already of the checked types and lengths, not
-        checked again: an adapter's answer on a timed path (a third of the
+        checked again: an adapter's answer on a timed path (a quarter of the
         checked constructor's time; the conformance suite compares answers
         through ``take``, which checks them)."""
         batch = object.__new__(cls)
